@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/chat_actor.hpp"
+
+#include "actors/log_handlers.hpp"
+#include "protocol/errors.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace chargeonce {
+
+namespace {
+
+using self_ptr = chat_self_actor::stateful_pointer<chat_state>;
+
+/// Restarts the idle countdown; an older timer finds its generation stale.
+void arm_idle_timer(self_ptr self) {
+  auto gen = ++self->state.generation;
+  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v,
+                     gen);
+}
+
+reservation_id reservation_of(const reservation& x) {
+  return x.id;
+}
+
+reservation_id reservation_of(const receipt& x) {
+  return x.reservation;
+}
+
+reservation_id reservation_of(const chat_status& x) {
+  return x.active ? x.active->id : 0;
+}
+
+/// Sends one operation to Postgres and suspends the behavior until the answer
+/// arrives (await), so no other operation of this chat can interleave.
+template <class T, class... Ts>
+caf::result<T> serialize(self_ptr self, const char* op_name,
+                         reservation_id id, Ts&&... xs) {
+  ++self->state.received;
+  self->state.pending = self->make_response_promise();
+  auto result = self->state.pending;
+  self->request(self->state.store, self->state.options.store_timeout,
+                std::forward<Ts>(xs)...)
+    .await(
+      [self, op_name](T& x) {
+        spdlog::info("{} ok chat={} reservation={}", op_name, self->state.id,
+                     reservation_of(x));
+        self->state.pending.deliver(std::move(x));
+        arm_idle_timer(self);
+      },
+      [self, op_name, id](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          err = caf::make_error(ec::storage_unavailable,
+                                std::string{op_name}
+                                  + ": Postgres did not answer in time");
+        spdlog::warn("{} refused chat={} reservation={} error={} message={}",
+                     op_name, self->state.id, id, error_name(err),
+                     error_message(err));
+        self->state.pending.deliver(std::move(err));
+        arm_idle_timer(self);
+      });
+  return result;
+}
+
+} // namespace
+
+chat_state::~chat_state() {
+  if (pending.pending())
+    pending.deliver(caf::make_error(ec::storage_unavailable,
+                                    "chat actor stopped before Postgres "
+                                    "answered; the outcome is unknown"));
+}
+
+chat_self_actor::behavior_type
+make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
+          persistence_actor store, registry_actor registry,
+          chat_options options) {
+  install_log_handlers(self);
+  self->state.id = id;
+  self->state.store = std::move(store);
+  self->state.registry = std::move(registry);
+  self->state.options = options;
+  arm_idle_timer(self);
+  // The chat argument is the routing key; this actor answers for its own.
+  return {
+    [self](atom::create op, chat_spec spec) {
+      spec.chat = self->state.id;
+      return serialize<chat_status>(self, "create", 0, op, std::move(spec));
+    },
+    [self](atom::reserve op, chat_id, kind k, const std::string& request_id) {
+      return serialize<reservation>(self, "reserve", 0, op, self->state.id, k,
+                                    request_id);
+    },
+    [self](atom::start op, chat_id, reservation_id id) {
+      return serialize<reservation>(self, "start", id, op, self->state.id, id);
+    },
+    [self](atom::commit op, chat_id, reservation_id id) {
+      return serialize<receipt>(self, "commit", id, op, self->state.id, id);
+    },
+    [self](atom::fail op, chat_id, reservation_id id) {
+      return serialize<reservation>(self, "fail", id, op, self->state.id, id);
+    },
+    [self](atom::cancel op, chat_id) {
+      return serialize<reservation>(self, "cancel", 0, op, self->state.id);
+    },
+    [self](atom::status op, chat_id) {
+      return serialize<chat_status>(self, "status", 0, op, self->state.id);
+    },
+    [self](atom::idle, uint64_t gen) {
+      if (gen == self->state.generation)
+        self->send(self->state.registry, atom::idle_v, self->state.id,
+                   self->state.received);
+    },
+    [self](atom::stop) { self->quit(); },
+  };
+}
+
+} // namespace chargeonce

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The chat actor: one per active chat, serializes that chat's operations.
+#pragma once
+
+#include "protocol/interfaces.hpp"
+
+#include <caf/response_promise.hpp>
+#include <caf/timespan.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace chargeonce {
+
+/// Timing of a chat actor, from the server's configuration.
+struct chat_options {
+  /// How long an operation may wait for Postgres before the caller gets
+  /// storage_unavailable; above the store's statement timeout.
+  caf::timespan store_timeout = std::chrono::seconds(10);
+  /// Without operations for this long, the actor asks to be passivated.
+  caf::timespan idle_timeout = std::chrono::seconds(60);
+};
+
+/// Adds the chat actor's own timer message to its public operations.
+using chat_self_actor
+  = chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>>;
+
+struct chat_state {
+  static inline const char* name = "chat";
+  chat_id id = 0;            ///< the chat this actor serializes
+  persistence_actor store;   ///< this chat's partition of the pool
+  registry_actor registry;   ///< asked for passivation when idle
+  chat_options options;
+  uint64_t received = 0;     ///< operations received, reported when idle
+  uint64_t generation = 0;   ///< invalidates idle timers armed earlier
+  caf::response_promise pending; ///< the caller awaiting Postgres, if any
+
+  /// A caller never waits for its timeout because this actor went away.
+  ~chat_state();
+};
+
+/// Serializes create, reserve, start, commit, fail, cancel and status: the
+/// next operation waits in the mailbox until Postgres answered the current
+/// one. Not spawned directly: the registry does, and passivates it.
+chat_self_actor::behavior_type
+make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
+          persistence_actor store, registry_actor registry,
+          chat_options options);
+
+} // namespace chargeonce

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/persistence_actor.hpp"
+
+#include "actors/log_handlers.hpp"
+
+#include <caf/all.hpp>
+
+namespace chargeonce {
+
+persistence_actor::behavior_type
+make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
+                 persistence::store_options opts) {
+  install_log_handlers(self);
+  self->state.db = std::make_unique<persistence::store>(std::move(opts));
+  auto& db = *self->state.db;
+  return {
+    [&db](atom::create, const chat_spec& spec) -> caf::result<chat_status> {
+      return db.create_chat(spec);
+    },
+    [&db](atom::reserve, chat_id chat, kind k,
+          const std::string& request_id) -> caf::result<reservation> {
+      return db.reserve(chat, k, request_id);
+    },
+    [&db](atom::start, chat_id chat,
+          reservation_id id) -> caf::result<reservation> {
+      return db.start(chat, id);
+    },
+    [&db](atom::commit, chat_id chat,
+          reservation_id id) -> caf::result<receipt> {
+      return db.commit(chat, id);
+    },
+    [&db](atom::fail, chat_id chat,
+          reservation_id id) -> caf::result<reservation> {
+      return db.fail(chat, id);
+    },
+    [&db](atom::cancel, chat_id chat) -> caf::result<reservation> {
+      return db.cancel(chat);
+    },
+    [&db](atom::status, chat_id chat) -> caf::result<chat_status> {
+      return db.status(chat);
+    },
+  };
+}
+
+std::vector<persistence_actor>
+spawn_persistence_pool(caf::actor_system& sys,
+                       const persistence::store_options& opts, size_t size) {
+  std::vector<persistence_actor> pool;
+  for (size_t i = 0; i < std::max<size_t>(size, 1); ++i)
+    pool.push_back(sys.spawn<caf::detached>(make_persistence, opts));
+  return pool;
+}
+
+} // namespace chargeonce

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/registry_actor.hpp"
+
+#include "actors/log_handlers.hpp"
+#include "protocol/validation.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace chargeonce {
+
+namespace {
+
+using self_ptr = registry_actor::stateful_pointer<registry_state>;
+
+/// The chat's actor, spawned on first use; counts what is routed to it so a
+/// passivation request can tell whether a message is still in flight.
+chat_self_actor route(self_ptr self, chat_id chat) {
+  auto& st = self->state;
+  auto i = st.chats.find(chat);
+  if (i == st.chats.end()) {
+    // Linked: a registry shutdown takes its chats along; a crashing chat
+    // reaches the exit handler below instead of killing the registry.
+    auto handle = self->spawn<caf::linked>(
+      make_chat, chat, st.pool[partition_of(chat, st.pool.size())],
+      caf::actor_cast<registry_actor>(self), st.options);
+    i = st.chats.emplace(chat, registry_state::entry{handle, 0}).first;
+  }
+  ++i->second.routed;
+  return i->second.handle;
+}
+
+/// Passivates the sender if nothing was routed to it since it reported idle:
+/// then no message can be lost, and a new actor for the chat never runs
+/// beside the old one.
+void passivate(self_ptr self, chat_id chat, uint64_t received) {
+  auto i = self->state.chats.find(chat);
+  const auto& sender = self->current_sender();
+  if (i == self->state.chats.end() || sender == nullptr
+      || i->second.handle.address() != sender->address())
+    return; // stale report from an actor already replaced
+  if (i->second.routed != received)
+    return; // a message is on its way; the actor re-arms its timer
+  self->send(i->second.handle, atom::stop_v);
+  self->state.chats.erase(i);
+}
+
+void on_exit(self_ptr self, caf::exit_msg& msg) {
+  auto& chats = self->state.chats;
+  for (auto i = chats.begin(); i != chats.end(); ++i)
+    if (i->second.handle.address() == msg.source) {
+      spdlog::error("chat actor failed chat={} reason={}", i->first,
+                    caf::to_string(msg.reason));
+      chats.erase(i);
+      return;
+    }
+  if (msg.reason) // a shutdown from outside, not one of our chats
+    self->quit(msg.reason);
+}
+
+} // namespace
+
+size_t partition_of(chat_id chat, size_t pool_size) {
+  return static_cast<size_t>(static_cast<uint64_t>(chat) % pool_size);
+}
+
+registry_actor::behavior_type
+make_registry(registry_actor::stateful_pointer<registry_state> self,
+              std::vector<persistence_actor> pool, chat_options options) {
+  install_log_handlers(self);
+  self->state.pool = std::move(pool);
+  self->state.options = options;
+  self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
+  return {
+    [self](atom::create op,
+           const chat_spec& spec) -> caf::result<chat_status> {
+      if (auto err = validate_spec(spec))
+        return err;
+      return self->delegate(route(self, spec.chat), op, spec);
+    },
+    [self](atom::reserve op, chat_id chat, kind k,
+           const std::string& request_id) -> caf::result<reservation> {
+      if (auto err = validate_reserve(chat, k, request_id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, k, request_id);
+    },
+    [self](atom::start op, chat_id chat,
+           reservation_id id) -> caf::result<reservation> {
+      if (auto err = validate_reservation(chat, id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, id);
+    },
+    [self](atom::commit op, chat_id chat,
+           reservation_id id) -> caf::result<receipt> {
+      if (auto err = validate_reservation(chat, id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, id);
+    },
+    [self](atom::fail op, chat_id chat,
+           reservation_id id) -> caf::result<reservation> {
+      if (auto err = validate_reservation(chat, id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, id);
+    },
+    [self](atom::cancel op, chat_id chat) -> caf::result<reservation> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(route(self, chat), op, chat);
+    },
+    [self](atom::status op, chat_id chat) -> caf::result<chat_status> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(route(self, chat), op, chat);
+    },
+    [self](atom::idle, chat_id chat, uint64_t received) {
+      passivate(self, chat, received);
+    },
+  };
+}
+
+} // namespace chargeonce

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// The registry: the server's published entry point. Validates input, spawns
+// one chat actor per chat on its first message and passivates idle ones.
+#pragma once
+
+#include "actors/chat_actor.hpp"
+#include "protocol/interfaces.hpp"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace chargeonce {
+
+struct registry_state {
+  static inline const char* name = "registry";
+
+  struct entry {
+    chat_self_actor handle;
+    uint64_t routed = 0; ///< operations sent to it; compared when it is idle
+  };
+
+  std::unordered_map<chat_id, entry> chats; ///< live chat actors
+  std::vector<persistence_actor> pool;      ///< partitioned by chat_id
+  chat_options options;
+};
+
+/// Answers the whole API by delegating to chat actors. Bad input (zero ids,
+/// unknown kinds, negative amounts) is refused here, before anything spawns.
+registry_actor::behavior_type
+make_registry(registry_actor::stateful_pointer<registry_state> self,
+              std::vector<persistence_actor> pool, chat_options options);
+
+/// The pool member that owns `chat`: stable for the pool's lifetime.
+size_t partition_of(chat_id chat, size_t pool_size);
+
+} // namespace chargeonce

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-server: wires Postgres, the persistence pool and the registry,
+// publishes the API, and shuts down on SIGINT/SIGTERM.
+#include "actors/persistence_actor.hpp"
+#include "actors/registry_actor.hpp"
+#include "main/server_config.hpp"
+#include "persistence/cluster.hpp"
+#include "persistence/migrations.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+namespace {
+
+using namespace chargeonce;
+
+/// Blocks SIGINT/SIGTERM in every thread (CAF's included, which inherit the
+/// mask) so that only the main thread's sigwait sees them.
+sigset_t block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("chargeonce");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z [%l] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+/// Starts the embedded cluster when no --postgres was given, then migrates.
+std::optional<std::string>
+prepare_database(const server_config& cfg,
+                 std::unique_ptr<persistence::embedded_cluster>& cluster) {
+  std::string dsn = cfg.postgres;
+  if (dsn.empty()) {
+    cluster = std::make_unique<persistence::embedded_cluster>(cfg.data_dir);
+    auto started = cluster->start();
+    if (!started) {
+      spdlog::critical("embedded postgres failed error={}",
+                       error_message(started.error()));
+      return std::nullopt;
+    }
+    dsn = *started;
+  }
+  if (auto done = persistence::migrate(dsn); !done) {
+    spdlog::critical("cannot migrate error={}", error_message(done.error()));
+    return std::nullopt;
+  }
+  return dsn;
+}
+
+int serve(caf::actor_system& sys, const server_config& cfg,
+          const std::string& dsn, const sigset_t& signals) {
+  persistence::store_options store_opts{
+    dsn, std::chrono::duration_cast<std::chrono::milliseconds>(
+           cfg.statement_timeout)};
+  auto pool = spawn_persistence_pool(sys, store_opts, cfg.connections);
+  auto registry = sys.spawn(make_registry, pool,
+                            chat_options{cfg.store_timeout, cfg.idle_timeout});
+  api_actor api = registry;
+  auto port = sys.middleman().publish(api, cfg.port, "127.0.0.1", true);
+  int rc = 0;
+  if (!port) {
+    spdlog::critical("cannot listen port={} error={}", cfg.port,
+                     sys.render(port.error()));
+    rc = 1;
+  } else {
+    spdlog::info("listening address=127.0.0.1 port={} connections={}", *port,
+                 pool.size());
+    if (!cfg.port_file.empty())
+      std::ofstream{cfg.port_file} << *port << '\n';
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("shutting down signal={}", sig);
+    sys.middleman().unpublish(api, *port);
+  }
+  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  for (auto& p : pool)
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto signals = block_shutdown_signals();
+  server_config cfg;
+  if (auto err = cfg.parse(argc, argv)) {
+    std::cerr << "chargeonce-server: " << caf::actor_system_config::render(err)
+              << "\n";
+    return 2;
+  }
+  if (cfg.cli_helptext_printed)
+    return 0;
+  setup_logging(cfg.log_level);
+  std::unique_ptr<persistence::embedded_cluster> cluster;
+  auto dsn = prepare_database(cfg, cluster);
+  if (!dsn)
+    return 1;
+  int rc = 0;
+  {
+    caf::actor_system sys{cfg};
+    rc = serve(sys, cfg, *dsn, signals);
+  } // waits for every actor, so Postgres outlives its last transaction
+  if (cluster)
+    cluster->stop();
+  spdlog::info("stopped");
+  return rc;
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-server's options: command line (--name=value) and an ini file
+// (caf-application.ini, or --config-file=PATH) with the same names.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace chargeonce {
+
+struct server_config : caf::actor_system_config {
+  uint16_t port = 4242;
+  std::string postgres;               ///< empty: the embedded cluster
+  std::string data_dir = "var/postgres";
+  std::string port_file;              ///< written once listening (for tests)
+  std::string log_level = "info";
+  caf::timespan idle_timeout = std::chrono::seconds(60);
+  caf::timespan store_timeout = std::chrono::seconds(10);
+  caf::timespan statement_timeout = std::chrono::seconds(5);
+  size_t connections = 4;
+
+  server_config();
+};
+
+} // namespace chargeonce

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "persistence/store.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
+#include "protocol/time.hpp"
+#include "protocol/validation.hpp"
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace chargeonce::persistence {
+
+namespace {
+
+/// SQLSTATE of unique_violation: the only database error that means busy.
+constexpr const char* unique_violation_sqlstate = "23505";
+
+// -- row mapping --------------------------------------------------------------
+
+constexpr const char* reservation_columns
+  = "id, chat_id, kind, status, queue, held_daily_messages, "
+    "held_daily_images, held_balance, request_id, "
+    "(extract(epoch FROM created_at) * 1000000)::bigint";
+
+/// A bigint SQL parameter `$n` turned into a timestamptz without floating
+/// point: whole seconds plus microseconds.
+std::string micros_to_timestamptz(const char* param) {
+  return std::string{"(to_timestamp("} + param + " / 1000000) + (" + param
+         + " % 1000000) * interval '1 microsecond')";
+}
+
+kind parse_kind(const pqxx::field& f) {
+  kind k = kind::text;
+  from_string(f.as<std::string>(), k);
+  return k;
+}
+
+reservation to_reservation(const pqxx::row& r) {
+  reservation x;
+  x.id = r[0].as<int64_t>();
+  x.chat = r[1].as<int64_t>();
+  x.kind = parse_kind(r[2]);
+  from_string(r[3].as<std::string>(), x.status);
+  x.queue = r[4].as<std::string>();
+  x.held = {r[5].as<int32_t>(), r[6].as<int32_t>(), r[7].as<int32_t>()};
+  x.request_id = r[8].as<std::string>();
+  x.created_at = from_unix_micros(r[9].as<int64_t>());
+  return x;
+}
+
+caf::optional<reservation> find_reservation_of_chat(pqxx::work& tx,
+                                                    chat_id chat) {
+  auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
+                             + " FROM reservations WHERE chat_id = $1",
+                           chat);
+  if (rs.empty())
+    return caf::none;
+  return to_reservation(rs[0]);
+}
+
+caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
+  auto rs = tx.exec_params(
+    "SELECT daily_messages, daily_images, balance, "
+    "(extract(epoch FROM premium_until) * 1000000)::bigint, "
+    "coalesce(premium_until > now(), false), started, blocked, banned "
+    "FROM chats WHERE chat_id = $1",
+    chat);
+  if (rs.empty())
+    return caf::make_error(ec::not_found, "unknown chat " + std::to_string(chat));
+  const auto& r = rs[0];
+  chat_status x;
+  x.chat = chat;
+  x.available = {r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
+  if (!r[3].is_null())
+    x.premium_until = from_unix_micros(r[3].as<int64_t>());
+  x.premium = r[4].as<bool>();
+  x.started = r[5].as<bool>();
+  x.blocked = r[6].as<bool>();
+  x.banned = r[7].as<bool>();
+  x.active = find_reservation_of_chat(tx, chat);
+  return x;
+}
+
+bool chat_exists(pqxx::work& tx, chat_id chat) {
+  return !tx.exec_params("SELECT 1 FROM chats WHERE chat_id = $1", chat)
+            .empty();
+}
+
+caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
+  auto rs = tx.exec_params(
+    "SELECT chat_id, kind, charged_daily_messages, charged_daily_images, "
+    "charged_balance, (extract(epoch FROM committed_at) * 1000000)::bigint "
+    "FROM ledger WHERE reservation_id = $1",
+    id);
+  if (rs.empty())
+    return caf::none;
+  const auto& r = rs[0];
+  receipt x;
+  x.reservation = id;
+  x.chat = r[0].as<int64_t>();
+  x.kind = parse_kind(r[1]);
+  x.charged = {r[2].as<int32_t>(), r[3].as<int32_t>(), r[4].as<int32_t>()};
+  x.committed_at = from_unix_micros(r[5].as<int64_t>());
+  return x;
+}
+
+std::string describe(chat_id chat, reservation_id id) {
+  return "reservation " + std::to_string(id) + " of chat "
+         + std::to_string(chat);
+}
+
+/// Why reservation `id` is not an active reservation of `chat`: it belongs to
+/// another chat, it was committed already, or it is simply gone.
+caf::error explain_missing(pqxx::work& tx, chat_id chat, reservation_id id) {
+  auto owner = tx.exec_params("SELECT chat_id FROM reservations WHERE id = $1",
+                              id);
+  if (!owner.empty() && owner[0][0].as<int64_t>() != chat)
+    return caf::make_error(ec::invalid_argument,
+                           "reservation " + std::to_string(id)
+                             + " does not belong to chat "
+                             + std::to_string(chat));
+  if (auto done = find_receipt(tx, id)) {
+    if (done->chat != chat)
+      return caf::make_error(ec::invalid_argument,
+                             "reservation " + std::to_string(id)
+                               + " does not belong to chat "
+                               + std::to_string(chat));
+    return caf::make_error(ec::invalid_state,
+                           describe(chat, id) + " was already committed");
+  }
+  if (!chat_exists(tx, chat))
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
+  return caf::make_error(ec::not_found, describe(chat, id) + " is gone");
+}
+
+} // namespace
+
+// -- connection handling ------------------------------------------------------
+
+struct store::impl {
+  store_options opts;
+  std::unique_ptr<pqxx::connection> conn;
+
+  pqxx::connection& connection() {
+    if (!conn || !conn->is_open()) {
+      conn.reset();
+      auto fresh = std::make_unique<pqxx::connection>(opts.dsn);
+      pqxx::nontransaction setup{*fresh};
+      setup.exec("SET statement_timeout = "
+                 + std::to_string(opts.statement_timeout.count()));
+      setup.commit();
+      conn = std::move(fresh);
+    }
+    return *conn;
+  }
+
+  caf::error unavailable(const char* op, chat_id chat, reservation_id id,
+                         const std::string& sqlstate, const char* what) {
+    // A failed connection is rebuilt on the next call rather than trusted.
+    conn.reset();
+    spdlog::error("storage_unavailable op={} chat={} reservation={} "
+                  "sqlstate={} error={}",
+                  op, chat, id, sqlstate.empty() ? "-" : sqlstate, what);
+    return caf::make_error(ec::storage_unavailable,
+                           std::string{op} + ": " + what);
+  }
+
+  /// Runs `fn` in one transaction and commits only if it produced a value.
+  /// Business errors come back from `fn`; anything thrown is an outage.
+  template <class T, class F>
+  caf::expected<T> run(const char* op, chat_id chat, reservation_id id,
+                       F&& fn) {
+    try {
+      pqxx::work tx{connection()};
+      caf::expected<T> result = fn(tx);
+      if (result)
+        tx.commit();
+      return result;
+    } catch (const pqxx::sql_error& e) {
+      return unavailable(op, chat, id, e.sqlstate(), e.what());
+    } catch (const pqxx::in_doubt_error& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    } catch (const pqxx::broken_connection& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    } catch (const std::exception& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    }
+  }
+};
+
+store::store(store_options opts) : impl_(std::make_unique<impl>()) {
+  impl_->opts = std::move(opts);
+}
+
+store::~store() = default;
+
+int store::backend_pid() const {
+  return impl_->conn && impl_->conn->is_open() ? impl_->conn->backendpid() : 0;
+}
+
+// -- operations ---------------------------------------------------------------
+
+caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
+  if (auto err = validate_spec(spec))
+    return err;
+  auto premium_us = spec.premium_until ? to_unix_micros(*spec.premium_until)
+                                       : int64_t{0};
+  return impl_->run<chat_status>(
+    "create_chat", spec.chat, 0,
+    [&](pqxx::work& tx) -> caf::expected<chat_status> {
+      auto rs = tx.exec_params(
+        "INSERT INTO chats (chat_id, daily_messages, daily_images, balance, "
+        "premium_until) VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN "
+          + micros_to_timestamptz("$6::bigint")
+          + " END) ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
+        spec.chat, spec.initial.daily_messages, spec.initial.daily_images,
+        spec.initial.balance, static_cast<bool>(spec.premium_until), premium_us);
+      if (rs.empty())
+        return caf::make_error(ec::already_exists,
+                               "chat " + std::to_string(spec.chat)
+                                 + " already exists");
+      return read_status(tx, spec.chat);
+    });
+}
+
+caf::expected<reservation> store::reserve(chat_id chat, kind k,
+                                          const std::string& request_id) {
+  if (auto err = validate_reserve(chat, k, request_id))
+    return err;
+  return impl_->run<reservation>(
+    "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      // Lock, read, decide, insert: the row lock makes the balance check and
+      // the hold one step for every writer of this chat.
+      auto rs = tx.exec_params(
+        "SELECT daily_messages, daily_images, balance, "
+        "coalesce(premium_until > now(), false), blocked, banned "
+        "FROM chats WHERE chat_id = $1 FOR UPDATE",
+        chat);
+      if (rs.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      const auto& r = rs[0];
+      if (r[5].as<bool>())
+        return caf::make_error(ec::chat_banned,
+                               "chat " + std::to_string(chat) + " is banned");
+      if (r[4].as<bool>())
+        return caf::make_error(ec::chat_blocked,
+                               "chat " + std::to_string(chat) + " is blocked");
+      pockets available{r[0].as<int32_t>(), r[1].as<int32_t>(),
+                        r[2].as<int32_t>()};
+      pocket_choice choice;
+      if (auto code = choose_pockets(k, r[3].as<bool>(), available, choice);
+          code != ec::none)
+        return caf::make_error(code, "chat " + std::to_string(chat)
+                                       + " cannot pay for " + to_string(k));
+      try {
+        auto inserted = tx.exec_params(
+          std::string{"INSERT INTO reservations (chat_id, kind, queue, "
+                      "held_daily_messages, held_daily_images, held_balance, "
+                      "request_id) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+                      "RETURNING "}
+            + reservation_columns,
+          chat, to_string(k), choice.queue, choice.held.daily_messages,
+          choice.held.daily_images, choice.held.balance, request_id);
+        return to_reservation(inserted[0]);
+      } catch (const pqxx::sql_error& e) {
+        // The index, not a SELECT beforehand, is the guarantee; and only its
+        // own SQLSTATE means busy. Anything else is an outage, rethrown.
+        if (e.sqlstate() != unique_violation_sqlstate)
+          throw;
+        return caf::make_error(ec::busy, "chat " + std::to_string(chat)
+                                           + " has an active reservation");
+      }
+    });
+}
+
+caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  return impl_->run<reservation>(
+    "start", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      auto rs = tx.exec_params(
+        std::string{"UPDATE reservations SET status = 'in_progress', "
+                    "started_at = now() WHERE id = $1 AND chat_id = $2 "
+                    "AND status = 'queued' RETURNING "}
+          + reservation_columns,
+        id, chat);
+      if (!rs.empty())
+        return to_reservation(rs[0]);
+      // A worker retrying its start must not be told the job is gone.
+      if (auto current = find_reservation_of_chat(tx, chat);
+          current && current->id == id)
+        return *current;
+      return explain_missing(tx, chat, id);
+    });
+}
+
+caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  return impl_->run<receipt>(
+    "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
+      auto locked = tx.exec_params(
+        "SELECT daily_messages, daily_images, balance FROM chats "
+        "WHERE chat_id = $1 FOR UPDATE",
+        chat);
+      if (locked.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      if (auto done = find_receipt(tx, id)) {
+        if (done->chat != chat)
+          return explain_missing(tx, chat, id);
+        return *done; // idempotent: the first receipt, nothing charged again
+      }
+      auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
+                                 + " FROM reservations WHERE id = $1 "
+                                   "FOR UPDATE",
+                               id);
+      if (rs.empty() || rs[0][1].as<int64_t>() != chat)
+        return explain_missing(tx, chat, id);
+      auto held = to_reservation(rs[0]);
+      if (held.status != reservation_status::in_progress)
+        return caf::make_error(ec::invalid_state,
+                               describe(chat, id) + " was never started");
+      // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
+      // stops at zero (the clamp is part of the contract).
+      const auto& row = locked[0];
+      pockets charged{
+        std::min(held.held.daily_messages, row[0].as<int32_t>()),
+        std::min(held.held.daily_images, row[1].as<int32_t>()),
+        std::min(held.held.balance, row[2].as<int32_t>())};
+      tx.exec_params(
+        "UPDATE chats SET "
+        "daily_messages = GREATEST(0, daily_messages - $2), "
+        "daily_images = GREATEST(0, daily_images - $3), "
+        "balance = GREATEST(0, balance - $4) WHERE chat_id = $1",
+        chat, held.held.daily_messages, held.held.daily_images,
+        held.held.balance);
+      auto written = tx.exec_params(
+        "INSERT INTO ledger (reservation_id, chat_id, kind, "
+        "charged_daily_messages, charged_daily_images, charged_balance) "
+        "VALUES ($1, $2, $3, $4, $5, $6) "
+        "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
+        id, chat, to_string(held.kind), charged.daily_messages,
+        charged.daily_images, charged.balance);
+      tx.exec_params("DELETE FROM reservations WHERE id = $1", id);
+      return receipt{id, chat, held.kind, charged,
+                     from_unix_micros(written[0][0].as<int64_t>())};
+    });
+}
+
+caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  return impl_->run<reservation>(
+    "fail", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
+                                           "WHERE id = $1 AND chat_id = $2 "
+                                           "RETURNING "}
+                                 + reservation_columns,
+                               id, chat);
+      if (!rs.empty())
+        return to_reservation(rs[0]);
+      return explain_missing(tx, chat, id);
+    });
+}
+
+caf::expected<reservation> store::cancel(chat_id chat) {
+  if (auto err = validate_chat(chat))
+    return err;
+  return impl_->run<reservation>(
+    "cancel", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      // Conditional on status: a start that won the row lock first leaves
+      // nothing to delete, and this transaction sees in_progress below.
+      auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
+                                           "WHERE chat_id = $1 AND "
+                                           "status = 'queued' RETURNING "}
+                                 + reservation_columns,
+                               chat);
+      if (!rs.empty())
+        return to_reservation(rs[0]);
+      if (auto current = find_reservation_of_chat(tx, chat))
+        return caf::make_error(ec::too_late,
+                               describe(chat, current->id)
+                                 + " is already in progress");
+      if (!chat_exists(tx, chat))
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      return caf::make_error(ec::not_found, "chat " + std::to_string(chat)
+                                              + " has no reservation");
+    });
+}
+
+caf::expected<chat_status> store::status(chat_id chat) {
+  if (auto err = validate_chat(chat))
+    return err;
+  return impl_->run<chat_status>(
+    "status", chat, 0,
+    [&](pqxx::work& tx) { return read_status(tx, chat); });
+}
+
+} // namespace chargeonce::persistence

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "protocol/config.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/type_ids.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+namespace chargeonce {
+
+void register_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::chargeonce>();
+  cfg.add_error_category(
+    caf::atom(error_category_name),
+    [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+      std::string out = "chargeonce::";
+      out += to_string(static_cast<ec>(code));
+      if (!ctx.empty()) {
+        out += ' ';
+        out += caf::to_string(ctx);
+      }
+      return out;
+    });
+}
+
+} // namespace chargeonce

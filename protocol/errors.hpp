@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one error enum of chargeonce. Codes are part of the wire contract:
+// append new ones, never renumber.
+#pragma once
+
+#include <caf/error.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace chargeonce {
+
+enum class ec : uint8_t {
+  /// Reserved: CAF treats code 0 as "no error".
+  none = 0,
+  /// The chat already has an active reservation (UNIQUE index, SQLSTATE 23505).
+  busy = 1,
+  /// A text job found no daily message left (text never falls back to balance).
+  insufficient_messages = 2,
+  /// An image job found neither a daily image nor a purchased credit.
+  insufficient_images = 3,
+  /// Unknown chat, or a reservation that no longer exists (cancelled, failed).
+  not_found = 4,
+  /// Cancel of a reservation a worker already started; nothing changed.
+  too_late = 5,
+  /// The operation does not fit the reservation's state (e.g. commit before
+  /// start, start of a committed reservation).
+  invalid_state = 6,
+  /// Malformed input: unknown kind, non-positive id, negative amount, a
+  /// reservation of another chat.
+  invalid_argument = 7,
+  /// Postgres did not answer or failed (connection lost, timeout, any SQL
+  /// error other than the busy index); the operation did not happen.
+  storage_unavailable = 8,
+  /// The chat is blocked and may not reserve.
+  chat_blocked = 9,
+  /// The chat is banned and may not reserve.
+  chat_banned = 10,
+  /// create-chat for a chat_id that already exists; nothing changed.
+  already_exists = 11,
+};
+
+/// The stable name used in logs and in the CLI's `{"error": ...}`.
+const char* to_string(ec x);
+
+/// Inverse of to_string; false for unknown names.
+bool from_string(const std::string& name, ec& out);
+
+/// The category atom's text, as registered with the actor system.
+inline constexpr char error_category_name[] = "chargeonce";
+
+/// The context string a chargeonce error carries, or "" if none.
+std::string error_message(const caf::error& err);
+
+/// The name of any error: ours by code, CAF's by its own rendering.
+std::string error_name(const caf::error& err);
+
+} // namespace chargeonce
+
+CAF_ERROR_CODE_ENUM(chargeonce::ec, "chargeonce")

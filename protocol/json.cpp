@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "protocol/json.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/time.hpp"
+
+#include <caf/error.hpp>
+
+namespace chargeonce {
+
+namespace {
+
+nlohmann::json optional_time(const caf::optional<caf::timestamp>& t) {
+  return t ? nlohmann::json(format_iso8601(*t)) : nlohmann::json(nullptr);
+}
+
+} // namespace
+
+nlohmann::json to_json(const pockets& x) {
+  return {{"daily_messages", x.daily_messages},
+          {"daily_images", x.daily_images},
+          {"balance", x.balance}};
+}
+
+nlohmann::json to_json(const reservation& x) {
+  return {{"id", x.id},
+          {"chat", x.chat},
+          {"kind", to_string(x.kind)},
+          {"status", to_string(x.status)},
+          {"queue", x.queue},
+          {"held", to_json(x.held)},
+          {"request_id", x.request_id},
+          {"created_at", format_iso8601(x.created_at)}};
+}
+
+nlohmann::json to_json(const receipt& x) {
+  return {{"reservation", x.reservation},
+          {"chat", x.chat},
+          {"kind", to_string(x.kind)},
+          {"charged", to_json(x.charged)},
+          {"committed_at", format_iso8601(x.committed_at)}};
+}
+
+nlohmann::json to_json(const chat_status& x) {
+  auto out = to_json(x.available);
+  out["chat"] = x.chat;
+  out["premium"] = x.premium;
+  out["premium_until"] = optional_time(x.premium_until);
+  out["started"] = x.started;
+  out["blocked"] = x.blocked;
+  out["banned"] = x.banned;
+  out["reservation"] = x.active ? to_json(*x.active) : nlohmann::json(nullptr);
+  return out;
+}
+
+nlohmann::json to_json(const caf::error& x) {
+  return {{"error", error_name(x)}, {"message", error_message(x)}};
+}
+
+} // namespace chargeonce

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// The JSON shapes users script against (CLI output, later HTTP).
+// Field names are a contract: add, never rename.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+namespace chargeonce {
+
+nlohmann::json to_json(const pockets& x);
+nlohmann::json to_json(const reservation& x);
+nlohmann::json to_json(const receipt& x);
+nlohmann::json to_json(const chat_status& x);
+
+/// {"error": "<name>", "message": "<context>"}.
+nlohmann::json to_json(const caf::error& x);
+
+} // namespace chargeonce

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "protocol/validation.hpp"
+
+#include "protocol/errors.hpp"
+
+#include <string>
+
+namespace chargeonce {
+
+namespace {
+
+constexpr size_t request_id_bytes_max = 256;
+
+} // namespace
+
+caf::error validate_chat(chat_id chat) {
+  if (chat == 0)
+    return caf::make_error(ec::invalid_argument, "chat id must not be 0");
+  return caf::none;
+}
+
+caf::error validate_reservation(chat_id chat, reservation_id id) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (id <= 0)
+    return caf::make_error(ec::invalid_argument,
+                           "reservation id must be positive, got "
+                             + std::to_string(id));
+  return caf::none;
+}
+
+caf::error validate_reserve(chat_id chat, kind k,
+                            const std::string& request_id) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (!is_valid(k))
+    return caf::make_error(ec::invalid_argument,
+                           "unknown kind "
+                             + std::to_string(static_cast<int>(k)));
+  if (request_id.size() > request_id_bytes_max)
+    return caf::make_error(ec::invalid_argument,
+                           "request_id longer than 256 bytes");
+  return caf::none;
+}
+
+caf::error validate_spec(const chat_spec& spec) {
+  if (auto err = validate_chat(spec.chat))
+    return err;
+  const auto& p = spec.initial;
+  if (p.daily_messages < 0 || p.daily_images < 0 || p.balance < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "pocket amounts must not be negative");
+  return caf::none;
+}
+
+} // namespace chargeonce

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Input checks shared by the API's entrance and the store: bad input is a
+// typed error before anything is routed, spawned or written.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+
+namespace chargeonce {
+
+/// Chat ids may be negative (group chats) but never zero.
+caf::error validate_chat(chat_id chat);
+
+/// Reservation ids come from an identity column: always positive.
+caf::error validate_reservation(chat_id chat, reservation_id id);
+
+/// A known kind and a request_id of at most 256 bytes.
+caf::error validate_reserve(chat_id chat, kind k, const std::string& request_id);
+
+/// A valid chat id and no negative amount.
+caf::error validate_spec(const chat_spec& spec);
+
+} // namespace chargeonce
