@@ -225,6 +225,7 @@ private:
 caf::expected<outcome>
 toolbox::spawn(const std::vector<std::string>& args) const {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const auto& arg : args)
     argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -239,20 +240,27 @@ toolbox::spawn(const std::vector<std::string>& args) const {
   if (pipe2(fds, O_CLOEXEC) != 0)
     return fail(std::string{"pipe: "} + std::strerror(errno));
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  auto max_fd = sysconf(_SC_OPEN_MAX); // fallback if close_range is missing
   auto pid = fork();
   if (pid == 0) {
     dup2(null_fd, STDIN_FILENO);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
+    // The postmaster outlives us: it must not inherit our sockets (a listen
+    // port would stay bound after the service exits).
+    if (close_range(3, ~0U, 0) != 0)
+      for (long fd = 3; fd < max_fd; ++fd)
+        close(static_cast<int>(fd));
     if (id_.switch_user &&
         (setgroups(id_.groups.size(), id_.groups.data()) != 0 ||
          setgid(id_.gid) != 0 || setuid(id_.uid) != 0)) {
-      [[maybe_unused]] auto n = write(2, setuid_failed, sizeof setuid_failed);
+      [[maybe_unused]] auto n =
+          write(2, setuid_failed, sizeof setuid_failed - 1);
       _exit(126);
     }
     // A cwd the postgres user can read: initdb and psql complain otherwise.
     if (chdir(dir_.c_str()) != 0) {
-      [[maybe_unused]] auto n = write(2, chdir_failed, sizeof chdir_failed);
+      [[maybe_unused]] auto n = write(2, chdir_failed, sizeof chdir_failed - 1);
       _exit(126);
     }
     execve(argv[0], argv.data(), envp);
@@ -275,10 +283,13 @@ toolbox::spawn(const std::vector<std::string>& args) const {
       break;
   }
   close(fds[0]);
+  // A failed waitpid (e.g. SIGCHLD ignored by the host) must not read as
+  // success.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.status = done == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
 
@@ -322,7 +333,9 @@ caf::error prepare_layout(const toolbox& tb) {
     return fail("cannot create " + tb.socket() + ": " + err.message());
   // Local connections are trusted, so only the owner may reach the socket.
   fs::permissions(tb.socket(), fs::perms::owner_all, err);
-  std::ofstream{tb.log(), std::ios::app}; // pg_ctl -l needs it writable
+  // Created here so it can be handed to postgres: pg_ctl -l opens it as them.
+  if (!std::ofstream{tb.log(), std::ios::app})
+    return fail("cannot create " + tb.log());
   for (const auto& path :
        {fs::path{tb.socket()}.parent_path().string(), tb.socket(), tb.log()})
     if (auto e = give_away(path, tb.who()))
@@ -395,7 +408,8 @@ std::vector<std::string> client_args(const toolbox& tb) {
 caf::error wait_ready(const toolbox& tb) {
   auto args = client_args(tb);
   args.insert(args.end(), {"-d", "postgres", "-t", "30"});
-  return tb.check("pg_isready", "pg_isready", std::move(args));
+  return tb.check("pg_isready (the server in postmaster.pid does not answer)",
+                  "pg_isready", std::move(args));
 }
 
 caf::error ensure_database(const toolbox& tb) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <caf/error.hpp>
+#include <caf/make_message.hpp>
 
 #include <cstdint>
 #include <string>

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-cli: sends one request to a chargeonce-server and prints the
+// answer as one JSON line. Exit status: 0 success, 1 service error (the
+// server said no), 2 usage or connection error.
+#include "protocol/config.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/interfaces.hpp"
+#include "protocol/json.hpp"
+#include "protocol/time.hpp"
+
+#include <algorithm>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <charconv>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace chargeonce;
+using flag_map = std::map<std::string, std::string>;
+
+constexpr int exit_ok = 0;
+constexpr int exit_service = 1;
+constexpr int exit_usage = 2;      ///< bad command line
+constexpr int exit_connection = 2; ///< no server, no answer
+constexpr int64_t default_timeout_seconds = 15;
+constexpr int64_t max_timeout_seconds = 86400;
+
+constexpr const char* usage_text =
+    R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS] COMMAND
+                      [--FLAG=VALUE ...]
+
+commands:
+  create-chat --chat=ID [--daily-messages=N] [--daily-images=N]
+              [--balance=N] [--premium-until=ISO8601]
+  reserve     --chat=ID --kind=text|image [--request-id=S]
+  start       --chat=ID --reservation=ID
+  commit      --chat=ID --reservation=ID
+  fail        --chat=ID --reservation=ID
+  cancel      --chat=ID
+  status      --chat=ID
+
+Prints one JSON object on stdout. Exit status: 0 success, 1 service error
+({"error":"busy",...}), 2 usage or connection error. --timeout (seconds)
+defaults to 15. Global flags may come before or after the command.
+)";
+
+/// A mistake on the command line.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Which flags a command takes.
+struct command_spec {
+  std::vector<std::string> required;
+  std::vector<std::string> optional;
+};
+
+const std::map<std::string, command_spec>& commands() {
+  static const std::map<std::string, command_spec> table{
+      {"create-chat",
+       {{"chat"},
+        {"daily-messages", "daily-images", "balance", "premium-until"}}},
+      {"reserve", {{"chat", "kind"}, {"request-id"}}},
+      {"start", {{"chat", "reservation"}, {}}},
+      {"commit", {{"chat", "reservation"}, {}}},
+      {"fail", {{"chat", "reservation"}, {}}},
+      {"cancel", {{"chat"}, {}}},
+      {"status", {{"chat"}, {}}},
+  };
+  return table;
+}
+
+// -- output -------------------------------------------------------------------
+
+void print_line(const nlohmann::json& x) {
+  std::cout << x.dump() << std::endl;
+}
+
+int report_usage(const std::string& what) {
+  print_line({{"error", "usage"}, {"message", what}});
+  std::cerr << "chargeonce-cli: " << what << "\n\n" << usage_text;
+  return exit_usage;
+}
+
+int report_connection(const std::string& what) {
+  print_line({{"error", "connection"}, {"message", what}});
+  std::cerr << "chargeonce-cli: connection error: " << what << '\n';
+  return exit_connection;
+}
+
+// -- parsing ------------------------------------------------------------------
+
+bool wants_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      return true;
+  }
+  return false;
+}
+
+bool is_global(const std::string& name) {
+  return name == "server" || name == "timeout";
+}
+
+std::pair<std::string, std::string> split_flag(const std::string& arg) {
+  auto eq = arg.find('=');
+  if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
+    throw usage_error("expected --name=value, got '" + arg + "'");
+  return {arg.substr(2, eq - 2), arg.substr(eq + 1)};
+}
+
+bool contains(const std::vector<std::string>& xs, const std::string& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+/// The command line, split but not yet interpreted.
+struct invocation {
+  std::string command;
+  flag_map globals; ///< --server, --timeout
+  flag_map flags;   ///< the command's own
+};
+
+void set_command(invocation& inv, const std::string& arg) {
+  if (!inv.command.empty())
+    throw usage_error("unexpected argument '" + arg + "' (command is '" +
+                      inv.command + "')");
+  if (commands().count(arg) == 0)
+    throw usage_error("unknown command '" + arg + "'");
+  inv.command = arg;
+}
+
+void add_flag(invocation& inv, const std::string& arg) {
+  auto [name, value] = split_flag(arg);
+  auto& target = is_global(name) ? inv.globals : inv.flags;
+  if (!target.emplace(name, value).second)
+    throw usage_error("--" + name + " given twice");
+}
+
+void check_flags(const invocation& inv) {
+  const auto& spec = commands().at(inv.command);
+  for (const auto& [name, value] : inv.flags)
+    if (!contains(spec.required, name) && !contains(spec.optional, name))
+      throw usage_error(inv.command + " does not take --" + name);
+  for (const auto& name : spec.required)
+    if (inv.flags.count(name) == 0)
+      throw usage_error(inv.command + " needs --" + name);
+  if (inv.globals.count("server") == 0)
+    throw usage_error("missing --server=HOST:PORT");
+}
+
+invocation parse_args(int argc, char** argv) {
+  invocation inv;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("-", 0) == 0)
+      add_flag(inv, arg);
+    else
+      set_command(inv, arg);
+  }
+  if (inv.command.empty())
+    throw usage_error("missing command");
+  check_flags(inv);
+  return inv;
+}
+
+template <class T>
+T parse_int(const std::string& name, const std::string& text) {
+  T out{};
+  auto first = text.data();
+  auto last = first + text.size();
+  auto res = std::from_chars(first, last, out);
+  if (res.ec == std::errc::result_out_of_range)
+    throw usage_error("--" + name + " is out of range: '" + text + "'");
+  if (text.empty() || res.ec != std::errc{} || res.ptr != last)
+    throw usage_error("--" + name + " must be an integer, got '" + text + "'");
+  return out;
+}
+
+/// The flag's integer value, or `fallback` when it was not given.
+template <class T>
+T int_flag(const flag_map& flags, const std::string& name, T fallback = {}) {
+  auto i = flags.find(name);
+  return i == flags.end() ? fallback : parse_int<T>(name, i->second);
+}
+
+kind kind_flag(const flag_map& flags) {
+  kind out = kind::text;
+  const auto& text = flags.at("kind");
+  if (!from_string(text, out))
+    throw usage_error("--kind must be text or image, got '" + text + "'");
+  return out;
+}
+
+caf::optional<caf::timestamp> time_flag(const flag_map& flags,
+                                        const std::string& name) {
+  auto i = flags.find(name);
+  if (i == flags.end())
+    return caf::none;
+  auto t = parse_iso8601(i->second);
+  if (!t)
+    throw usage_error("--" + name + " must be an ISO 8601 timestamp, got '" +
+                      i->second + "'");
+  return t;
+}
+
+/// Where the server listens.
+struct endpoint {
+  std::string host;
+  uint16_t port = 0;
+
+  std::string label() const { return host + ':' + std::to_string(port); }
+};
+
+endpoint parse_server(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    throw usage_error("--server must be HOST:PORT, got '" + text + "'");
+  endpoint out{text.substr(0, colon), 0};
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+    out.host = out.host.substr(1, out.host.size() - 2); // [::1]:4242
+  out.port = parse_int<uint16_t>("server port", text.substr(colon + 1));
+  if (out.port == 0)
+    throw usage_error("--server port must not be 0");
+  return out;
+}
+
+caf::timespan parse_timeout(const flag_map& globals) {
+  auto secs = int_flag<int64_t>(globals, "timeout", default_timeout_seconds);
+  if (secs < 1 || secs > max_timeout_seconds)
+    throw usage_error("--timeout must be between 1 and " +
+                      std::to_string(max_timeout_seconds) + " seconds");
+  return std::chrono::seconds{secs};
+}
+
+std::string seconds_text(caf::timespan t) {
+  return std::to_string(t / std::chrono::seconds{1}) + " s";
+}
+
+// -- requests -----------------------------------------------------------------
+
+/// A connected server and how long to wait for its answers.
+struct session {
+  caf::actor_system& sys;
+  api_actor api;
+  caf::timespan timeout;
+  std::string label;
+};
+
+int report_failure(const session& s, const caf::error& err) {
+  if (err.category() == caf::atom(error_category_name)) {
+    print_line(to_json(err));
+    return exit_service;
+  }
+  if (err == caf::sec::request_timeout)
+    return report_connection("no answer from " + s.label + " within " +
+                             seconds_text(s.timeout));
+  return report_connection(s.label + ": " + s.sys.render(err));
+}
+
+/// Sends one request and prints its answer; returns the exit status.
+template <class Result, class... Ts>
+int ask(const session& s, const Ts&... xs) {
+  caf::scoped_actor self{s.sys};
+  int rc = exit_ok;
+  self->request(s.api, s.timeout, xs...)
+      .receive([](const Result& x) { print_line(to_json(x)); },
+               [&](caf::error& err) { rc = report_failure(s, err); });
+  return rc;
+}
+
+/// A request ready to go: flags are checked before connecting.
+using action = std::function<int(const session&)>;
+
+chat_id chat_flag(const flag_map& flags) {
+  return int_flag<chat_id>(flags, "chat");
+}
+
+reservation_id reservation_flag(const flag_map& flags) {
+  return int_flag<reservation_id>(flags, "reservation");
+}
+
+action prepare_create(const flag_map& flags) {
+  chat_spec spec;
+  spec.chat = chat_flag(flags);
+  spec.initial.daily_messages = int_flag<int32_t>(flags, "daily-messages");
+  spec.initial.daily_images = int_flag<int32_t>(flags, "daily-images");
+  spec.initial.balance = int_flag<int32_t>(flags, "balance");
+  spec.premium_until = time_flag(flags, "premium-until");
+  return [spec](const session& s) {
+    return ask<chat_status>(s, atom::create_v, spec);
+  };
+}
+
+action prepare_reserve(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto k = kind_flag(flags);
+  auto i = flags.find("request-id");
+  auto request_id = i == flags.end() ? std::string{} : i->second;
+  return [=](const session& s) {
+    return ask<reservation>(s, atom::reserve_v, chat, k, request_id);
+  };
+}
+
+/// start, commit and fail: one reservation of one chat.
+template <class Result, class Atom>
+action prepare_step(const flag_map& flags, Atom op) {
+  auto chat = chat_flag(flags);
+  auto id = reservation_flag(flags);
+  return [=](const session& s) {
+    return ask<Result>(s, op, chat, id);
+  };
+}
+
+/// cancel and status: the chat alone.
+template <class Result, class Atom>
+action prepare_chat(const flag_map& flags, Atom op) {
+  auto chat = chat_flag(flags);
+  return [=](const session& s) {
+    return ask<Result>(s, op, chat);
+  };
+}
+
+action prepare(const invocation& inv) {
+  const auto& cmd = inv.command;
+  const auto& f = inv.flags;
+  if (cmd == "create-chat")
+    return prepare_create(f);
+  if (cmd == "reserve")
+    return prepare_reserve(f);
+  if (cmd == "start")
+    return prepare_step<reservation>(f, atom::start_v);
+  if (cmd == "commit")
+    return prepare_step<receipt>(f, atom::commit_v);
+  if (cmd == "fail")
+    return prepare_step<reservation>(f, atom::fail_v);
+  if (cmd == "cancel")
+    return prepare_chat<reservation>(f, atom::cancel_v);
+  return prepare_chat<chat_status>(f, atom::status_v);
+}
+
+// -- main ---------------------------------------------------------------------
+
+/// CAF never sees argv: its parser rejects options it does not know.
+struct cli_config : caf::actor_system_config {
+  cli_config() {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+    set("scheduler.max-threads", 2);
+  }
+};
+
+/// What `middleman::remote_actor<api_actor>` does, but bounded by `timeout`:
+/// remote_actor waits forever for a peer that accepts TCP and never answers
+/// the handshake (e.g. a stopped server).
+caf::expected<api_actor> connect(caf::actor_system& sys, const endpoint& target,
+                                 caf::timespan timeout) {
+  caf::expected<api_actor> out{caf::sec::none};
+  caf::scoped_actor self{sys};
+  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom_v,
+                target.host, target.port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+              const std::set<std::string>& ifs) {
+            if (!ptr)
+              out = caf::make_error(caf::sec::no_actor_published_at_port);
+            else if (!sys.assignable<api_actor>(ifs))
+              out = caf::make_error(
+                  caf::sec::unexpected_actor_messaging_interface);
+            else
+              out = caf::actor_cast<api_actor>(std::move(ptr));
+          },
+          [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+int run(const endpoint& target, caf::timespan timeout, const action& act) {
+  cli_config cfg;
+  caf::actor_system sys{cfg};
+  auto api = connect(sys, target, timeout);
+  if (!api && api.error() == caf::sec::request_timeout)
+    return report_connection("no handshake from " + target.label() +
+                             " within " + seconds_text(timeout));
+  if (!api)
+    return report_connection("cannot connect to " + target.label() + ": " +
+                             sys.render(api.error()));
+  return act(session{sys, *api, timeout, target.label()});
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (wants_help(argc, argv)) {
+    std::cout << usage_text;
+    return exit_ok;
+  }
+  try {
+    auto inv = parse_args(argc, argv);
+    auto target = parse_server(inv.globals.at("server"));
+    auto timeout = parse_timeout(inv.globals);
+    auto act = prepare(inv);
+    return run(target, timeout, act);
+  } catch (const usage_error& e) {
+    return report_usage(e.what());
+  }
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs the README's walkthrough against a fresh chargeonce-server that starts
+# its own embedded Postgres cluster.
+#
+# usage: walkthrough.sh README.md CHARGEONCE-SERVER CHARGEONCE-CLI
+#
+# The walkthrough is every ```sh fenced line between the README markers
+# `<!-- walkthrough:begin -->` and `<!-- walkthrough:end -->`. Its commands
+# run in one bash process (variables persist), with 127.0.0.1:4242 replaced
+# by the test server's port and build/main/chargeonce-cli by CHARGEONCE-CLI.
+# Conventions checked for every command:
+#   cmd ...  # exit N     the command must exit with N (default 0)
+#   # => {json}           the line after a command: its stdout must be exactly
+#                         one JSON object that jq's `contains` this subset
+# The temp dir is made under $PWD (ctest: the build dir), not /tmp: when run
+# as root the cluster runs as `postgres`, which must reach the directory.
+set -euo pipefail
+
+die() {
+  echo "walkthrough: $*" >&2
+  exit 1
+}
+
+(($# == 3)) || die "usage: walkthrough.sh README.md SERVER CLI"
+readme=$1
+server=$(realpath "$2")
+cli=$(realpath "$3")
+[[ -r $readme ]] || die "cannot read $readme"
+[[ -x $server ]] || die "not an executable: $server"
+[[ -x $cli ]] || die "not an executable: $cli"
+command -v jq >/dev/null || die "jq is required (apt-get install jq)"
+[[ $cli != *[[:space:]]* ]] || die "the cli path must not contain spaces"
+
+tmp=$(mktemp -d "$PWD/walkthrough.XXXXXX")
+chmod 755 "$tmp"
+server_pid=""
+
+# True while `pid` runs (a zombie does not count).
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
+}
+
+# Waits up to `seconds` for `pid` to end; false if it still runs.
+wait_gone() {
+  local pid=$1 tenths=$(($2 * 10))
+  for ((i = 0; i < tenths; i++)); do
+    alive "$pid" || return 0
+    sleep 0.1
+  done
+  ! alive "$pid"
+}
+
+postmaster_pid() {
+  head -n1 "$tmp/pg/data/postmaster.pid" 2>/dev/null || true
+}
+
+# On any exit: stop what is still running, show the server log on failure,
+# remove the temp dir.
+cleanup() {
+  local rc=$? pm
+  if [[ -n $server_pid ]] && alive "$server_pid"; then
+    kill -TERM "$server_pid"
+    wait_gone "$server_pid" 10 || kill -KILL "$server_pid"
+  fi
+  pm=$(postmaster_pid)
+  if [[ -n $pm ]] && alive "$pm"; then
+    kill -INT "$pm" # fast shutdown
+    wait_gone "$pm" 10 || kill -KILL "$pm"
+  fi
+  if ((rc != 0)) && [[ -f $tmp/server.log ]]; then
+    echo "--- server log (last 40 lines) ---"
+    tail -n 40 "$tmp/server.log"
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap "exit 130" INT
+trap "exit 143" TERM
+
+# -- the walkthrough as a script ----------------------------------------------
+
+# Prints "README-line<TAB>text" for every fenced sh line between the markers.
+extract_block() {
+  awk '
+    /<!-- walkthrough:begin -->/ { inside = 1; next }
+    /<!-- walkthrough:end -->/ { inside = 0; next }
+    inside && !fenced && /^```sh[[:space:]]*$/ { fenced = 1; next }
+    inside && fenced && /^```[[:space:]]*$/ { fenced = 0; next }
+    inside && fenced { print NR "\t" $0 }
+  ' "$1"
+}
+
+# Runtime helpers of the generated script (emitted with declare -f).
+step_begin() {
+  step_line=$1
+  step_text=$2
+  printf '\n$ %s\n' "$step_text"
+}
+
+step_fail() {
+  echo "walkthrough: FAILED at README line $step_line: $step_text" >&2
+  echo "walkthrough: $1" >&2
+  exit 1
+}
+
+# step_out and step_err are set by the generated script.
+# shellcheck disable=SC2154
+step_end() {
+  local rc=$1 want_rc=$2 want=$3
+  cat "$step_out"
+  sed 's/^/(stderr) /' "$step_err"
+  ((rc == want_rc)) || step_fail "exit status $rc, expected $want_rc"
+  [[ -z $want ]] && return 0
+  jq -e -s --argjson want "$want" \
+    'length == 1 and (.[0] | type == "object" and contains($want))' \
+    "$step_out" >/dev/null 2>&1 \
+    || step_fail "stdout is not one JSON object containing $want"
+}
+
+# One pending command: text, README line, expected exit and JSON subset.
+cmd_text="" cmd_line="" cmd_rc=0 cmd_want="" steps=0
+
+emit_step() {
+  [[ -n $cmd_text ]] || return 0
+  local shown=${cmd_text//"$cli"/build/main/chargeonce-cli}
+  ((cmd_rc == 0)) || shown+="  # exit $cmd_rc"
+  printf 'step_begin %q %q\n' "$cmd_line" "$shown"
+  # shellcheck disable=SC2016 # expanded by the generated script
+  printf '{\n%s\n} >"$step_out" 2>"$step_err"\n' "$cmd_text"
+  printf 'step_end $? %q %q\n' "$cmd_rc" "$cmd_want"
+  steps=$((steps + 1))
+  cmd_text=""
+}
+
+# Reads extract_block's output; writes the script that runs the steps.
+generate() {
+  local nr line rx_exit rx_want
+  rx_exit='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*exit[[:space:]]+([0-9]+)'
+  rx_exit+='[[:space:]]*$'
+  rx_want='^[[:space:]]*#[[:space:]]*=>[[:space:]]*(.*)$'
+  echo 'set -u -o pipefail'
+  declare -f step_begin step_fail step_end
+  printf 'step_out=%q step_err=%q\n' "$tmp/step.out" "$tmp/step.err"
+  while IFS=$'\t' read -r nr line; do
+    line=${line//127.0.0.1:4242/127.0.0.1:$port}
+    line=${line//build\/main\/chargeonce-cli/"$cli"}
+    if [[ $line =~ $rx_want ]]; then
+      [[ -n $cmd_text && -z $cmd_want ]] \
+        || die "README line $nr: '# =>' without a command before it"
+      cmd_want=${BASH_REMATCH[1]}
+      jq -e 'type == "object"' <<<"$cmd_want" >/dev/null 2>&1 \
+        || die "README line $nr: not a JSON object: $cmd_want"
+    elif [[ $line =~ ^[[:space:]]*(#.*)?$ ]]; then
+      continue
+    else
+      if [[ -n $cmd_text && $cmd_text == *\\ ]]; then
+        cmd_text+=$'\n' # continuation of a multi-line command
+      else
+        emit_step
+        cmd_line=$nr cmd_text="" cmd_rc=0 cmd_want=""
+      fi
+      if [[ $line =~ $rx_exit ]]; then
+        line=${BASH_REMATCH[1]} cmd_rc=${BASH_REMATCH[2]}
+      fi
+      cmd_text+=$line
+    fi
+  done
+  emit_step
+  printf 'printf "\\nwalkthrough: all %%s steps passed\\n" %s\n' "$steps"
+}
+
+# -- the server ----------------------------------------------------------------
+
+socket="$tmp/pg/socket/.s.PGSQL.5432"
+((${#socket} <= 107)) || die "build dir too deep for a Unix socket: $socket"
+
+"$server" --port=0 --port-file="$tmp/port" --data-dir="$tmp/pg" \
+  >"$tmp/server.log" 2>&1 &
+server_pid=$!
+
+for ((i = 0; i < 600; i++)); do
+  [[ -f $tmp/port ]] && (($(wc -l <"$tmp/port") >= 1)) && break
+  alive "$server_pid" || die "the server exited before listening"
+  sleep 0.1
+done
+port=$(head -n1 "$tmp/port" 2>/dev/null || true)
+[[ $port =~ ^[0-9]+$ ]] || die "no port file after 60 s"
+echo "walkthrough: server pid $server_pid listening on 127.0.0.1:$port"
+
+# -- the walkthrough -----------------------------------------------------------
+
+block=$(extract_block "$readme")
+[[ -n $block ]] || die "no \`\`\`sh lines between the walkthrough markers"
+[[ $block == *127.0.0.1:4242* && $block == *build/main/chargeonce-cli* ]] \
+  || die "the walkthrough must use build/main/chargeonce-cli and 127.0.0.1:4242"
+generate <<<"$block" >"$tmp/steps.sh"
+(cd "$tmp" && bash steps.sh) || die "the walkthrough failed (see above)"
+
+# -- shutdown ------------------------------------------------------------------
+
+kill -TERM "$server_pid"
+wait_gone "$server_pid" 30 || die "the server still runs 30 s after SIGTERM"
+server_rc=0
+wait "$server_pid" || server_rc=$?
+server_pid=""
+((server_rc == 0)) || die "the server exited with $server_rc after SIGTERM"
+[[ ! -e $tmp/pg/data/postmaster.pid ]] \
+  || die "postgres still runs (postmaster.pid of $tmp/pg remains)"
+if pgrep -f -- "$tmp/pg" >/dev/null; then
+  die "postgres processes of $tmp/pg remain: $(pgrep -f -- "$tmp/pg" | xargs)"
+fi
+echo "walkthrough: server stopped cleanly"

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tests/persistence/test_db.hpp"
+
+#include "persistence/migrations.hpp"
+#include "protocol/errors.hpp"
+
+#include <pqxx/pqxx>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+namespace chargeonce::test {
+
+const std::string& dsn() {
+  static const std::string value = [] {
+    const char* env = std::getenv("CHARGEONCE_TEST_DSN");
+    if (env == nullptr || *env == '\0') {
+      std::cerr << "CHARGEONCE_TEST_DSN is not set: run scripts/test\n";
+      std::exit(2);
+    }
+    if (auto done = persistence::migrate(env); !done) {
+      std::cerr << "migration failed: " << error_message(done.error()) << "\n";
+      std::exit(2);
+    }
+    return std::string{env};
+  }();
+  return value;
+}
+
+chat_id fresh_chat() {
+  // Random base per process, so reruns against one database never collide;
+  // negative half exercised too (group chats have negative ids).
+  static std::atomic<chat_id> next = [] {
+    std::mt19937_64 rng{std::random_device{}()};
+    return static_cast<chat_id>(rng() % 1'000'000'000'000) + 1'000'000;
+  }();
+  auto id = next.fetch_add(1);
+  return id % 2 == 0 ? id : -id;
+}
+
+std::string sql(const std::string& statement) {
+  pqxx::connection conn{dsn()};
+  pqxx::work tx{conn};
+  auto rs = tx.exec(statement);
+  tx.commit();
+  if (rs.empty() || rs[0].empty() || rs[0][0].is_null())
+    return {};
+  return rs[0][0].as<std::string>();
+}
+
+long long sql_int(const std::string& statement) {
+  return std::stoll(sql(statement));
+}
+
+} // namespace chargeonce::test
