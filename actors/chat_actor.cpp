@@ -16,8 +16,7 @@ using self_ptr = chat_self_actor::stateful_pointer<chat_state>;
 /// Restarts the idle countdown; an older timer finds its generation stale.
 void arm_idle_timer(self_ptr self) {
   auto gen = ++self->state.generation;
-  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v,
-                     gen);
+  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v, gen);
 }
 
 reservation_id reservation_of(const reservation& x) {
@@ -35,13 +34,14 @@ reservation_id reservation_of(const chat_status& x) {
 /// Sends one operation to Postgres and suspends the behavior until the answer
 /// arrives (await), so no other operation of this chat can interleave.
 template <class T, class... Ts>
-caf::result<T> serialize(self_ptr self, const char* op_name,
-                         reservation_id id, Ts&&... xs) {
+caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
+                         Ts&&... xs) {
   ++self->state.received;
   self->state.pending = self->make_response_promise();
   auto result = self->state.pending;
-  self->request(self->state.store, self->state.options.store_timeout,
-                std::forward<Ts>(xs)...)
+  self
+    ->request(self->state.store, self->state.options.store_timeout,
+              std::forward<Ts>(xs)...)
     .await(
       [self, op_name](T& x) {
         spdlog::info("{} ok chat={} reservation={}", op_name, self->state.id,

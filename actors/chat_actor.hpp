@@ -22,17 +22,17 @@ struct chat_options {
 };
 
 /// Adds the chat actor's own timer message to its public operations.
-using chat_self_actor
-  = chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>>;
+using chat_self_actor =
+  chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>>;
 
 struct chat_state {
   static inline const char* name = "chat";
-  chat_id id = 0;            ///< the chat this actor serializes
-  persistence_actor store;   ///< this chat's partition of the pool
-  registry_actor registry;   ///< asked for passivation when idle
+  chat_id id = 0;          ///< the chat this actor serializes
+  persistence_actor store; ///< this chat's partition of the pool
+  registry_actor registry; ///< asked for passivation when idle
   chat_options options;
-  uint64_t received = 0;     ///< operations received, reported when idle
-  uint64_t generation = 0;   ///< invalidates idle timers armed earlier
+  uint64_t received = 0;         ///< operations received, reported when idle
+  uint64_t generation = 0;       ///< invalidates idle timers armed earlier
   caf::response_promise pending; ///< the caller awaiting Postgres, if any
 
   /// A caller never waits for its timeout because this actor went away.

@@ -10,8 +10,8 @@ void install_log_handlers(caf::scheduled_actor* self) {
   self->set_default_handler(
     [self](caf::scheduled_actor*,
            caf::message_view& x) -> caf::result<caf::message> {
-      spdlog::warn("unexpected message actor={} id={} message={}",
-                   self->name(), self->id(), caf::to_string(x.content()));
+      spdlog::warn("unexpected message actor={} id={} message={}", self->name(),
+                   self->id(), caf::to_string(x.content()));
       return caf::sec::unexpected_message; // the requester still gets an error
     });
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {

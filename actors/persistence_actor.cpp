@@ -17,22 +17,14 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
     [&db](atom::create, const chat_spec& spec) -> caf::result<chat_status> {
       return db.create_chat(spec);
     },
-    [&db](atom::reserve, chat_id chat, kind k,
-          const std::string& request_id) -> caf::result<reservation> {
-      return db.reserve(chat, k, request_id);
-    },
-    [&db](atom::start, chat_id chat,
-          reservation_id id) -> caf::result<reservation> {
-      return db.start(chat, id);
-    },
-    [&db](atom::commit, chat_id chat,
-          reservation_id id) -> caf::result<receipt> {
-      return db.commit(chat, id);
-    },
-    [&db](atom::fail, chat_id chat,
-          reservation_id id) -> caf::result<reservation> {
-      return db.fail(chat, id);
-    },
+    [&db](atom::reserve, chat_id chat, kind k, const std::string& request_id)
+      -> caf::result<reservation> { return db.reserve(chat, k, request_id); },
+    [&db](atom::start, chat_id chat, reservation_id id)
+      -> caf::result<reservation> { return db.start(chat, id); },
+    [&db](atom::commit, chat_id chat, reservation_id id)
+      -> caf::result<receipt> { return db.commit(chat, id); },
+    [&db](atom::fail, chat_id chat, reservation_id id)
+      -> caf::result<reservation> { return db.fail(chat, id); },
     [&db](atom::cancel, chat_id chat) -> caf::result<reservation> {
       return db.cancel(chat);
     },

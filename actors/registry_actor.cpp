@@ -72,8 +72,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
   self->state.options = options;
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   return {
-    [self](atom::create op,
-           const chat_spec& spec) -> caf::result<chat_status> {
+    [self](atom::create op, const chat_spec& spec) -> caf::result<chat_status> {
       if (auto err = validate_spec(spec))
         return err;
       return self->delegate(route(self, spec.chat), op, spec);

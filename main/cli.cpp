@@ -8,9 +8,10 @@
 #include "protocol/json.hpp"
 #include "protocol/time.hpp"
 
-#include <algorithm>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <iostream>
@@ -33,7 +34,7 @@ constexpr int64_t default_timeout_seconds = 15;
 constexpr int64_t max_timeout_seconds = 86400;
 
 constexpr const char* usage_text =
-    R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS] COMMAND
+  R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS] COMMAND
                       [--FLAG=VALUE ...]
 
 commands:
@@ -64,15 +65,15 @@ struct command_spec {
 
 const std::map<std::string, command_spec>& commands() {
   static const std::map<std::string, command_spec> table{
-      {"create-chat",
-       {{"chat"},
-        {"daily-messages", "daily-images", "balance", "premium-until"}}},
-      {"reserve", {{"chat", "kind"}, {"request-id"}}},
-      {"start", {{"chat", "reservation"}, {}}},
-      {"commit", {{"chat", "reservation"}, {}}},
-      {"fail", {{"chat", "reservation"}, {}}},
-      {"cancel", {{"chat"}, {}}},
-      {"status", {{"chat"}, {}}},
+    {"create-chat",
+     {{"chat"},
+      {"daily-messages", "daily-images", "balance", "premium-until"}}},
+    {"reserve", {{"chat", "kind"}, {"request-id"}}},
+    {"start", {{"chat", "reservation"}, {}}},
+    {"commit", {{"chat", "reservation"}, {}}},
+    {"fail", {{"chat", "reservation"}, {}}},
+    {"cancel", {{"chat"}, {}}},
+    {"status", {{"chat"}, {}}},
   };
   return table;
 }
@@ -130,8 +131,8 @@ struct invocation {
 
 void set_command(invocation& inv, const std::string& arg) {
   if (!inv.command.empty())
-    throw usage_error("unexpected argument '" + arg + "' (command is '" +
-                      inv.command + "')");
+    throw usage_error("unexpected argument '" + arg + "' (command is '"
+                      + inv.command + "')");
   if (commands().count(arg) == 0)
     throw usage_error("unknown command '" + arg + "'");
   inv.command = arg;
@@ -206,8 +207,8 @@ caf::optional<caf::timestamp> time_flag(const flag_map& flags,
     return caf::none;
   auto t = parse_iso8601(i->second);
   if (!t)
-    throw usage_error("--" + name + " must be an ISO 8601 timestamp, got '" +
-                      i->second + "'");
+    throw usage_error("--" + name + " must be an ISO 8601 timestamp, got '"
+                      + i->second + "'");
   return t;
 }
 
@@ -235,8 +236,8 @@ endpoint parse_server(const std::string& text) {
 caf::timespan parse_timeout(const flag_map& globals) {
   auto secs = int_flag<int64_t>(globals, "timeout", default_timeout_seconds);
   if (secs < 1 || secs > max_timeout_seconds)
-    throw usage_error("--timeout must be between 1 and " +
-                      std::to_string(max_timeout_seconds) + " seconds");
+    throw usage_error("--timeout must be between 1 and "
+                      + std::to_string(max_timeout_seconds) + " seconds");
   return std::chrono::seconds{secs};
 }
 
@@ -260,8 +261,8 @@ int report_failure(const session& s, const caf::error& err) {
     return exit_service;
   }
   if (err == caf::sec::request_timeout)
-    return report_connection("no answer from " + s.label + " within " +
-                             seconds_text(s.timeout));
+    return report_connection("no answer from " + s.label + " within "
+                             + seconds_text(s.timeout));
   return report_connection(s.label + ": " + s.sys.render(err));
 }
 
@@ -271,8 +272,8 @@ int ask(const session& s, const Ts&... xs) {
   caf::scoped_actor self{s.sys};
   int rc = exit_ok;
   self->request(s.api, s.timeout, xs...)
-      .receive([](const Result& x) { print_line(to_json(x)); },
-               [&](caf::error& err) { rc = report_failure(s, err); });
+    .receive([](const Result& x) { print_line(to_json(x)); },
+             [&](caf::error& err) { rc = report_failure(s, err); });
   return rc;
 }
 
@@ -364,20 +365,20 @@ caf::expected<api_actor> connect(caf::actor_system& sys, const endpoint& target,
                                  caf::timespan timeout) {
   caf::expected<api_actor> out{caf::sec::none};
   caf::scoped_actor self{sys};
-  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom_v,
-                target.host, target.port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
-              const std::set<std::string>& ifs) {
-            if (!ptr)
-              out = caf::make_error(caf::sec::no_actor_published_at_port);
-            else if (!sys.assignable<api_actor>(ifs))
-              out = caf::make_error(
-                  caf::sec::unexpected_actor_messaging_interface);
-            else
-              out = caf::actor_cast<api_actor>(std::move(ptr));
-          },
-          [&](caf::error& err) { out = std::move(err); });
+  self
+    ->request(sys.middleman().actor_handle(), timeout, caf::connect_atom_v,
+              target.host, target.port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+          const std::set<std::string>& ifs) {
+        if (!ptr)
+          out = caf::make_error(caf::sec::no_actor_published_at_port);
+        else if (!sys.assignable<api_actor>(ifs))
+          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface);
+        else
+          out = caf::actor_cast<api_actor>(std::move(ptr));
+      },
+      [&](caf::error& err) { out = std::move(err); });
   return out;
 }
 
@@ -386,11 +387,11 @@ int run(const endpoint& target, caf::timespan timeout, const action& act) {
   caf::actor_system sys{cfg};
   auto api = connect(sys, target, timeout);
   if (!api && api.error() == caf::sec::request_timeout)
-    return report_connection("no handshake from " + target.label() +
-                             " within " + seconds_text(timeout));
+    return report_connection("no handshake from " + target.label() + " within "
+                             + seconds_text(timeout));
   if (!api)
-    return report_connection("cannot connect to " + target.label() + ": " +
-                             sys.render(api.error()));
+    return report_connection("cannot connect to " + target.label() + ": "
+                             + sys.render(api.error()));
   return act(session{sys, *api, timeout, target.label()});
 }
 

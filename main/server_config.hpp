@@ -12,9 +12,9 @@ namespace chargeonce {
 
 struct server_config : caf::actor_system_config {
   uint16_t port = 4242;
-  std::string postgres;               ///< empty: the embedded cluster
+  std::string postgres; ///< empty: the embedded cluster
   std::string data_dir = "var/postgres";
-  std::string port_file;              ///< written once listening (for tests)
+  std::string port_file; ///< written once listening (for tests)
   std::string log_level = "info";
   caf::timespan idle_timeout = std::chrono::seconds(60);
   caf::timespan store_timeout = std::chrono::seconds(10);

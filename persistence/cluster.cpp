@@ -4,6 +4,8 @@
 // every Debian machine has, and it keeps the on-disk cluster an ordinary one.
 #include "persistence/cluster.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -13,7 +15,6 @@
 #include <fstream>
 #include <grp.h>
 #include <pwd.h>
-#include <spdlog/spdlog.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -100,8 +101,8 @@ caf::expected<std::string> find_bin_dir(const std::string& data_dir) {
     auto digit = [](unsigned char c) {
       return std::isdigit(c) != 0;
     };
-    if (!name.empty() && std::all_of(name.begin(), name.end(), digit) &&
-        !bin_dir_of(name).empty())
+    if (!name.empty() && std::all_of(name.begin(), name.end(), digit)
+        && !bin_dir_of(name).empty())
       best = std::max(best, std::stoi(name));
   }
   if (best < 0)
@@ -142,9 +143,9 @@ bool can_traverse(const struct stat& st, const identity& id) {
   // POSIX picks exactly one permission class: owner, else group, else other.
   if (st.st_uid == id.uid)
     return (st.st_mode & S_IXUSR) != 0;
-  auto in_group = st.st_gid == id.gid ||
-                  std::find(id.groups.begin(), id.groups.end(), st.st_gid) !=
-                      id.groups.end();
+  auto in_group = st.st_gid == id.gid
+                  || std::find(id.groups.begin(), id.groups.end(), st.st_gid)
+                       != id.groups.end();
   if (in_group)
     return (st.st_mode & S_IXGRP) != 0;
   return (st.st_mode & S_IXOTH) != 0;
@@ -158,9 +159,9 @@ caf::error check_traversable(const fs::path& dir, const identity& id) {
   for (auto p = dir; !p.empty(); p = p.parent_path()) {
     struct stat st {};
     if (stat(p.c_str(), &st) == 0 && !can_traverse(st, id))
-      return fail("user postgres cannot enter " + p.string() +
-                  "; make it traversable (chmod o+x) or put the cluster "
-                  "elsewhere");
+      return fail("user postgres cannot enter " + p.string()
+                  + "; make it traversable (chmod o+x) or put the cluster "
+                    "elsewhere");
     if (p == p.root_path())
       break;
   }
@@ -203,8 +204,8 @@ public:
     if (!result)
       return result.error();
     if (result->status != 0)
-      return fail(what + " failed (exit " + std::to_string(result->status) +
-                  "); tail of " + log() + ":\n" + tail_of(log()));
+      return fail(what + " failed (exit " + std::to_string(result->status)
+                  + "); tail of " + log() + ":\n" + tail_of(log()));
     return {};
   }
 
@@ -251,11 +252,11 @@ toolbox::spawn(const std::vector<std::string>& args) const {
     if (close_range(3, ~0U, 0) != 0)
       for (long fd = 3; fd < max_fd; ++fd)
         close(static_cast<int>(fd));
-    if (id_.switch_user &&
-        (setgroups(id_.groups.size(), id_.groups.data()) != 0 ||
-         setgid(id_.gid) != 0 || setuid(id_.uid) != 0)) {
+    if (id_.switch_user
+        && (setgroups(id_.groups.size(), id_.groups.data()) != 0
+            || setgid(id_.gid) != 0 || setuid(id_.uid) != 0)) {
       [[maybe_unused]] auto n =
-          write(2, setuid_failed, sizeof setuid_failed - 1);
+        write(2, setuid_failed, sizeof setuid_failed - 1);
       _exit(126);
     }
     // A cwd the postgres user can read: initdb and psql complain otherwise.
@@ -347,8 +348,8 @@ caf::error prepare_layout(const toolbox& tb) {
 caf::error check_socket_path(const toolbox& tb) {
   auto file = tb.socket() + "/.s.PGSQL." + std::to_string(port);
   if (file.size() >= sizeof(sockaddr_un::sun_path))
-    return fail("socket path too long for a Unix socket (" + file +
-                "); use a shorter cluster directory");
+    return fail("socket path too long for a Unix socket (" + file
+                + "); use a shorter cluster directory");
   return {};
 }
 
@@ -416,14 +417,14 @@ caf::error ensure_database(const toolbox& tb) {
   auto args = client_args(tb);
   args.insert(args.end(),
               {"-X", "-q", "-t", "-A", "-d", "postgres", "-c",
-               std::string{"SELECT 1 FROM pg_database WHERE datname = '"} +
-                   db_name + "'"});
+               std::string{"SELECT 1 FROM pg_database WHERE datname = '"}
+                 + db_name + "'"});
   auto result = tb.run("psql", args);
   if (!result)
     return result.error();
   if (result->status != 0)
-    return fail("psql failed (exit " + std::to_string(result->status) +
-                "); tail of " + tb.log() + ":\n" + tail_of(tb.log()));
+    return fail("psql failed (exit " + std::to_string(result->status)
+                + "); tail of " + tb.log() + ":\n" + tail_of(tb.log()));
   if (result->output.find('1') != std::string::npos)
     return {};
   spdlog::info("embedded postgres: creating database {}", db_name);
@@ -433,9 +434,8 @@ caf::error ensure_database(const toolbox& tb) {
 }
 
 std::string dsn(const toolbox& tb) {
-  return "host=" + conninfo_value(tb.socket()) +
-         " port=" + std::to_string(port) + " dbname=" + db_name +
-         " user=" + superuser + " connect_timeout=5";
+  return "host=" + conninfo_value(tb.socket()) + " port=" + std::to_string(port)
+         + " dbname=" + db_name + " user=" + superuser + " connect_timeout=5";
 }
 
 } // namespace

@@ -20,10 +20,10 @@ constexpr const char* unique_violation_sqlstate = "23505";
 
 // -- row mapping --------------------------------------------------------------
 
-constexpr const char* reservation_columns
-  = "id, chat_id, kind, status, queue, held_daily_messages, "
-    "held_daily_images, held_balance, request_id, "
-    "(extract(epoch FROM created_at) * 1000000)::bigint";
+constexpr const char* reservation_columns =
+  "id, chat_id, kind, status, queue, held_daily_messages, "
+  "held_daily_images, held_balance, request_id, "
+  "(extract(epoch FROM created_at) * 1000000)::bigint";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.
@@ -69,7 +69,8 @@ caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
     "FROM chats WHERE chat_id = $1",
     chat);
   if (rs.empty())
-    return caf::make_error(ec::not_found, "unknown chat " + std::to_string(chat));
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
   const auto& r = rs[0];
   chat_status x;
   x.chat = chat;
@@ -107,6 +108,17 @@ caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   return x;
 }
 
+/// libpq messages span lines; a log line and an error context must not.
+std::string one_line(const char* text) {
+  std::string out{text};
+  for (auto& c : out)
+    if (c == '\n' || c == '\t' || c == '\r')
+      c = ' ';
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out;
+}
+
 std::string describe(chat_id chat, reservation_id id) {
   return "reservation " + std::to_string(id) + " of chat "
          + std::to_string(chat);
@@ -115,13 +127,13 @@ std::string describe(chat_id chat, reservation_id id) {
 /// Why reservation `id` is not an active reservation of `chat`: it belongs to
 /// another chat, it was committed already, or it is simply gone.
 caf::error explain_missing(pqxx::work& tx, chat_id chat, reservation_id id) {
-  auto owner = tx.exec_params("SELECT chat_id FROM reservations WHERE id = $1",
-                              id);
+  auto owner =
+    tx.exec_params("SELECT chat_id FROM reservations WHERE id = $1", id);
   if (!owner.empty() && owner[0][0].as<int64_t>() != chat)
-    return caf::make_error(ec::invalid_argument,
-                           "reservation " + std::to_string(id)
-                             + " does not belong to chat "
-                             + std::to_string(chat));
+    return caf::make_error(ec::invalid_argument, "reservation "
+                                                   + std::to_string(id)
+                                                   + " does not belong to chat "
+                                                   + std::to_string(chat));
   if (auto done = find_receipt(tx, id)) {
     if (done->chat != chat)
       return caf::make_error(ec::invalid_argument,
@@ -162,11 +174,12 @@ struct store::impl {
                          const std::string& sqlstate, const char* what) {
     // A failed connection is rebuilt on the next call rather than trusted.
     conn.reset();
+    auto text = one_line(what);
     spdlog::error("storage_unavailable op={} chat={} reservation={} "
                   "sqlstate={} error={}",
-                  op, chat, id, sqlstate.empty() ? "-" : sqlstate, what);
+                  op, chat, id, sqlstate.empty() ? "-" : sqlstate, text);
     return caf::make_error(ec::storage_unavailable,
-                           std::string{op} + ": " + what);
+                           std::string{op} + ": " + text);
   }
 
   /// Runs `fn` in one transaction and commits only if it produced a value.
@@ -207,8 +220,8 @@ int store::backend_pid() const {
 caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
   if (auto err = validate_spec(spec))
     return err;
-  auto premium_us = spec.premium_until ? to_unix_micros(*spec.premium_until)
-                                       : int64_t{0};
+  auto premium_us =
+    spec.premium_until ? to_unix_micros(*spec.premium_until) : int64_t{0};
   return impl_->run<chat_status>(
     "create_chat", spec.chat, 0,
     [&](pqxx::work& tx) -> caf::expected<chat_status> {
@@ -218,11 +231,12 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
           + micros_to_timestamptz("$6::bigint")
           + " END) ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
         spec.chat, spec.initial.daily_messages, spec.initial.daily_images,
-        spec.initial.balance, static_cast<bool>(spec.premium_until), premium_us);
+        spec.initial.balance, static_cast<bool>(spec.premium_until),
+        premium_us);
       if (rs.empty())
-        return caf::make_error(ec::already_exists,
-                               "chat " + std::to_string(spec.chat)
-                                 + " already exists");
+        return caf::make_error(ec::already_exists, "chat "
+                                                     + std::to_string(spec.chat)
+                                                     + " already exists");
       return read_status(tx, spec.chat);
     });
 }
@@ -329,17 +343,15 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
       // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
       // stops at zero (the clamp is part of the contract).
       const auto& row = locked[0];
-      pockets charged{
-        std::min(held.held.daily_messages, row[0].as<int32_t>()),
-        std::min(held.held.daily_images, row[1].as<int32_t>()),
-        std::min(held.held.balance, row[2].as<int32_t>())};
-      tx.exec_params(
-        "UPDATE chats SET "
-        "daily_messages = GREATEST(0, daily_messages - $2), "
-        "daily_images = GREATEST(0, daily_images - $3), "
-        "balance = GREATEST(0, balance - $4) WHERE chat_id = $1",
-        chat, held.held.daily_messages, held.held.daily_images,
-        held.held.balance);
+      pockets charged{std::min(held.held.daily_messages, row[0].as<int32_t>()),
+                      std::min(held.held.daily_images, row[1].as<int32_t>()),
+                      std::min(held.held.balance, row[2].as<int32_t>())};
+      tx.exec_params("UPDATE chats SET "
+                     "daily_messages = GREATEST(0, daily_messages - $2), "
+                     "daily_images = GREATEST(0, daily_images - $3), "
+                     "balance = GREATEST(0, balance - $4) WHERE chat_id = $1",
+                     chat, held.held.daily_messages, held.held.daily_images,
+                     held.held.balance);
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, "
         "charged_daily_messages, charged_daily_images, charged_balance) "
@@ -384,9 +396,8 @@ caf::expected<reservation> store::cancel(chat_id chat) {
       if (!rs.empty())
         return to_reservation(rs[0]);
       if (auto current = find_reservation_of_chat(tx, chat))
-        return caf::make_error(ec::too_late,
-                               describe(chat, current->id)
-                                 + " is already in progress");
+        return caf::make_error(ec::too_late, describe(chat, current->id)
+                                               + " is already in progress");
       if (!chat_exists(tx, chat))
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
@@ -399,8 +410,7 @@ caf::expected<chat_status> store::status(chat_id chat) {
   if (auto err = validate_chat(chat))
     return err;
   return impl_->run<chat_status>(
-    "status", chat, 0,
-    [&](pqxx::work& tx) { return read_status(tx, chat); });
+    "status", chat, 0, [&](pqxx::work& tx) { return read_status(tx, chat); });
 }
 
 } // namespace chargeonce::persistence

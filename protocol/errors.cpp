@@ -12,10 +12,18 @@ namespace chargeonce {
 namespace {
 
 constexpr std::array<const char*, 12> names = {
-  "none",         "busy",          "insufficient_messages",
-  "insufficient_images", "not_found", "too_late",
-  "invalid_state", "invalid_argument", "storage_unavailable",
-  "chat_blocked", "chat_banned",   "already_exists",
+  "none",
+  "busy",
+  "insufficient_messages",
+  "insufficient_images",
+  "not_found",
+  "too_late",
+  "invalid_state",
+  "invalid_argument",
+  "storage_unavailable",
+  "chat_blocked",
+  "chat_banned",
+  "already_exists",
 };
 
 } // namespace

@@ -41,7 +41,7 @@ using chat_actor = api_actor::extend<caf::reacts_to<atom::stop>>;
 
 /// Routes to chat actors; `idle` is a chat actor's passivation request
 /// carrying how many operations it has received so far.
-using registry_actor
-  = api_actor::extend<caf::reacts_to<atom::idle, chat_id, uint64_t>>;
+using registry_actor =
+  api_actor::extend<caf::reacts_to<atom::idle, chat_id, uint64_t>>;
 
 } // namespace chargeonce

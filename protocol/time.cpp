@@ -40,7 +40,9 @@ caf::optional<caf::timestamp> parse_iso8601(const std::string& text) {
   std::smatch m;
   if (!std::regex_match(text, m, re))
     return caf::none;
-  auto num = [&](int i) { return m[i].matched ? std::stoi(m[i].str()) : 0; };
+  auto num = [&](int i) {
+    return m[i].matched ? std::stoi(m[i].str()) : 0;
+  };
   std::tm tm{};
   tm.tm_year = num(1) - 1900;
   tm.tm_mon = num(2) - 1;
@@ -63,8 +65,8 @@ caf::optional<caf::timestamp> parse_iso8601(const std::string& text) {
   }
   if (m[8].matched && m[8].str() != "Z") {
     auto zone = m[8].str();
-    int64_t offset = std::stoi(zone.substr(1, 2)) * 3600
-                     + std::stoi(zone.substr(4, 2)) * 60;
+    int64_t offset =
+      std::stoi(zone.substr(1, 2)) * 3600 + std::stoi(zone.substr(4, 2)) * 60;
     us -= (zone[0] == '+' ? 1 : -1) * offset * 1000000;
   }
   return from_unix_micros(us);

@@ -59,7 +59,7 @@ typename Inspector::result_type inspect(Inspector& f, pockets& x) {
 /// What an admin sets when registering a chat.
 struct chat_spec {
   chat_id chat = 0;
-  pockets initial;                            ///< starting amounts
+  pockets initial;                             ///< starting amounts
   caf::optional<caf::timestamp> premium_until; ///< none: never premium
 };
 
@@ -83,8 +83,8 @@ struct reservation {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
-  return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind,
-           x.status, x.queue, x.held, x.request_id, x.created_at);
+  return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
+           x.queue, x.held, x.request_id, x.created_at);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.

@@ -16,7 +16,8 @@ caf::error validate_chat(chat_id chat);
 caf::error validate_reservation(chat_id chat, reservation_id id);
 
 /// A known kind and a request_id of at most 256 bytes.
-caf::error validate_reserve(chat_id chat, kind k, const std::string& request_id);
+caf::error validate_reserve(chat_id chat, kind k,
+                            const std::string& request_id);
 
 /// A valid chat id and no negative amount.
 caf::error validate_spec(const chat_spec& spec);

@@ -16,8 +16,8 @@ namespace {
 
 struct registry_fixture : deterministic_fixture {
   chat_options options{5s, 60s};
-  registry_actor registry
-    = sys.spawn(make_registry, std::vector<persistence_actor>{fake}, options);
+  registry_actor registry =
+    sys.spawn(make_registry, std::vector<persistence_actor>{fake}, options);
 
   ~registry_fixture() {
     caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
@@ -29,150 +29,149 @@ struct registry_fixture : deterministic_fixture {
     return self->request(registry, caf::infinite, atom::status_v, chat);
   }
 
-  size_t running() {
-    return sys.registry().running();
-  }
+  size_t running() { return sys.registry().running(); }
 };
 
 } // namespace
 
 TEST_SUITE("chat") {
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "an operation waits until Postgres answered the previous "
-                  "one of the same chat") {
-  log->hold = true;
-  auto reserve = self->request(registry, caf::infinite, atom::reserve_v,
-                               chat_id{42}, kind::text, std::string{"a"});
-  auto cancel = self->request(registry, caf::infinite, atom::cancel_v,
-                              chat_id{42});
-  sched.run();
-  CHECK(log->calls == std::vector<std::string>{"reserve 42"});
-  REQUIRE(log->owed.size() == 1);
-  release();
-  CHECK(log->calls == std::vector<std::string>{"reserve 42", "cancel 42"});
-  release();
-  CHECK(receive<reservation>(reserve));
-  CHECK(receive<reservation>(cancel));
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "an operation waits until Postgres answered the previous "
+                    "one of the same chat") {
+    log->hold = true;
+    auto reserve = self->request(registry, caf::infinite, atom::reserve_v,
+                                 chat_id{42}, kind::text, std::string{"a"});
+    auto cancel =
+      self->request(registry, caf::infinite, atom::cancel_v, chat_id{42});
+    sched.run();
+    CHECK(log->calls == std::vector<std::string>{"reserve 42"});
+    REQUIRE(log->owed.size() == 1);
+    release();
+    CHECK(log->calls == std::vector<std::string>{"reserve 42", "cancel 42"});
+    release();
+    CHECK(receive<reservation>(reserve));
+    CHECK(receive<reservation>(cancel));
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "different chats do not wait for each other") {
-  log->hold = true;
-  self->request(registry, caf::infinite, atom::status_v, chat_id{1});
-  self->request(registry, caf::infinite, atom::status_v, chat_id{2});
-  sched.run();
-  CHECK(log->calls.size() == 2);
-  release();
-  release();
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "different chats do not wait for each other") {
+    log->hold = true;
+    self->request(registry, caf::infinite, atom::status_v, chat_id{1});
+    self->request(registry, caf::infinite, atom::status_v, chat_id{2});
+    sched.run();
+    CHECK(log->calls.size() == 2);
+    release();
+    release();
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "an idle chat actor is passivated and respawned on demand") {
-  auto before = running();
-  auto first = status(7);
-  sched.run();
-  CHECK(receive<chat_status>(first));
-  CHECK(running() == before + 1);
-  sched.advance_time(options.idle_timeout);
-  sched.run();
-  CHECK(running() == before); // passivated: nothing lives in memory
-  auto second = status(7);
-  sched.run();
-  CHECK(receive<chat_status>(second));
-  CHECK(running() == before + 1);
-  CHECK(log->calls == std::vector<std::string>{"status 7", "status 7"});
-}
+  TEST_CASE_FIXTURE(
+    registry_fixture,
+    "an idle chat actor is passivated and respawned on demand") {
+    auto before = running();
+    auto first = status(7);
+    sched.run();
+    CHECK(receive<chat_status>(first));
+    CHECK(running() == before + 1);
+    sched.advance_time(options.idle_timeout);
+    sched.run();
+    CHECK(running() == before); // passivated: nothing lives in memory
+    auto second = status(7);
+    sched.run();
+    CHECK(receive<chat_status>(second));
+    CHECK(running() == before + 1);
+    CHECK(log->calls == std::vector<std::string>{"status 7", "status 7"});
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "a message racing the passivation is served by the same "
-                  "actor and not lost") {
-  auto first = status(7);
-  sched.run();
-  REQUIRE(receive<chat_status>(first));
-  auto chat = caf::actor_cast<caf::actor>(log->last_sender);
-  REQUIRE(chat);
-  auto before = running();
-  // The idle timer fires (its message is now in the chat's mailbox) ...
-  sched.advance_time(options.idle_timeout);
-  // ... while a client's message reaches the registry and is routed to the
-  // chat actor before the chat's idle report reaches the registry.
-  auto racing = status(7);
-  REQUIRE(sched.prioritize(registry));
-  sched.run_once(); // registry routes `racing` to the chat
-  REQUIRE(sched.prioritize(chat));
-  sched.run_once(); // chat handles the timer: reports idle with 1 received
-  sched.run();      // registry refuses (2 routed), chat serves `racing`
-  auto reply = receive<chat_status>(racing);
-  REQUIRE(reply);
-  CHECK(running() == before);        // the same actor is still alive
-  CHECK(log->last_sender == caf::actor_cast<caf::strong_actor_ptr>(chat));
-  sched.advance_time(options.idle_timeout); // really idle now
-  sched.run();
-  CHECK(running() == before - 1);
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "a message racing the passivation is served by the same "
+                    "actor and not lost") {
+    auto first = status(7);
+    sched.run();
+    REQUIRE(receive<chat_status>(first));
+    auto chat = caf::actor_cast<caf::actor>(log->last_sender);
+    REQUIRE(chat);
+    auto before = running();
+    // The idle timer fires (its message is now in the chat's mailbox) ...
+    sched.advance_time(options.idle_timeout);
+    // ... while a client's message reaches the registry and is routed to the
+    // chat actor before the chat's idle report reaches the registry.
+    auto racing = status(7);
+    REQUIRE(sched.prioritize(registry));
+    sched.run_once(); // registry routes `racing` to the chat
+    REQUIRE(sched.prioritize(chat));
+    sched.run_once(); // chat handles the timer: reports idle with 1 received
+    sched.run();      // registry refuses (2 routed), chat serves `racing`
+    auto reply = receive<chat_status>(racing);
+    REQUIRE(reply);
+    CHECK(running() == before); // the same actor is still alive
+    CHECK(log->last_sender == caf::actor_cast<caf::strong_actor_ptr>(chat));
+    sched.advance_time(options.idle_timeout); // really idle now
+    sched.run();
+    CHECK(running() == before - 1);
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "Postgres not answering in time is storage_unavailable and "
-                  "the chat moves on") {
-  log->hold = true;
-  auto slow = status(9);
-  auto next = status(9);
-  sched.run();
-  sched.advance_time(options.store_timeout);
-  sched.run();
-  auto r = receive<chat_status>(slow);
-  REQUIRE_FALSE(r);
-  CHECK(r.error() == ec::storage_unavailable);
-  CHECK(log->calls.size() == 2); // the next operation went ahead
-  release(); // the late answer is dropped
-  release();
-  CHECK(receive<chat_status>(next));
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "Postgres not answering in time is storage_unavailable and "
+                    "the chat moves on") {
+    log->hold = true;
+    auto slow = status(9);
+    auto next = status(9);
+    sched.run();
+    sched.advance_time(options.store_timeout);
+    sched.run();
+    auto r = receive<chat_status>(slow);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == ec::storage_unavailable);
+    CHECK(log->calls.size() == 2); // the next operation went ahead
+    release();                     // the late answer is dropped
+    release();
+    CHECK(receive<chat_status>(next));
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "bad input is refused by the registry before anything "
-                  "spawns") {
-  auto before = running();
-  auto zero = status(0);
-  auto bad_kind = self->request(registry, caf::infinite, atom::reserve_v,
-                                chat_id{5}, static_cast<kind>(3),
-                                std::string{});
-  auto bad_id = self->request(registry, caf::infinite, atom::commit_v,
-                              chat_id{5}, reservation_id{-1});
-  auto negative = self->request(registry, caf::infinite, atom::create_v,
-                                chat_spec{5, {0, -2, 0}, caf::none});
-  sched.run();
-  CHECK(receive<chat_status>(zero).error() == ec::invalid_argument);
-  CHECK(receive<reservation>(bad_kind).error() == ec::invalid_argument);
-  CHECK(receive<receipt>(bad_id).error() == ec::invalid_argument);
-  CHECK(receive<chat_status>(negative).error() == ec::invalid_argument);
-  CHECK(running() == before);
-  CHECK(log->calls.empty());
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "bad input is refused by the registry before anything "
+                    "spawns") {
+    auto before = running();
+    auto zero = status(0);
+    auto bad_kind =
+      self->request(registry, caf::infinite, atom::reserve_v, chat_id{5},
+                    static_cast<kind>(3), std::string{});
+    auto bad_id = self->request(registry, caf::infinite, atom::commit_v,
+                                chat_id{5}, reservation_id{-1});
+    auto negative = self->request(registry, caf::infinite, atom::create_v,
+                                  chat_spec{5, {0, -2, 0}, caf::none});
+    sched.run();
+    CHECK(receive<chat_status>(zero).error() == ec::invalid_argument);
+    CHECK(receive<reservation>(bad_kind).error() == ec::invalid_argument);
+    CHECK(receive<receipt>(bad_id).error() == ec::invalid_argument);
+    CHECK(receive<chat_status>(negative).error() == ec::invalid_argument);
+    CHECK(running() == before);
+    CHECK(log->calls.empty());
+  }
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "a chat actor stopped while Postgres works still answers "
-                  "its caller within store-timeout") {
-  log->hold = true;
-  auto pending = status(11);
-  sched.run();
-  auto chat = caf::actor_cast<caf::actor>(log->last_sender);
-  REQUIRE(chat);
-  // While it awaits Postgres even an exit waits (CAF 0.17 handles only the
-  // awaited response then); the store timeout bounds that wait.
-  caf::anon_send_exit(chat, caf::exit_reason::user_shutdown);
-  sched.run();
-  sched.advance_time(options.store_timeout);
-  sched.run();
-  auto r = receive<chat_status>(pending);
-  REQUIRE_FALSE(r);
-  CHECK(r.error() == ec::storage_unavailable);
-  auto after = status(11); // the registry noticed and spawns a new one
-  log->hold = false;
-  sched.run();
-  CHECK(receive<chat_status>(after));
-  log->owed.clear();
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "a chat actor stopped while Postgres works still answers "
+                    "its caller within store-timeout") {
+    log->hold = true;
+    auto pending = status(11);
+    sched.run();
+    auto chat = caf::actor_cast<caf::actor>(log->last_sender);
+    REQUIRE(chat);
+    // While it awaits Postgres even an exit waits (CAF 0.17 handles only the
+    // awaited response then); the store timeout bounds that wait.
+    caf::anon_send_exit(chat, caf::exit_reason::user_shutdown);
+    sched.run();
+    sched.advance_time(options.store_timeout);
+    sched.run();
+    auto r = receive<chat_status>(pending);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == ec::storage_unavailable);
+    auto after = status(11); // the registry noticed and spawns a new one
+    log->hold = false;
+    sched.run();
+    CHECK(receive<chat_status>(after));
+    log->owed.clear();
+  }
 
 } // TEST_SUITE

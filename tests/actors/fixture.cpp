@@ -59,8 +59,7 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("fail", chat), make_reservation(chat, id));
     },
     [=](atom::cancel, chat_id chat) {
-      return answer(self, log, name("cancel", chat),
-                    make_reservation(chat, 1));
+      return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
     },
     [=](atom::status, chat_id chat) {
       chat_status st;

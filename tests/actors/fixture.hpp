@@ -18,11 +18,10 @@ namespace chargeonce::test {
 
 /// What the fake saw and what it still owes.
 struct fake_log {
-  std::vector<std::string> calls;       ///< "reserve 42", "cancel 42", ...
+  std::vector<std::string> calls;         ///< "reserve 42", "cancel 42", ...
   std::deque<std::function<void()>> owed; ///< held answers, oldest first
-  bool hold = false;                    ///< keep answers until release()
-  caf::strong_actor_ptr last_sender;    ///< the chat actor that asked
-
+  bool hold = false;                      ///< keep answers until release()
+  caf::strong_actor_ptr last_sender;      ///< the chat actor that asked
 };
 
 /// Tells the fake to deliver its oldest held answer (test double only).
@@ -44,8 +43,8 @@ struct deterministic_fixture {
   deterministic_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys, true};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scheduler::test_coordinator& sched =
+    dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   std::shared_ptr<fake_log> log = std::make_shared<fake_log>();
   caf::actor fake_actor = sys.spawn(fake_persistence, log);
   persistence_actor fake = caf::actor_cast<persistence_actor>(fake_actor);

@@ -14,48 +14,48 @@ using namespace chargeonce;
 
 TEST_SUITE("errors") {
 
-TEST_CASE("every code's name round-trips and names are unique") {
-  std::set<std::string> seen;
-  for (int i = 1; i <= static_cast<int>(ec::already_exists); ++i) {
-    auto code = static_cast<ec>(i);
-    std::string name = to_string(code);
-    CHECK(seen.insert(name).second);
-    ec parsed = ec::none;
-    REQUIRE(from_string(name, parsed));
-    CHECK(parsed == code);
+  TEST_CASE("every code's name round-trips and names are unique") {
+    std::set<std::string> seen;
+    for (int i = 1; i <= static_cast<int>(ec::already_exists); ++i) {
+      auto code = static_cast<ec>(i);
+      std::string name = to_string(code);
+      CHECK(seen.insert(name).second);
+      ec parsed = ec::none;
+      REQUIRE(from_string(name, parsed));
+      CHECK(parsed == code);
+    }
+    ec ignored;
+    CHECK_FALSE(from_string("no_such_error", ignored));
+    CHECK_FALSE(from_string("none", ignored));
   }
-  ec ignored;
-  CHECK_FALSE(from_string("no_such_error", ignored));
-  CHECK_FALSE(from_string("none", ignored));
-}
 
-TEST_CASE("the contract names of the core errors") {
-  CHECK(std::string{to_string(ec::busy)} == "busy");
-  CHECK(std::string{to_string(ec::storage_unavailable)}
-        == "storage_unavailable");
-  CHECK(std::string{to_string(ec::too_late)} == "too_late");
-  CHECK(std::string{to_string(ec::insufficient_messages)}
-        == "insufficient_messages");
-}
+  TEST_CASE("the contract names of the core errors") {
+    CHECK(std::string{to_string(ec::busy)} == "busy");
+    CHECK(std::string{to_string(ec::storage_unavailable)}
+          == "storage_unavailable");
+    CHECK(std::string{to_string(ec::too_late)} == "too_late");
+    CHECK(std::string{to_string(ec::insufficient_messages)}
+          == "insufficient_messages");
+  }
 
-TEST_CASE("an error keeps code, category and message; JSON shows both") {
-  auto err = caf::make_error(ec::busy, "chat 42 has reservation 17");
-  CHECK(err == ec::busy);
-  CHECK(error_name(err) == "busy");
-  CHECK(error_message(err) == "chat 42 has reservation 17");
-  auto js = to_json(err);
-  CHECK(js["error"] == "busy");
-  CHECK(js["message"] == "chat 42 has reservation 17");
-}
+  TEST_CASE("an error keeps code, category and message; JSON shows both") {
+    auto err = caf::make_error(ec::busy, "chat 42 has reservation 17");
+    CHECK(err == ec::busy);
+    CHECK(error_name(err) == "busy");
+    CHECK(error_message(err) == "chat 42 has reservation 17");
+    auto js = to_json(err);
+    CHECK(js["error"] == "busy");
+    CHECK(js["message"] == "chat 42 has reservation 17");
+  }
 
-TEST_CASE("the registered category renders our names") {
-  caf::actor_system_config cfg;
-  register_protocol(cfg);
-  caf::actor_system sys{cfg};
-  auto text = sys.render(caf::make_error(ec::too_late, "started"));
-  CHECK(text.find("too_late") != std::string::npos);
-  CHECK(error_name(caf::make_error(caf::sec::request_timeout))
-        == "request_timeout");
-}
+  TEST_CASE("the registered category renders our names") {
+    caf::actor_system_config cfg;
+    register_protocol(cfg);
+    caf::actor_system sys{cfg};
+    auto text = sys.render(caf::make_error(ec::too_late, "started"));
+    CHECK(text.find("too_late") != std::string::npos);
+    CHECK(error_name(caf::make_error(caf::sec::request_timeout))
+          == "request_timeout");
+  }
 
 } // TEST_SUITE

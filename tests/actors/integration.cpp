@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// The actor layer over a real Postgres, with real threads: the guarantees of
+// the store hold end to end through the registry and chat actors.
+#include "actors/persistence_actor.hpp"
+#include "actors/registry_actor.hpp"
+#include "persistence/store.hpp"
+#include "protocol/config.hpp"
+#include "protocol/errors.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+
+#include <future>
+#include <thread>
+#include <vector>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct threaded_config : caf::actor_system_config {
+  threaded_config() {
+    register_protocol(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+struct server_fixture {
+  threaded_config cfg;
+  caf::actor_system sys{cfg};
+  persistence::store_options opts{test::dsn(), 5000ms};
+  std::vector<persistence_actor> pool = spawn_persistence_pool(sys, opts, 2);
+  registry_actor registry = sys.spawn(make_registry, pool,
+                                      chat_options{10s, 60s});
+  persistence::store setup{opts};
+
+  ~server_fixture() {
+    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    for (auto& p : pool)
+      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  }
+
+  /// One blocking request from the calling thread.
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts... xs) {
+    caf::scoped_actor self{sys};
+    caf::expected<T> out{caf::sec::none};
+    self->request(registry, 15s, xs...)
+      .receive([&](T& x) { out = std::move(x); },
+               [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  chat_id make_chat(pockets initial) {
+    auto chat = test::fresh_chat();
+    REQUIRE(setup.create_chat({chat, initial, caf::none}));
+    return chat;
+  }
+};
+
+} // namespace
+
+TEST_SUITE("actors.integration") {
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "64 clients reserving one chat at once: one reservation, "
+                  "63 busy") {
+  for (int round = 0; round < 5; ++round) {
+    auto chat = make_chat({0, 10, 0});
+    std::vector<std::future<caf::expected<reservation>>> results;
+    for (int i = 0; i < 64; ++i)
+      results.push_back(std::async(std::launch::async, [&] {
+        return ask<reservation>(atom::reserve_v, chat, kind::image,
+                                std::string{});
+      }));
+    int won = 0;
+    int busy = 0;
+    for (auto& f : results) {
+      auto r = f.get();
+      if (r)
+        ++won;
+      else if (r.error() == ec::busy)
+        ++busy;
+    }
+    CHECK(won == 1);
+    CHECK(busy == 63);
+    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                        + std::to_string(chat))
+          == 1);
+  }
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "cancel racing start through the chat actor 1,000 times: "
+                  "exactly one wins") {
+  auto chat = make_chat({0, 0, 1000});
+  int started = 0;
+  for (int i = 0; i < 1000; ++i) {
+    auto r = ask<reservation>(atom::reserve_v, chat, kind::image,
+                              std::string{});
+    REQUIRE(r);
+    auto id = r->id;
+    auto start = std::async(std::launch::async, [&] {
+      return ask<reservation>(atom::start_v, chat, id);
+    });
+    auto cancel = std::async(std::launch::async,
+                             [&] { return ask<reservation>(atom::cancel_v, chat); });
+    auto s = start.get();
+    auto c = cancel.get();
+    if (s) {
+      REQUIRE_FALSE(c);
+      REQUIRE(c.error() == ec::too_late);
+      ++started;
+      REQUIRE(ask<reservation>(atom::fail_v, chat, id));
+    } else {
+      REQUIRE(s.error() == ec::not_found);
+      REQUIRE(c);
+      REQUIRE(c->id == id);
+    }
+  }
+  MESSAGE("started first: " << started << " of 1000");
+  CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                      + std::to_string(chat))
+        == 0);
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "a whole job through the actors charges exactly once") {
+  auto chat = make_chat({1, 1, 1});
+  auto r = ask<reservation>(atom::reserve_v, chat, kind::image,
+                            std::string{"job"});
+  REQUIRE(r);
+  REQUIRE(ask<reservation>(atom::start_v, chat, r->id));
+  std::vector<std::future<caf::expected<receipt>>> commits;
+  for (int i = 0; i < 8; ++i) // a worker retrying its commit, concurrently
+    commits.push_back(std::async(std::launch::async, [&] {
+      return ask<receipt>(atom::commit_v, chat, r->id);
+    }));
+  for (auto& f : commits) {
+    auto x = f.get();
+    REQUIRE(x);
+    CHECK(x->charged == pockets{0, 1, 0});
+  }
+  auto st = ask<chat_status>(atom::status_v, chat);
+  REQUIRE(st);
+  CHECK(st->available == pockets{1, 0, 1});
+  CHECK_FALSE(st->active);
+}
+
+TEST_CASE("a dead database is storage_unavailable through the actors and "
+          "the server stays up") {
+  threaded_config cfg;
+  caf::actor_system sys{cfg};
+  persistence::store_options dead{
+    "host=/nonexistent-socket-dir dbname=none connect_timeout=1", 500ms};
+  auto pool = spawn_persistence_pool(sys, dead, 1);
+  auto registry = sys.spawn(make_registry, pool, chat_options{5s, 60s});
+  caf::scoped_actor self{sys};
+  for (int i = 0; i < 3; ++i)
+    self->request(registry, 10s, atom::reserve_v, chat_id{77}, kind::text,
+                  std::string{})
+      .receive([](reservation&) { FAIL("reserve cannot succeed"); },
+               [](caf::error& e) { CHECK(e == ec::storage_unavailable); });
+  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(pool[0], caf::exit_reason::user_shutdown);
+}
+
+} // TEST_SUITE
