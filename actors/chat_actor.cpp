@@ -31,6 +31,18 @@ reservation_id reservation_of(const chat_status& x) {
   return x.active ? x.active->id : 0;
 }
 
+/// Our own codes pass through; anything CAF reports about the persistence
+/// actor (timeout, actor down) means the database did not answer.
+caf::error as_storage_error(const char* op_name, caf::error err) {
+  if (err.category() == caf::atom(error_category_name))
+    return err;
+  auto why = err == caf::sec::request_timeout
+               ? std::string{"Postgres did not answer in time"}
+               : "persistence failed: " + caf::to_string(err);
+  return caf::make_error(ec::storage_unavailable,
+                         std::string{op_name} + ": " + why);
+}
+
 /// Sends one operation to Postgres and suspends the behavior until the answer
 /// arrives (await), so no other operation of this chat can interleave.
 template <class T, class... Ts>
@@ -50,10 +62,7 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
         arm_idle_timer(self);
       },
       [self, op_name, id](caf::error& err) {
-        if (err == caf::sec::request_timeout)
-          err = caf::make_error(ec::storage_unavailable,
-                                std::string{op_name}
-                                  + ": Postgres did not answer in time");
+        err = as_storage_error(op_name, std::move(err));
         spdlog::warn("{} refused chat={} reservation={} error={} message={}",
                      op_name, self->state.id, id, error_name(err),
                      error_message(err));
