@@ -16,7 +16,18 @@ using self_ptr = chat_self_actor::stateful_pointer<chat_state>;
 /// Restarts the idle countdown; an older timer finds its generation stale.
 void arm_idle_timer(self_ptr self) {
   auto gen = ++self->state.generation;
-  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v, gen);
+  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v,
+                     gen);
+}
+
+/// One notice per reservation, even if a reserve is answered twice with it.
+void arm_queue_notice(self_ptr self, const reservation& x) {
+  if (x.id == self->state.noticed)
+    return;
+  self->state.noticed = x.id;
+  ++self->state.notices_pending;
+  self->delayed_send(self, self->state.options.queue_notice_delay,
+                     atom::notice_v, x.id);
 }
 
 reservation_id reservation_of(const reservation& x) {
@@ -29,6 +40,10 @@ reservation_id reservation_of(const receipt& x) {
 
 reservation_id reservation_of(const chat_status& x) {
   return x.active ? x.active->id : 0;
+}
+
+reservation_id reservation_of(const reservation_released& x) {
+  return x.reservation;
 }
 
 /// Our own codes pass through; anything CAF reports about the persistence
@@ -45,8 +60,10 @@ caf::error as_storage_error(const char* op_name, caf::error err) {
 
 /// Sends one operation to Postgres and suspends the behavior until the answer
 /// arrives (await), so no other operation of this chat can interleave.
-template <class T, class... Ts>
-caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
+/// `on_success` runs after the transaction committed, before the reply.
+template <class T, class OnSuccess, class... Ts>
+caf::result<T> serialize(self_ptr self, const char* op_name,
+                         reservation_id id, OnSuccess on_success,
                          Ts&&... xs) {
   ++self->state.received;
   self->state.pending = self->make_response_promise();
@@ -55,9 +72,10 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
     ->request(self->state.store, self->state.options.store_timeout,
               std::forward<Ts>(xs)...)
     .await(
-      [self, op_name](T& x) {
+      [self, op_name, on_success](T& x) {
         spdlog::info("{} ok chat={} reservation={}", op_name, self->state.id,
                      reservation_of(x));
+        on_success(x);
         self->state.pending.deliver(std::move(x));
         arm_idle_timer(self);
       },
@@ -72,6 +90,32 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
   return result;
 }
 
+auto no_hook = [](const auto&) {};
+
+/// The queue notice: only if the reservation is still active in Postgres
+/// (the job may have finished, or another server may have committed it).
+void check_queue_notice(self_ptr self, reservation_id id) {
+  --self->state.notices_pending;
+  self
+    ->request(self->state.store, self->state.options.store_timeout,
+              atom::status_v, self->state.id)
+    .await(
+      [self, id](chat_status& st) {
+        if (st.active && st.active->id == id) {
+          spdlog::info("queue_notice chat={} reservation={}", self->state.id,
+                       id);
+          self->send(self->state.events, queue_notice{self->state.id, id});
+        }
+        arm_idle_timer(self);
+      },
+      [self, id](caf::error& err) {
+        // A notice is a courtesy: losing it must not disturb billing.
+        spdlog::warn("queue_notice skipped chat={} reservation={} error={}",
+                     self->state.id, id, error_name(err));
+        arm_idle_timer(self);
+      });
+}
+
 } // namespace
 
 chat_state::~chat_state() {
@@ -84,40 +128,65 @@ chat_state::~chat_state() {
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
           persistence_actor store, registry_actor registry,
-          chat_options options) {
+          events_actor events, chat_options options) {
   install_log_handlers(self);
   self->state.id = id;
   self->state.store = std::move(store);
   self->state.registry = std::move(registry);
+  self->state.events = std::move(events);
   self->state.options = options;
   arm_idle_timer(self);
   // The chat argument is the routing key; this actor answers for its own.
   return {
     [self](atom::create op, chat_spec spec) {
       spec.chat = self->state.id;
-      return serialize<chat_status>(self, "create", 0, op, std::move(spec));
+      return serialize<chat_status>(self, "create", 0, no_hook, op,
+                                    std::move(spec));
     },
     [self](atom::reserve op, chat_id, kind k, const std::string& request_id) {
-      return serialize<reservation>(self, "reserve", 0, op, self->state.id, k,
-                                    request_id);
+      auto hook = [self](const reservation& x) { arm_queue_notice(self, x); };
+      return serialize<reservation>(self, "reserve", 0, hook, op,
+                                    self->state.id, k, request_id);
     },
     [self](atom::start op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "start", id, op, self->state.id, id);
+      return serialize<reservation>(self, "start", id, no_hook, op,
+                                    self->state.id, id);
+    },
+    [self](atom::heartbeat op, chat_id, reservation_id id) {
+      return serialize<reservation>(self, "heartbeat", id, no_hook, op,
+                                    self->state.id, id);
     },
     [self](atom::commit op, chat_id, reservation_id id) {
-      return serialize<receipt>(self, "commit", id, op, self->state.id, id);
+      return serialize<receipt>(self, "commit", id, no_hook, op,
+                                self->state.id, id);
     },
     [self](atom::fail op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "fail", id, op, self->state.id, id);
+      return serialize<reservation>(self, "fail", id, no_hook, op,
+                                    self->state.id, id);
     },
     [self](atom::cancel op, chat_id) {
-      return serialize<reservation>(self, "cancel", 0, op, self->state.id);
+      return serialize<reservation>(self, "cancel", 0, no_hook, op,
+                                    self->state.id);
     },
     [self](atom::status op, chat_id) {
-      return serialize<chat_status>(self, "status", 0, op, self->state.id);
+      return serialize<chat_status>(self, "status", 0, no_hook, op,
+                                    self->state.id);
     },
+    [self](atom::release op, chat_id, reservation_id id) {
+      // Published after the delete committed; a send cannot fail the
+      // release, and the chat is never kept locked for a notification.
+      auto hook = [self](const reservation_released& x) {
+        self->send(self->state.events, x);
+      };
+      return serialize<reservation_released>(self, "release", id, hook, op,
+                                             self->state.id, id);
+    },
+    [self](atom::store, persistence_actor store) {
+      self->state.store = std::move(store);
+    },
+    [self](atom::notice, reservation_id id) { check_queue_notice(self, id); },
     [self](atom::idle, uint64_t gen) {
-      if (gen == self->state.generation)
+      if (gen == self->state.generation && self->state.notices_pending == 0)
         self->send(self->state.registry, atom::idle_v, self->state.id,
                    self->state.received);
     },

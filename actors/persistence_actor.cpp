@@ -21,6 +21,10 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
       -> caf::result<reservation> { return db.reserve(chat, k, request_id); },
     [&db](atom::start, chat_id chat, reservation_id id)
       -> caf::result<reservation> { return db.start(chat, id); },
+    [&db](atom::heartbeat, chat_id chat,
+          reservation_id id) -> caf::result<reservation> {
+      return db.heartbeat(chat, id);
+    },
     [&db](atom::commit, chat_id chat, reservation_id id)
       -> caf::result<receipt> { return db.commit(chat, id); },
     [&db](atom::fail, chat_id chat, reservation_id id)
@@ -31,16 +35,23 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
     [&db](atom::status, chat_id chat) -> caf::result<chat_status> {
       return db.status(chat);
     },
+    [&db](atom::release, chat_id chat,
+          reservation_id id) -> caf::result<reservation_released> {
+      return db.release(chat, id);
+    },
+    [&db](atom::sweep, const sweep_cursor& after,
+          uint32_t limit) -> caf::result<std::vector<sweep_candidate>> {
+      return db.sweep_chunk(after, limit);
+    },
+    [&db](atom::prune) -> caf::result<uint64_t> { return db.prune(); },
   };
 }
 
-std::vector<persistence_actor>
-spawn_persistence_pool(caf::actor_system& sys,
-                       const persistence::store_options& opts, size_t size) {
-  std::vector<persistence_actor> pool;
-  for (size_t i = 0; i < std::max<size_t>(size, 1); ++i)
-    pool.push_back(sys.spawn<caf::detached>(make_persistence, opts));
-  return pool;
+persistence_factory make_persistence_factory(caf::actor_system& sys,
+                                             persistence::store_options opts) {
+  return [&sys, opts] {
+    return sys.spawn<caf::detached>(make_persistence, opts);
+  };
 }
 
 } // namespace chargeonce

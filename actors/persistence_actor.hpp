@@ -6,8 +6,8 @@
 #include "persistence/store.hpp"
 #include "protocol/interfaces.hpp"
 
+#include <functional>
 #include <memory>
-#include <vector>
 
 namespace chargeonce {
 
@@ -20,11 +20,13 @@ persistence_actor::behavior_type
 make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
                  persistence::store_options opts);
 
-/// Spawns `size` detached persistence actors, one connection each. The
-/// registry routes every chat to one of them, so one chat's writes stay in
-/// order while different chats proceed in parallel.
-std::vector<persistence_actor>
-spawn_persistence_pool(caf::actor_system& sys,
-                       const persistence::store_options& opts, size_t size);
+/// Makes one persistence actor; the supervisor calls it at start and for
+/// every restart. Tests substitute fakes.
+using persistence_factory = std::function<persistence_actor()>;
+
+/// Spawns detached persistence actors (blocking libpqxx calls must not
+/// stall CAF's scheduler threads), one connection each.
+persistence_factory make_persistence_factory(caf::actor_system& sys,
+                                             persistence::store_options opts);
 
 } // namespace chargeonce

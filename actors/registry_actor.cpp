@@ -23,7 +23,7 @@ chat_self_actor route(self_ptr self, chat_id chat) {
     // reaches the exit handler below instead of killing the registry.
     auto handle = self->spawn<caf::linked>(
       make_chat, chat, st.pool[partition_of(chat, st.pool.size())],
-      caf::actor_cast<registry_actor>(self), st.options);
+      caf::actor_cast<registry_actor>(self), st.events, st.options);
     i = st.chats.emplace(chat, registry_state::entry{handle, 0}).first;
   }
   ++i->second.routed;
@@ -43,6 +43,20 @@ void passivate(self_ptr self, chat_id chat, uint64_t received) {
     return; // a message is on its way; the actor re-arms its timer
   self->send(i->second.handle, atom::stop_v);
   self->state.chats.erase(i);
+}
+
+/// A restarted persistence actor replaces its predecessor for new chat
+/// actors and for the live ones of its partition. Not counted as routed:
+/// chat actors do not count it as received either.
+void replace_store(self_ptr self, uint64_t index, persistence_actor store) {
+  auto& st = self->state;
+  if (index >= st.pool.size())
+    return;
+  st.pool[index] = store;
+  for (auto& [chat, e] : st.chats)
+    if (partition_of(chat, st.pool.size()) == index)
+      self->send(e.handle, atom::store_v, store);
+  spdlog::info("persistence replaced partition={}", index);
 }
 
 void on_exit(self_ptr self, caf::exit_msg& msg) {
@@ -66,9 +80,11 @@ size_t partition_of(chat_id chat, size_t pool_size) {
 
 registry_actor::behavior_type
 make_registry(registry_actor::stateful_pointer<registry_state> self,
-              std::vector<persistence_actor> pool, chat_options options) {
+              std::vector<persistence_actor> pool, events_actor events,
+              chat_options options) {
   install_log_handlers(self);
   self->state.pool = std::move(pool);
+  self->state.events = std::move(events);
   self->state.options = options;
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   return {
@@ -84,6 +100,12 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
       return self->delegate(route(self, chat), op, chat, k, request_id);
     },
     [self](atom::start op, chat_id chat,
+           reservation_id id) -> caf::result<reservation> {
+      if (auto err = validate_reservation(chat, id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, id);
+    },
+    [self](atom::heartbeat op, chat_id chat,
            reservation_id id) -> caf::result<reservation> {
       if (auto err = validate_reservation(chat, id))
         return err;
@@ -111,8 +133,20 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
         return err;
       return self->delegate(route(self, chat), op, chat);
     },
+    [self](atom::release op, chat_id chat,
+           reservation_id id) -> caf::result<reservation_released> {
+      if (auto err = validate_reservation(chat, id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, id);
+    },
+    [self](atom::subscribe op, caf::actor who) {
+      return self->delegate(self->state.events, op, std::move(who));
+    },
     [self](atom::idle, chat_id chat, uint64_t received) {
       passivate(self, chat, received);
+    },
+    [self](atom::store, uint64_t index, persistence_actor store) {
+      replace_store(self, index, std::move(store));
     },
   };
 }

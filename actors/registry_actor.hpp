@@ -22,6 +22,7 @@ struct registry_state {
 
   std::unordered_map<chat_id, entry> chats; ///< live chat actors
   std::vector<persistence_actor> pool;      ///< partitioned by chat_id
+  events_actor events;                      ///< handed to every chat actor
   chat_options options;
 };
 
@@ -29,7 +30,8 @@ struct registry_state {
 /// unknown kinds, negative amounts) is refused here, before anything spawns.
 registry_actor::behavior_type
 make_registry(registry_actor::stateful_pointer<registry_state> self,
-              std::vector<persistence_actor> pool, chat_options options);
+              std::vector<persistence_actor> pool, events_actor events,
+              chat_options options);
 
 /// The pool member that owns `chat`: stable for the pool's lifetime.
 size_t partition_of(chat_id chat, size_t pool_size);

@@ -12,6 +12,8 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <charconv>
 #include <functional>
 #include <iostream>
@@ -42,12 +44,14 @@ commands:
               [--balance=N] [--premium-until=ISO8601]
   reserve     --chat=ID --kind=text|image [--request-id=S]
   start       --chat=ID --reservation=ID
+  heartbeat   --chat=ID --reservation=ID
   commit      --chat=ID --reservation=ID
   fail        --chat=ID --reservation=ID
   cancel      --chat=ID
   status      --chat=ID
+  watch       (prints each event as one JSON line until interrupted)
 
-Prints one JSON object on stdout. Exit status: 0 success, 1 service error
+Prints one JSON object on stdout (watch: one per event). Exit status: 0 success, 1 service error
 ({"error":"busy",...}), 2 usage or connection error. --timeout (seconds)
 defaults to 15. Global flags may come before or after the command.
 )";
@@ -70,10 +74,12 @@ const std::map<std::string, command_spec>& commands() {
       {"daily-messages", "daily-images", "balance", "premium-until"}}},
     {"reserve", {{"chat", "kind"}, {"request-id"}}},
     {"start", {{"chat", "reservation"}, {}}},
+    {"heartbeat", {{"chat", "reservation"}, {}}},
     {"commit", {{"chat", "reservation"}, {}}},
     {"fail", {{"chat", "reservation"}, {}}},
     {"cancel", {{"chat"}, {}}},
     {"status", {{"chat"}, {}}},
+    {"watch", {{}, {}}},
   };
   return table;
 }
@@ -329,6 +335,59 @@ action prepare_chat(const flag_map& flags, Atom op) {
   };
 }
 
+/// Set when the watched server went away; read after sigwait returns.
+std::atomic<bool> server_lost{false};
+
+/// Prints every event as one JSON line (`std::endl` flushes, so a pipe sees
+/// each line as it happens). The server going down ends the watch.
+caf::behavior event_printer(caf::event_based_actor* self, api_actor api) {
+  self->monitor(api);
+  self->set_down_handler([](caf::down_msg&) {
+    server_lost = true;
+    kill(getpid(), SIGTERM);
+  });
+  return {
+    [](const queue_notice& x) { print_line(to_json(x)); },
+    [](const reservation_released& x) { print_line(to_json(x)); },
+    [](const limits_refilled& x) { print_line(to_json(x)); },
+  };
+}
+
+/// The signals that end a watch; blocked in every thread before the actor
+/// system starts, so that only sigwait sees them.
+sigset_t watch_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+/// Subscribes a local printer and waits for SIGINT/SIGTERM (exit 0) or the
+/// server going away (exit 2).
+int watch(const session& s) {
+  auto printer = s.sys.spawn(event_printer, s.api);
+  caf::scoped_actor self{s.sys};
+  bool subscribed = false;
+  caf::error failure;
+  self->request(s.api, s.timeout, atom::subscribe_v, printer)
+    .receive([&](bool ok) { subscribed = ok; },
+             [&](caf::error& err) { failure = std::move(err); });
+  if (!subscribed) {
+    caf::anon_send_exit(printer, caf::exit_reason::user_shutdown);
+    return failure ? report_failure(s, failure)
+                   : report_connection("subscription refused");
+  }
+  std::cerr << "chargeonce-cli: watching " << s.label << std::endl;
+  auto signals = watch_signals();
+  int sig = 0;
+  sigwait(&signals, &sig);
+  caf::anon_send_exit(printer, caf::exit_reason::user_shutdown);
+  if (server_lost)
+    return report_connection(s.label + " went away");
+  return exit_ok;
+}
+
 action prepare(const invocation& inv) {
   const auto& cmd = inv.command;
   const auto& f = inv.flags;
@@ -338,6 +397,10 @@ action prepare(const invocation& inv) {
     return prepare_reserve(f);
   if (cmd == "start")
     return prepare_step<reservation>(f, atom::start_v);
+  if (cmd == "heartbeat")
+    return prepare_step<reservation>(f, atom::heartbeat_v);
+  if (cmd == "watch")
+    return watch;
   if (cmd == "commit")
     return prepare_step<receipt>(f, atom::commit_v);
   if (cmd == "fail")
@@ -407,6 +470,10 @@ int main(int argc, char** argv) {
     auto target = parse_server(inv.globals.at("server"));
     auto timeout = parse_timeout(inv.globals);
     auto act = prepare(inv);
+    if (inv.command == "watch") {
+      auto signals = watch_signals();
+      pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    }
     return run(target, timeout, act);
   } catch (const usage_error& e) {
     return report_usage(e.what());

@@ -2,7 +2,7 @@
 // chargeonce-server: wires Postgres, the persistence pool and the registry,
 // publishes the API, and shuts down on SIGINT/SIGTERM.
 #include "actors/persistence_actor.hpp"
-#include "actors/registry_actor.hpp"
+#include "actors/supervisor_actor.hpp"
 #include "main/server_config.hpp"
 #include "persistence/cluster.hpp"
 #include "persistence/migrations.hpp"
@@ -61,34 +61,64 @@ prepare_database(const server_config& cfg,
   return dsn;
 }
 
+template <class Duration>
+std::chrono::milliseconds ms(Duration x) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(x);
+}
+
+persistence::store_options store_options_of(const server_config& cfg,
+                                            const std::string& dsn) {
+  return {dsn, ms(cfg.statement_timeout), ms(cfg.sweep_timeout),
+          ms(cfg.lease_duration), ms(cfg.release_retention)};
+}
+
+supervisor_options supervisor_options_of(const server_config& cfg) {
+  supervisor_options out;
+  out.connections = cfg.connections;
+  out.chat = chat_options{cfg.store_timeout, cfg.idle_timeout,
+                          cfg.queue_notice_delay};
+  out.sweep_interval = cfg.sweep_interval;
+  return out;
+}
+
+/// The registry's handle, from the supervisor that owns it.
+caf::expected<api_actor> api_of(caf::actor_system& sys,
+                                const supervisor_actor& root) {
+  caf::expected<api_actor> out{caf::sec::none};
+  caf::scoped_actor self{sys};
+  self->request(root, std::chrono::seconds(10), atom::api_v)
+    .receive([&](api_actor& x) { out = std::move(x); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
 int serve(caf::actor_system& sys, const server_config& cfg,
           const std::string& dsn, const sigset_t& signals) {
-  persistence::store_options store_opts{
-    dsn, std::chrono::duration_cast<std::chrono::milliseconds>(
-           cfg.statement_timeout)};
-  auto pool = spawn_persistence_pool(sys, store_opts, cfg.connections);
-  auto registry = sys.spawn(make_registry, pool,
-                            chat_options{cfg.store_timeout, cfg.idle_timeout});
-  api_actor api = registry;
-  auto port = sys.middleman().publish(api, cfg.port, "127.0.0.1", true);
+  auto factory = make_persistence_factory(sys, store_options_of(cfg, dsn));
+  supervisor_actor root
+    = sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   int rc = 0;
+  auto api = api_of(sys, root);
+  auto port = api ? sys.middleman().publish(*api, cfg.port, "127.0.0.1", true)
+                  : caf::expected<uint16_t>{api.error()};
   if (!port) {
     spdlog::critical("cannot listen port={} error={}", cfg.port,
                      sys.render(port.error()));
     rc = 1;
   } else {
-    spdlog::info("listening address=127.0.0.1 port={} connections={}", *port,
-                 pool.size());
+    spdlog::info("listening address=127.0.0.1 port={} connections={} "
+                 "sweep_timeout={} max_job_duration={}",
+                 *port, cfg.connections, caf::deep_to_string(cfg.sweep_timeout),
+                 caf::deep_to_string(cfg.max_job_duration));
     if (!cfg.port_file.empty())
       std::ofstream{cfg.port_file} << *port << '\n';
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("shutting down signal={}", sig);
-    sys.middleman().unpublish(api, *port);
+    sys.middleman().unpublish(*api, *port);
   }
-  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
-  for (auto& p : pool)
-    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  // Linked: the registry, its chats, the event bus and the pool follow.
+  caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   return rc;
 }
 
@@ -104,6 +134,10 @@ int main(int argc, char** argv) {
   }
   if (cfg.cli_helptext_printed)
     return 0;
+  if (auto problem = cfg.finalize(); !problem.empty()) {
+    std::cerr << "chargeonce-server: " << problem << "\n";
+    return 2;
+  }
   setup_logging(cfg.log_level);
   std::unique_ptr<persistence::embedded_cluster> cluster;
   auto dsn = prepare_database(cfg, cluster);

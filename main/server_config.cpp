@@ -3,29 +3,86 @@
 
 #include "protocol/config.hpp"
 
+#include <caf/deep_to_string.hpp>
 #include <caf/io/middleman.hpp>
+#include <spdlog/spdlog.h>
 
 namespace chargeonce {
 
 server_config::server_config() {
   opt_group{custom_options_, "global"}
     .add(port, "port,p",
-         "TCP port of the API on 127.0.0.1 (0 picks a free one)")
+         "TCP port of the API on 127.0.0.1, 0 picks a free one (4242)")
     .add(postgres, "postgres",
          "libpq connection string; empty: embedded cluster under data-dir")
-    .add(data_dir, "data-dir", "directory of the embedded Postgres cluster")
-    .add(idle_timeout, "idle-timeout",
-         "passivate a chat actor after this long without operations")
-    .add(store_timeout, "store-timeout",
-         "how long an operation waits for Postgres before storage_unavailable")
-    .add(statement_timeout, "statement-timeout",
-         "Postgres statement_timeout of every connection")
+    .add(data_dir, "data-dir",
+         "directory of the embedded Postgres cluster (var/postgres)")
     .add(connections, "connections",
-         "Postgres connections (persistence actors); chats are partitioned")
-    .add(log_level, "log-level", "trace|debug|info|warn|error|off")
+         "Postgres connections serving chats, partitioned by chat (4)")
+    .add(idle_timeout, "idle-timeout",
+         "passivate a chat actor after this long without operations (60s)")
+    .add(store_timeout, "store-timeout",
+         "an operation waiting longer for Postgres is storage_unavailable "
+         "(10s)")
+    .add(statement_timeout, "statement-timeout",
+         "Postgres statement_timeout of every connection (5s)")
+    .add(sweep_interval, "sweep-interval",
+         "how often reservations past their deadline are released (60s)")
+    .add(max_job_duration, "max-job-duration",
+         "the longest legal job, start to commit (60s)")
+    .add(sweep_timeout, "sweep-timeout",
+         "hard maximum age of a reservation; at least 2 x max-job-duration "
+         "(3 x max-job-duration)")
+    .add(lease_duration, "lease-duration",
+         "how far one heartbeat extends a started job's lease (30s)")
+    .add(queue_notice_delay, "queue-notice-delay",
+         "publish queue_notice this long after a reserve if still active (5s)")
+    .add(release_retention, "release-retention",
+         "how long a released reservation answers expired (24h)")
+    .add(log_level, "log-level", "trace|debug|info|warn|error|off (info)")
     .add(port_file, "port-file", "write the bound port to this file");
   register_protocol(*this);
   load<caf::io::middleman>();
+}
+
+namespace {
+
+std::string text(caf::timespan x) {
+  return caf::deep_to_string(x);
+}
+
+bool positive(caf::timespan x) {
+  return x > caf::timespan{0};
+}
+
+} // namespace
+
+std::string server_config::finalize() {
+  if (sweep_timeout == caf::timespan{0})
+    sweep_timeout = 3 * max_job_duration;
+  for (auto [name, value] :
+       {std::pair{"idle-timeout", idle_timeout},
+        std::pair{"store-timeout", store_timeout},
+        std::pair{"statement-timeout", statement_timeout},
+        std::pair{"sweep-interval", sweep_interval},
+        std::pair{"max-job-duration", max_job_duration},
+        std::pair{"lease-duration", lease_duration},
+        std::pair{"queue-notice-delay", queue_notice_delay},
+        std::pair{"release-retention", release_retention}})
+    if (!positive(value))
+      return std::string{name} + " must be positive";
+  // Too short a sweep-timeout unlocks a live job: the user starts a second
+  // one, and the first comes back and charges for itself.
+  if (sweep_timeout < 2 * max_job_duration)
+    return "sweep-timeout (" + text(sweep_timeout)
+           + ") must be at least 2 x max-job-duration ("
+           + text(max_job_duration) + ")";
+  if (connections == 0)
+    return "connections must be at least 1";
+  if (spdlog::level::from_str(log_level) == spdlog::level::off
+      && log_level != "off")
+    return "unknown log-level '" + log_level + "'";
+  return {};
 }
 
 } // namespace chargeonce

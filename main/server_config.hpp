@@ -5,6 +5,7 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -20,8 +21,18 @@ struct server_config : caf::actor_system_config {
   caf::timespan store_timeout = std::chrono::seconds(10);
   caf::timespan statement_timeout = std::chrono::seconds(5);
   size_t connections = 4;
+  caf::timespan sweep_interval = std::chrono::seconds(60);
+  caf::timespan max_job_duration = std::chrono::seconds(60);
+  caf::timespan sweep_timeout = caf::timespan{0}; ///< 0: 3 x max-job-duration
+  caf::timespan lease_duration = std::chrono::seconds(30);
+  caf::timespan queue_notice_delay = std::chrono::seconds(5);
+  caf::timespan release_retention = std::chrono::hours(24);
 
   server_config();
+
+  /// Fills derived defaults and checks the options against each other;
+  /// returns a message for the operator, empty when the config is usable.
+  std::string finalize();
 };
 
 } // namespace chargeonce

@@ -3,6 +3,7 @@
 // from a detached actor or a test thread, never from CAF's scheduler.
 #pragma once
 
+#include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/expected.hpp>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace chargeonce::persistence {
 
@@ -18,6 +20,12 @@ struct store_options {
   /// Postgres cancels a statement (lock waits included) after this long, so
   /// a stuck query becomes storage_unavailable instead of a hang.
   std::chrono::milliseconds statement_timeout{5000};
+  /// Hard maximum age of a reservation; the sweeper releases older ones.
+  std::chrono::milliseconds sweep_timeout{std::chrono::minutes(3)};
+  /// How far one heartbeat pushes a started job's lease.
+  std::chrono::milliseconds lease_duration{std::chrono::seconds(30)};
+  /// How long a released reservation is remembered to answer `expired`.
+  std::chrono::milliseconds release_retention{std::chrono::hours(24)};
 };
 
 /// One connection, (re)opened lazily. Errors are typed chargeonce::ec values:
@@ -41,6 +49,9 @@ public:
   /// queued -> in_progress; starting an in_progress one again returns it.
   caf::expected<reservation> start(chat_id chat, reservation_id id);
 
+  /// Sets a started job's lease to now + lease_duration.
+  caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
+
   /// Subtracts exactly the held amounts (clamped at 0) under the chat row's
   /// lock, writes the ledger row and deletes the reservation. Committing a
   /// committed reservation returns the first receipt and charges nothing.
@@ -53,6 +64,23 @@ public:
   caf::expected<reservation> cancel(chat_id chat);
 
   caf::expected<chat_status> status(chat_id chat);
+
+  // -- sweeping ---------------------------------------------------------------
+
+  /// Up to `limit` reservations past their deadline after `after`, in the
+  /// order of the phase's index (keyset pagination: never a full scan, never
+  /// all rows at once).
+  caf::expected<std::vector<sweep_candidate>>
+  sweep_chunk(const sweep_cursor& after, uint32_t limit);
+
+  /// Deletes the reservation if it is still past its deadline (re-checked:
+  /// a heartbeat or a commit may have come first) and records it as
+  /// released, in one transaction. not_found when there was nothing to do.
+  caf::expected<reservation_released> release(chat_id chat, reservation_id id);
+
+  /// Forgets released reservations older than release_retention, in chunks;
+  /// returns how many rows were deleted.
+  caf::expected<uint64_t> prune();
 
   /// The server process id of the current connection (0 if none); lets tests
   /// kill exactly this backend.

@@ -11,7 +11,7 @@ namespace chargeonce {
 
 namespace {
 
-constexpr std::array<const char*, 12> names = {
+constexpr std::array<const char*, 13> names = {
   "none",
   "busy",
   "insufficient_messages",
@@ -23,7 +23,7 @@ constexpr std::array<const char*, 12> names = {
   "storage_unavailable",
   "chat_blocked",
   "chat_banned",
-  "already_exists",
+  "already_exists", "expired",
 };
 
 } // namespace

@@ -39,6 +39,9 @@ enum class ec : uint8_t {
   chat_banned = 10,
   /// create-chat for a chat_id that already exists; nothing changed.
   already_exists = 11,
+  /// The sweeper released this reservation (dead worker, lapsed lease): a
+  /// late start, heartbeat or commit is fenced off and charges nothing.
+  expired = 12,
 };
 
 /// The stable name used in logs and in the CLI's `{"error": ...}`.

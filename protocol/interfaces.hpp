@@ -5,24 +5,30 @@
 #include "protocol/type_ids.hpp"
 #include "protocol/types.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <string>
+#include <vector>
 
 namespace chargeonce {
 
-/// The billing API of one server, as gateways, workers and the CLI see it.
+/// The billing operations of one chat, answered by the chat actors (which
+/// serialize them) and by the persistence actors (one transaction each).
 /// Every operation names its chat: the server routes by it.
-using api_actor = caf::typed_actor<
+using billing_actor = caf::typed_actor<
   /// Registers a chat; fails with already_exists or invalid_argument.
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
   /// Holds the price of one job (chat, kind, request_id); fails with busy,
   /// insufficient_messages, insufficient_images, not_found, chat_blocked,
   /// chat_banned.
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
-  /// queued -> in_progress; not_found when the reservation is gone.
+  /// queued -> in_progress; not_found when the reservation is gone, expired
+  /// when the sweeper released it.
   caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
+  /// Extends a started job's lease by lease-duration; expired once released.
+  caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   /// Charges exactly what was held; repeated, returns the same receipt.
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
@@ -32,16 +38,54 @@ using api_actor = caf::typed_actor<
   /// The chat's pockets, flags and active reservation.
   caf::replies_to<atom::status, chat_id>::with<chat_status>>;
 
-/// The persistence actor answers the same operations, each one transaction
-/// against Postgres, acknowledged only after it committed.
-using persistence_actor = api_actor;
+/// Releases a reservation past its deadline (sweeper only); not_found when
+/// it was committed, failed or got a fresh lease meanwhile.
+using release_signature
+  = caf::replies_to<atom::release, chat_id, reservation_id>::with<
+    reservation_released>;
 
-/// Serializes the operations of one chat; `stop` ends it after passivation.
-using chat_actor = api_actor::extend<caf::reacts_to<atom::stop>>;
+/// The server's published API: billing plus the event stream. A subscriber
+/// (local or remote) receives queue_notice, reservation_released and
+/// limits_refilled messages, at most once each, until it goes down.
+using api_actor = billing_actor::extend<
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
 
-/// Routes to chat actors; `idle` is a chat actor's passivation request
-/// carrying how many operations it has received so far.
-using registry_actor =
-  api_actor::extend<caf::reacts_to<atom::idle, chat_id, uint64_t>>;
+/// Owns one Postgres connection; answers after the transaction committed.
+using persistence_actor = billing_actor::extend<
+  release_signature,
+  /// The next chunk of reservations past their deadline after a cursor
+  /// (keyset pagination, at most `limit` rows).
+  caf::replies_to<atom::sweep, sweep_cursor, uint32_t>::with<
+    std::vector<sweep_candidate>>,
+  /// Forgets released reservations older than release-retention; returns
+  /// how many rows were deleted.
+  caf::replies_to<atom::prune>::with<uint64_t>>;
+
+/// Serializes the operations of one chat. `store` replaces its persistence
+/// actor after a restart; `stop` ends it after passivation.
+using chat_actor = billing_actor::extend<release_signature,
+                                         caf::reacts_to<atom::store,
+                                                        persistence_actor>,
+                                         caf::reacts_to<atom::stop>>;
+
+/// Fans events out to subscribers; never blocks a publisher.
+using events_actor = caf::typed_actor<
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
+  caf::reacts_to<queue_notice>, caf::reacts_to<reservation_released>,
+  caf::reacts_to<limits_refilled>>;
+
+/// Routes to chat actors. `idle` is a chat actor's passivation request
+/// carrying how many operations it has received; `store` replaces the
+/// persistence actor of one partition after a restart.
+using registry_actor = api_actor::extend<
+  release_signature, caf::reacts_to<atom::idle, chat_id, uint64_t>,
+  caf::reacts_to<atom::store, uint64_t, persistence_actor>>;
+
+/// The root of the server: owns the pool, the registry, the event bus and
+/// the sweeper. `sweep` runs one full sweep now and answers how many
+/// reservations it released; `api` hands out the handle to publish.
+using supervisor_actor
+  = caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
+                     caf::replies_to<atom::api>::with<api_actor>>;
 
 } // namespace chargeonce

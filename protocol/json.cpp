@@ -30,7 +30,8 @@ nlohmann::json to_json(const reservation& x) {
           {"queue", x.queue},
           {"held", to_json(x.held)},
           {"request_id", x.request_id},
-          {"created_at", format_iso8601(x.created_at)}};
+          {"created_at", format_iso8601(x.created_at)},
+          {"lease_expires_at", optional_time(x.lease_expires_at)}};
 }
 
 nlohmann::json to_json(const receipt& x) {
@@ -51,6 +52,23 @@ nlohmann::json to_json(const chat_status& x) {
   out["banned"] = x.banned;
   out["reservation"] = x.active ? to_json(*x.active) : nlohmann::json(nullptr);
   return out;
+}
+
+nlohmann::json to_json(const queue_notice& x) {
+  return {{"event", "queue_notice"},
+          {"chat", x.chat},
+          {"reservation", x.reservation}};
+}
+
+nlohmann::json to_json(const reservation_released& x) {
+  return {{"event", "reservation_released"},
+          {"chat", x.chat},
+          {"reservation", x.reservation},
+          {"reason", x.reason}};
+}
+
+nlohmann::json to_json(const limits_refilled& x) {
+  return {{"event", "limits_refilled"}, {"chat", x.chat}};
 }
 
 nlohmann::json to_json(const caf::error& x) {

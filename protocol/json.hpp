@@ -3,6 +3,7 @@
 // Field names are a contract: add, never rename.
 #pragma once
 
+#include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/fwd.hpp>
@@ -14,6 +15,11 @@ nlohmann::json to_json(const pockets& x);
 nlohmann::json to_json(const reservation& x);
 nlohmann::json to_json(const receipt& x);
 nlohmann::json to_json(const chat_status& x);
+
+/// Events: {"event": "<type>", "chat": ..., "reservation": ...}.
+nlohmann::json to_json(const queue_notice& x);
+nlohmann::json to_json(const reservation_released& x);
+nlohmann::json to_json(const limits_refilled& x);
 
 /// {"error": "<name>", "message": "<context>"}.
 nlohmann::json to_json(const caf::error& x);

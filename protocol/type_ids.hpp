@@ -2,6 +2,7 @@
 // Atoms and the one type-ID block: every type that crosses an actor boundary.
 #pragma once
 
+#include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/atom.hpp>
@@ -18,6 +19,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, status, "status")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, idle, "idle")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, stop, "stop")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, heartbeat, "heartbeat")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, subscribe, "subscribe")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, release, "release")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, sweep, "sweep")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, prune, "prune")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, store, "store")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, notice, "notice")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, api, "api")
 
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::kind))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reservation_status))
@@ -26,5 +35,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reservation))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::receipt))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::chat_status))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::queue_notice))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reservation_released))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::limits_refilled))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::sweep_phase))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::sweep_cursor))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::sweep_candidate))
+  CAF_ADD_TYPE_ID(chargeonce, (std::vector<chargeonce::sweep_candidate>))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

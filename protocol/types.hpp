@@ -79,12 +79,14 @@ struct reservation {
   pockets held;           ///< what commit will take, per pocket
   std::string request_id; ///< the caller's idempotency key, may be empty
   caf::timestamp created_at;
+  /// Armed by the first heartbeat; past it, the sweeper releases the job.
+  caf::optional<caf::timestamp> lease_expires_at;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
-           x.queue, x.held, x.request_id, x.created_at);
+           x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.

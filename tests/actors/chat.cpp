@@ -2,6 +2,7 @@
 // Chat actors and the registry on the deterministic scheduler: operations of
 // one chat are serialized; passivation never loses or doubles a chat.
 #include "actors/chat_actor.hpp"
+#include "actors/events_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/fixture.hpp"
@@ -15,12 +16,14 @@ using test::deterministic_fixture;
 namespace {
 
 struct registry_fixture : deterministic_fixture {
-  chat_options options{5s, 60s};
-  registry_actor registry =
-    sys.spawn(make_registry, std::vector<persistence_actor>{fake}, options);
+  chat_options options{5s, 60s, 5s};
+  events_actor events = sys.spawn(make_events);
+  registry_actor registry = sys.spawn(
+    make_registry, std::vector<persistence_actor>{fake}, events, options);
 
   ~registry_fixture() {
     caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
     sched.run();
   }

@@ -29,13 +29,15 @@ reservation make_reservation(chat_id chat, reservation_id id) {
   return r;
 }
 
+std::string name(const char* op, chat_id chat) {
+  return std::string{op} + " " + std::to_string(chat);
+}
+
 } // namespace
 
 caf::behavior fake_persistence(caf::event_based_actor* self,
                                std::shared_ptr<fake_log> log) {
-  auto name = [](const char* op, chat_id chat) {
-    return std::string{op} + " " + std::to_string(chat);
-  };
+  log->spawned.push_back(caf::actor{self});
   return {
     [=](atom::create, const chat_spec& spec) {
       chat_status st;
@@ -49,6 +51,10 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
     [=](atom::start, chat_id chat, reservation_id id) {
       return answer(self, log, name("start", chat), make_reservation(chat, id));
     },
+    [=](atom::heartbeat, chat_id chat, reservation_id id) {
+      return answer(self, log, name("heartbeat", chat),
+                    make_reservation(chat, id));
+    },
     [=](atom::commit, chat_id chat, reservation_id id) {
       receipt x;
       x.reservation = id;
@@ -59,18 +65,52 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("fail", chat), make_reservation(chat, id));
     },
     [=](atom::cancel, chat_id chat) {
-      return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
+      return answer(self, log, name("cancel", chat),
+                    make_reservation(chat, 1));
     },
     [=](atom::status, chat_id chat) {
       chat_status st;
       st.chat = chat;
+      if (log->active != 0)
+        st.active = make_reservation(chat, log->active);
       return answer(self, log, name("status", chat), st);
     },
-    [=](release_atom) {
+    [=](atom::release, chat_id chat, reservation_id id) {
+      return answer(self, log, name("release", chat),
+                    reservation_released{chat, id, "sweep_timeout"});
+    },
+    [=](atom::sweep, const sweep_cursor& after, uint32_t) {
+      log->cursors.push_back(after);
+      std::vector<sweep_candidate> page;
+      if (!log->pages.empty()) {
+        page = std::move(log->pages.front());
+        log->pages.pop_front();
+      }
+      return page;
+    },
+    [=](atom::prune) { return uint64_t{0}; },
+    [=](deliver_atom) {
       auto deliver = std::move(log->owed.front());
       log->owed.pop_front();
       deliver();
     },
+  };
+}
+
+caf::behavior event_recorder(caf::event_based_actor*,
+                             std::shared_ptr<fake_log> log) {
+  auto note = [log](const char* what, chat_id chat, reservation_id id) {
+    log->events.push_back(std::string{what} + " " + std::to_string(chat) + " "
+                          + std::to_string(id));
+  };
+  return {
+    [=](const queue_notice& x) {
+      note("queue_notice", x.chat, x.reservation);
+    },
+    [=](const reservation_released& x) {
+      note("reservation_released", x.chat, x.reservation);
+    },
+    [=](const limits_refilled& x) { note("limits_refilled", x.chat, 0); },
   };
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A deterministic actor system (no threads, virtual clock) and a fake
-// persistence actor that records calls and answers when the test says so.
+// A deterministic actor system (no threads, virtual clock), a fake
+// persistence actor that records calls and answers when the test says so,
+// and a recorder for published events.
 #pragma once
 
 #include "protocol/config.hpp"
@@ -16,21 +17,30 @@
 
 namespace chargeonce::test {
 
-/// What the fake saw and what it still owes.
+/// What the fakes saw and what they still owe.
 struct fake_log {
   std::vector<std::string> calls;         ///< "reserve 42", "cancel 42", ...
   std::deque<std::function<void()>> owed; ///< held answers, oldest first
-  bool hold = false;                      ///< keep answers until release()
+  bool hold = false;                      ///< keep answers until delivered
   caf::strong_actor_ptr last_sender;      ///< the chat actor that asked
+  reservation_id active = 0;              ///< status: the active reservation
+  std::deque<std::vector<sweep_candidate>> pages; ///< sweep answers in order
+  std::vector<sweep_cursor> cursors;      ///< what each sweep asked after
+  std::vector<caf::actor> spawned;        ///< every fake the factory made
+  std::vector<std::string> events;        ///< what the recorder received
 };
 
-/// Tells the fake to deliver its oldest held answer (test double only).
-using release_atom = caf::atom_constant<caf::atom("release")>;
+/// Tells a fake to deliver its oldest held answer (test double only).
+using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 
-/// Untyped, so that it also takes release_atom; the registry sees it through
-/// a persistence_actor handle.
+/// Untyped, so that it also takes deliver_atom; the code under test sees it
+/// through a persistence_actor handle.
 caf::behavior fake_persistence(caf::event_based_actor* self,
                                std::shared_ptr<fake_log> log);
+
+/// Subscribes to nothing by itself: pass it to the event bus.
+caf::behavior event_recorder(caf::event_based_actor* self,
+                             std::shared_ptr<fake_log> log);
 
 struct deterministic_config : caf::actor_system_config {
   deterministic_config() {
@@ -43,15 +53,15 @@ struct deterministic_fixture {
   deterministic_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys, true};
-  caf::scheduler::test_coordinator& sched =
-    dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scheduler::test_coordinator& sched
+    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   std::shared_ptr<fake_log> log = std::make_shared<fake_log>();
   caf::actor fake_actor = sys.spawn(fake_persistence, log);
   persistence_actor fake = caf::actor_cast<persistence_actor>(fake_actor);
 
   /// Delivers the fake's oldest held answer, inside the fake's own context.
   void release() {
-    caf::anon_send(fake_actor, release_atom::value);
+    caf::anon_send(fake_actor, deliver_atom::value);
     sched.run();
   }
 

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The actor layer over a real Postgres, with real threads: the guarantees of
 // the store hold end to end through the registry and chat actors.
-#include "actors/persistence_actor.hpp"
-#include "actors/registry_actor.hpp"
 #include "persistence/store.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
+#include "tests/actors/threaded_server.hpp"
 #include "tests/persistence/test_db.hpp"
 
 #include <caf/all.hpp>
@@ -20,37 +19,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct threaded_config : caf::actor_system_config {
-  threaded_config() {
-    register_protocol(*this);
-    set("scheduler.max-threads", 2);
-  }
-};
+struct server_fixture : test::threaded_server {
+  persistence::store setup{options()};
 
-struct server_fixture {
-  threaded_config cfg;
-  caf::actor_system sys{cfg};
-  persistence::store_options opts{test::dsn(), 5000ms};
-  std::vector<persistence_actor> pool = spawn_persistence_pool(sys, opts, 2);
-  registry_actor registry = sys.spawn(make_registry, pool,
-                                      chat_options{10s, 60s});
-  persistence::store setup{opts};
-
-  ~server_fixture() {
-    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
-    for (auto& p : pool)
-      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  server_fixture() : threaded_server(options()) {
   }
 
-  /// One blocking request from the calling thread.
-  template <class T, class... Ts>
-  caf::expected<T> ask(Ts... xs) {
-    caf::scoped_actor self{sys};
-    caf::expected<T> out{caf::sec::none};
-    self->request(registry, 15s, xs...)
-      .receive([&](T& x) { out = std::move(x); },
-               [&](caf::error& e) { out = std::move(e); });
-    return out;
+  static persistence::store_options options() {
+    return {test::dsn(), 5000ms};
   }
 
   chat_id make_chat(pockets initial) {
@@ -151,20 +127,14 @@ TEST_CASE_FIXTURE(server_fixture,
 
 TEST_CASE("a dead database is storage_unavailable through the actors and "
           "the server stays up") {
-  threaded_config cfg;
-  caf::actor_system sys{cfg};
-  persistence::store_options dead{
-    "host=/nonexistent-socket-dir dbname=none connect_timeout=1", 500ms};
-  auto pool = spawn_persistence_pool(sys, dead, 1);
-  auto registry = sys.spawn(make_registry, pool, chat_options{5s, 60s});
-  caf::scoped_actor self{sys};
-  for (int i = 0; i < 3; ++i)
-    self->request(registry, 10s, atom::reserve_v, chat_id{77}, kind::text,
-                  std::string{})
-      .receive([](reservation&) { FAIL("reserve cannot succeed"); },
-               [](caf::error& e) { CHECK(e == ec::storage_unavailable); });
-  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(pool[0], caf::exit_reason::user_shutdown);
+  test::threaded_server server{
+    {"host=/nonexistent-socket-dir dbname=none connect_timeout=1", 500ms}};
+  for (int i = 0; i < 3; ++i) {
+    auto r = server.ask<reservation>(atom::reserve_v, chat_id{77}, kind::text,
+                                     std::string{});
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == ec::storage_unavailable);
+  }
 }
 
 } // TEST_SUITE

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/events_actor.hpp"
+
+#include "actors/log_handlers.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace chargeonce {
+
+namespace {
+
+using self_ptr = events_actor::stateful_pointer<events_state>;
+
+template <class Event>
+void publish(self_ptr self, const Event& x) {
+  for (const auto& sub : self->state.subscribers)
+    caf::anon_send(sub, x); // typed actors may not send() to untyped ones
+}
+
+void drop(self_ptr self, const caf::actor_addr& who) {
+  auto& subs = self->state.subscribers;
+  auto i = std::remove_if(subs.begin(), subs.end(),
+                          [&](const caf::actor& x) { return x == who; });
+  if (i != subs.end()) {
+    subs.erase(i, subs.end());
+    spdlog::info("subscriber dropped subscribers={}", subs.size());
+  }
+}
+
+} // namespace
+
+events_actor::behavior_type
+make_events(events_actor::stateful_pointer<events_state> self) {
+  install_log_handlers(self);
+  self->set_down_handler([self](caf::down_msg& msg) { drop(self, msg.source); });
+  return {
+    [self](atom::subscribe, caf::actor who) {
+      if (!who)
+        return false;
+      auto& subs = self->state.subscribers;
+      if (std::find(subs.begin(), subs.end(), who) == subs.end()) {
+        self->monitor(who);
+        subs.push_back(who);
+        spdlog::info("subscriber added subscribers={}", subs.size());
+      }
+      return true;
+    },
+    [self](const queue_notice& x) { publish(self, x); },
+    [self](const reservation_released& x) { publish(self, x); },
+    [self](const limits_refilled& x) { publish(self, x); },
+  };
+}
+
+} // namespace chargeonce

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/supervisor_actor.hpp"
+
+#include "actors/events_actor.hpp"
+#include "actors/log_handlers.hpp"
+#include "actors/registry_actor.hpp"
+#include "protocol/errors.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace chargeonce {
+
+namespace {
+
+using self_ptr = supervisor_self_actor::stateful_pointer<supervisor_state>;
+
+persistence_actor& sweeper_store(self_ptr self) {
+  return self->state.pool.back();
+}
+
+// -- restarts -----------------------------------------------------------------
+
+void spawn_member(self_ptr self, size_t index) {
+  auto member = self->state.factory();
+  self->link_to(member);
+  self->state.pool[index] = member;
+}
+
+/// Restarts a dead persistence actor after its backoff, doubling the next
+/// delay; a member that lived longer than the maximum starts over.
+void schedule_restart(self_ptr self, size_t index) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  if (now - st.last_restart[index] > st.options.restart_backoff_max)
+    st.backoff[index] = st.options.restart_backoff_min;
+  auto delay = st.backoff[index];
+  st.backoff[index] = std::min(delay * 2, st.options.restart_backoff_max);
+  spdlog::error("persistence failed partition={} restart_in_ms={}", index,
+                std::chrono::duration_cast<std::chrono::milliseconds>(delay)
+                  .count());
+  self->delayed_send(self, delay, atom::store_v, uint64_t{index});
+}
+
+void restart(self_ptr self, uint64_t index) {
+  auto& st = self->state;
+  st.last_restart[index] = self->clock().now();
+  spawn_member(self, index);
+  if (index < st.options.connections)
+    self->send(st.registry, atom::store_v, index, st.pool[index]);
+}
+
+void on_exit(self_ptr self, caf::exit_msg& msg) {
+  auto& pool = self->state.pool;
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (pool[i].address() == msg.source) {
+      schedule_restart(self, i);
+      return;
+    }
+  // The registry, the event bus, or a shutdown from outside.
+  spdlog::error("supervisor stopping reason={}", caf::to_string(msg.reason));
+  self->quit(msg.reason ? msg.reason : caf::exit_reason::user_shutdown);
+}
+
+// -- sweeping -----------------------------------------------------------------
+
+void next_chunk(self_ptr self, sweep_cursor after);
+
+void finish_sweep(self_ptr self) {
+  auto& st = self->state;
+  st.sweeping = false;
+  if (st.released > 0)
+    spdlog::info("sweep done released={}", st.released);
+  for (auto& rp : st.waiters)
+    rp.deliver(st.released);
+  st.waiters.clear();
+  self->request(sweeper_store(self), st.options.chat.store_timeout,
+                atom::prune_v)
+    .then([](uint64_t n) {
+      if (n > 0)
+        spdlog::info("released reservations pruned rows={}", n);
+    },
+          [](caf::error& err) {
+            spdlog::warn("prune failed error={}", error_name(err));
+          });
+}
+
+/// The next page after `after`, or the next phase, or the end.
+void continue_after(self_ptr self, const sweep_cursor& after, size_t got) {
+  if (got == self->state.options.sweep_chunk_rows)
+    next_chunk(self, after);
+  else if (after.phase == sweep_phase::lease)
+    next_chunk(self, sweep_cursor{sweep_phase::age, 0, 0});
+  else
+    finish_sweep(self);
+}
+
+/// Hands each candidate to its chat actor (through the registry) and asks
+/// for the next page only when all of them answered: at most one page of
+/// releases is in flight, whatever the number of stuck reservations.
+void release_chunk(self_ptr self, const std::vector<sweep_candidate>& xs,
+                   sweep_cursor after) {
+  auto outstanding = std::make_shared<size_t>(xs.size());
+  auto got = xs.size();
+  auto done = [self, outstanding, after, got] {
+    if (--*outstanding == 0)
+      continue_after(self, after, got);
+  };
+  for (const auto& x : xs)
+    self
+      ->request(self->state.registry, self->state.options.chat.store_timeout,
+                atom::release_v, x.chat, x.cursor.reservation)
+      .then(
+        [self, done](const reservation_released& r) {
+          spdlog::info("reservation released chat={} reservation={} reason={}",
+                       r.chat, r.reservation, r.reason);
+          ++self->state.released;
+          done();
+        },
+        [x, done](caf::error& err) {
+          // not_found: committed, failed or heartbeated meanwhile.
+          if (err != ec::not_found)
+            spdlog::warn("release failed chat={} reservation={} error={}",
+                         x.chat, x.cursor.reservation, error_name(err));
+          done();
+        });
+}
+
+void next_chunk(self_ptr self, sweep_cursor after) {
+  auto& st = self->state;
+  self
+    ->request(sweeper_store(self), st.options.chat.store_timeout,
+              atom::sweep_v, after, st.options.sweep_chunk_rows)
+    .then(
+      [self, after](std::vector<sweep_candidate>& xs) {
+        if (xs.empty())
+          continue_after(self, after, 0);
+        else
+          release_chunk(self, xs, xs.back().cursor);
+      },
+      [self](caf::error& err) {
+        spdlog::error("sweep scan failed error={} message={}",
+                      error_name(err), error_message(err));
+        finish_sweep(self);
+      });
+}
+
+void start_sweep(self_ptr self) {
+  auto& st = self->state;
+  if (st.sweeping)
+    return; // a slow sweep is not stacked by the next tick
+  st.sweeping = true;
+  st.released = 0;
+  next_chunk(self, sweep_cursor{sweep_phase::lease, 0, 0});
+}
+
+} // namespace
+
+supervisor_self_actor::behavior_type
+make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
+                persistence_factory factory, supervisor_options options) {
+  install_log_handlers(self);
+  auto& st = self->state;
+  st.factory = std::move(factory);
+  st.options = options;
+  auto members = options.connections + 1;
+  st.pool.resize(members);
+  st.backoff.assign(members, options.restart_backoff_min);
+  st.last_restart.assign(members, self->clock().now());
+  for (size_t i = 0; i < members; ++i)
+    spawn_member(self, i);
+  st.events = self->spawn<caf::linked>(make_events);
+  std::vector<persistence_actor> chats_pool(st.pool.begin(),
+                                            st.pool.end() - 1);
+  st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
+                                         options.chat);
+  self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
+  self->delayed_send(self, options.sweep_interval, caf::tick_atom_v);
+  return {
+    [self](atom::sweep) {
+      auto rp = self->make_response_promise();
+      self->state.waiters.push_back(rp);
+      start_sweep(self);
+      return caf::result<uint64_t>{rp};
+    },
+    [self](atom::api) -> api_actor { return self->state.registry; },
+    [self](caf::tick_atom) {
+      start_sweep(self);
+      self->delayed_send(self, self->state.options.sweep_interval,
+                         caf::tick_atom_v);
+    },
+    [self](atom::store, uint64_t index) { restart(self, index); },
+  };
+}
+
+} // namespace chargeonce

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// The supervisor: root of the server's actors. Spawns and restarts the
+// persistence pool, owns the registry and the event bus, and sweeps
+// reservations left behind by dead workers.
+#pragma once
+
+#include "actors/chat_actor.hpp"
+#include "actors/persistence_actor.hpp"
+#include "protocol/interfaces.hpp"
+
+#include <caf/actor_clock.hpp>
+#include <caf/response_promise.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace chargeonce {
+
+struct supervisor_options {
+  size_t connections = 4; ///< persistence actors serving chats
+  chat_options chat;
+  caf::timespan sweep_interval = std::chrono::seconds(60);
+  uint32_t sweep_chunk_rows = 100; ///< reservations per keyset page
+  caf::timespan restart_backoff_min = std::chrono::milliseconds(100);
+  caf::timespan restart_backoff_max = std::chrono::seconds(10);
+};
+
+/// Adds the supervisor's own timers: the sweep tick and a restart.
+using supervisor_self_actor
+  = supervisor_actor::extend<caf::reacts_to<caf::tick_atom>,
+                             caf::reacts_to<atom::store, uint64_t>>;
+
+struct supervisor_state {
+  static inline const char* name = "supervisor";
+  persistence_factory factory;
+  supervisor_options options;
+  /// connections chat partitions, plus one last member for the sweeper's own
+  /// scans (so a long scan never delays a chat's transaction).
+  std::vector<persistence_actor> pool;
+  std::vector<caf::timespan> backoff;         ///< next restart delay
+  std::vector<caf::actor_clock::time_point> last_restart; ///< resets backoff
+  registry_actor registry;
+  events_actor events;
+  bool sweeping = false;
+  uint64_t released = 0;                      ///< in the current sweep
+  std::vector<caf::response_promise> waiters; ///< callers of `sweep`
+};
+
+supervisor_self_actor::behavior_type
+make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
+                persistence_factory factory, supervisor_options options);
+
+} // namespace chargeonce
