@@ -23,7 +23,8 @@ constexpr const char* unique_violation_sqlstate = "23505";
 constexpr const char* reservation_columns =
   "id, chat_id, kind, status, queue, held_daily_messages, "
   "held_daily_images, held_balance, request_id, "
-  "(extract(epoch FROM created_at) * 1000000)::bigint";
+  "(extract(epoch FROM created_at) * 1000000)::bigint, "
+  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.

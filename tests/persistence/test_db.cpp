@@ -30,15 +30,24 @@ const std::string& dsn() {
   return value;
 }
 
+namespace {
+
+// Random base per process, so reruns against one database never collide.
+std::atomic<chat_id> next_chat = [] {
+  std::mt19937_64 rng{std::random_device{}()};
+  return static_cast<chat_id>(rng() % 1'000'000'000'000) + 1'000'000;
+}();
+
+} // namespace
+
 chat_id fresh_chat() {
-  // Random base per process, so reruns against one database never collide;
-  // negative half exercised too (group chats have negative ids).
-  static std::atomic<chat_id> next = [] {
-    std::mt19937_64 rng{std::random_device{}()};
-    return static_cast<chat_id>(rng() % 1'000'000'000'000) + 1'000'000;
-  }();
-  auto id = next.fetch_add(1);
+  // The negative half is exercised too: group chats have negative ids.
+  auto id = next_chat.fetch_add(1);
   return id % 2 == 0 ? id : -id;
+}
+
+chat_id fresh_chat_block(int64_t n) {
+  return next_chat.fetch_add(n);
 }
 
 std::string sql(const std::string& statement) {

@@ -15,6 +15,9 @@ const std::string& dsn();
 /// A chat id no other test (or earlier run on the same database) has used.
 chat_id fresh_chat();
 
+/// The first of `n` consecutive positive chat ids no other test has used.
+chat_id fresh_chat_block(int64_t n);
+
 /// Runs one statement on its own connection; returns the first field of the
 /// first row as text ("" when there is none).
 std::string sql(const std::string& statement);
