@@ -16,8 +16,7 @@ using self_ptr = chat_self_actor::stateful_pointer<chat_state>;
 /// Restarts the idle countdown; an older timer finds its generation stale.
 void arm_idle_timer(self_ptr self) {
   auto gen = ++self->state.generation;
-  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v,
-                     gen);
+  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v, gen);
 }
 
 /// One notice per reservation, even if a reserve is answered twice with it.
@@ -62,9 +61,8 @@ caf::error as_storage_error(const char* op_name, caf::error err) {
 /// arrives (await), so no other operation of this chat can interleave.
 /// `on_success` runs after the transaction committed, before the reply.
 template <class T, class OnSuccess, class... Ts>
-caf::result<T> serialize(self_ptr self, const char* op_name,
-                         reservation_id id, OnSuccess on_success,
-                         Ts&&... xs) {
+caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
+                         OnSuccess on_success, Ts&&... xs) {
   ++self->state.received;
   self->state.pending = self->make_response_promise();
   auto result = self->state.pending;
@@ -90,7 +88,8 @@ caf::result<T> serialize(self_ptr self, const char* op_name,
   return result;
 }
 
-auto no_hook = [](const auto&) {};
+auto no_hook = [](const auto&) {
+};
 
 /// The queue notice: only if the reservation is still active in Postgres
 /// (the job may have finished, or another server may have committed it).
@@ -127,8 +126,8 @@ chat_state::~chat_state() {
 
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
-          persistence_actor store, registry_actor registry,
-          events_actor events, chat_options options) {
+          persistence_actor store, registry_actor registry, events_actor events,
+          chat_options options) {
   install_log_handlers(self);
   self->state.id = id;
   self->state.store = std::move(store);
@@ -144,7 +143,9 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     std::move(spec));
     },
     [self](atom::reserve op, chat_id, kind k, const std::string& request_id) {
-      auto hook = [self](const reservation& x) { arm_queue_notice(self, x); };
+      auto hook = [self](const reservation& x) {
+        arm_queue_notice(self, x);
+      };
       return serialize<reservation>(self, "reserve", 0, hook, op,
                                     self->state.id, k, request_id);
     },
@@ -157,8 +158,8 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     self->state.id, id);
     },
     [self](atom::commit op, chat_id, reservation_id id) {
-      return serialize<receipt>(self, "commit", id, no_hook, op,
-                                self->state.id, id);
+      return serialize<receipt>(self, "commit", id, no_hook, op, self->state.id,
+                                id);
     },
     [self](atom::fail op, chat_id, reservation_id id) {
       return serialize<reservation>(self, "fail", id, no_hook, op,

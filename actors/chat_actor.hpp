@@ -25,21 +25,21 @@ struct chat_options {
 
 /// Adds the chat actor's own timer messages to its interface: the idle
 /// countdown (with its generation) and the queue notice (per reservation).
-using chat_self_actor
-  = chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>,
-                       caf::reacts_to<atom::notice, reservation_id>>;
+using chat_self_actor =
+  chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>,
+                     caf::reacts_to<atom::notice, reservation_id>>;
 
 struct chat_state {
   static inline const char* name = "chat";
-  chat_id id = 0;            ///< the chat this actor serializes
-  persistence_actor store;   ///< this chat's partition of the pool
-  registry_actor registry;   ///< asked for passivation when idle
-  events_actor events;       ///< where notices and releases are published
+  chat_id id = 0;          ///< the chat this actor serializes
+  persistence_actor store; ///< this chat's partition of the pool
+  registry_actor registry; ///< asked for passivation when idle
+  events_actor events;     ///< where notices and releases are published
   chat_options options;
-  uint64_t received = 0;     ///< operations received, reported when idle
-  uint64_t generation = 0;   ///< invalidates idle timers armed earlier
-  uint32_t notices_pending = 0; ///< armed queue-notice timers
-  reservation_id noticed = 0;   ///< last reservation with a notice armed
+  uint64_t received = 0;         ///< operations received, reported when idle
+  uint64_t generation = 0;       ///< invalidates idle timers armed earlier
+  uint32_t notices_pending = 0;  ///< armed queue-notice timers
+  reservation_id noticed = 0;    ///< last reservation with a notice armed
   caf::response_promise pending; ///< the caller awaiting Postgres, if any
 
   /// A caller never waits for its timeout because this actor went away.
@@ -52,7 +52,7 @@ struct chat_state {
 /// does, and passivates it.
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
-          persistence_actor store, registry_actor registry,
-          events_actor events, chat_options options);
+          persistence_actor store, registry_actor registry, events_actor events,
+          chat_options options);
 
 } // namespace chargeonce

@@ -35,7 +35,8 @@ void drop(self_ptr self, const caf::actor_addr& who) {
 events_actor::behavior_type
 make_events(events_actor::stateful_pointer<events_state> self) {
   install_log_handlers(self);
-  self->set_down_handler([self](caf::down_msg& msg) { drop(self, msg.source); });
+  self->set_down_handler(
+    [self](caf::down_msg& msg) { drop(self, msg.source); });
   return {
     [self](atom::subscribe, caf::actor who) {
       if (!who)

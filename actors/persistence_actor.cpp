@@ -21,10 +21,8 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
       -> caf::result<reservation> { return db.reserve(chat, k, request_id); },
     [&db](atom::start, chat_id chat, reservation_id id)
       -> caf::result<reservation> { return db.start(chat, id); },
-    [&db](atom::heartbeat, chat_id chat,
-          reservation_id id) -> caf::result<reservation> {
-      return db.heartbeat(chat, id);
-    },
+    [&db](atom::heartbeat, chat_id chat, reservation_id id)
+      -> caf::result<reservation> { return db.heartbeat(chat, id); },
     [&db](atom::commit, chat_id chat, reservation_id id)
       -> caf::result<receipt> { return db.commit(chat, id); },
     [&db](atom::fail, chat_id chat, reservation_id id)
@@ -35,10 +33,8 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
     [&db](atom::status, chat_id chat) -> caf::result<chat_status> {
       return db.status(chat);
     },
-    [&db](atom::release, chat_id chat,
-          reservation_id id) -> caf::result<reservation_released> {
-      return db.release(chat, id);
-    },
+    [&db](atom::release, chat_id chat, reservation_id id)
+      -> caf::result<reservation_released> { return db.release(chat, id); },
     [&db](atom::sweep, const sweep_cursor& after,
           uint32_t limit) -> caf::result<std::vector<sweep_candidate>> {
       return db.sweep_chunk(after, limit);

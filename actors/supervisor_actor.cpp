@@ -24,9 +24,11 @@ persistence_actor& sweeper_store(self_ptr self) {
 
 // -- restarts -----------------------------------------------------------------
 
+/// Monitored, not linked: an exit that cannot be intercepted (kill) would
+/// otherwise take the supervisor down with the member.
 void spawn_member(self_ptr self, size_t index) {
   auto member = self->state.factory();
-  self->link_to(member);
+  self->monitor(member);
   self->state.pool[index] = member;
 }
 
@@ -39,9 +41,9 @@ void schedule_restart(self_ptr self, size_t index) {
     st.backoff[index] = st.options.restart_backoff_min;
   auto delay = st.backoff[index];
   st.backoff[index] = std::min(delay * 2, st.options.restart_backoff_max);
-  spdlog::error("persistence failed partition={} restart_in_ms={}", index,
-                std::chrono::duration_cast<std::chrono::milliseconds>(delay)
-                  .count());
+  spdlog::error(
+    "persistence failed partition={} restart_in_ms={}", index,
+    std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   self->delayed_send(self, delay, atom::store_v, uint64_t{index});
 }
 
@@ -53,16 +55,25 @@ void restart(self_ptr self, uint64_t index) {
     self->send(st.registry, atom::store_v, index, st.pool[index]);
 }
 
-void on_exit(self_ptr self, caf::exit_msg& msg) {
+void on_down(self_ptr self, caf::down_msg& msg) {
   auto& pool = self->state.pool;
   for (size_t i = 0; i < pool.size(); ++i)
     if (pool[i].address() == msg.source) {
       schedule_restart(self, i);
       return;
     }
-  // The registry, the event bus, or a shutdown from outside.
-  spdlog::error("supervisor stopping reason={}", caf::to_string(msg.reason));
-  self->quit(msg.reason ? msg.reason : caf::exit_reason::user_shutdown);
+}
+
+/// The registry or the event bus died, or a shutdown came from outside:
+/// stop the pool (monitored, so not stopped by links) and quit.
+void on_exit(self_ptr self, caf::exit_msg& msg) {
+  auto reason =
+    msg.reason ? msg.reason : caf::error{caf::exit_reason::user_shutdown};
+  if (reason != caf::exit_reason::user_shutdown)
+    spdlog::error("supervisor stopping reason={}", caf::to_string(reason));
+  for (auto& member : self->state.pool)
+    caf::anon_send_exit(member, caf::exit_reason::user_shutdown);
+  self->quit(reason);
 }
 
 // -- sweeping -----------------------------------------------------------------
@@ -77,15 +88,16 @@ void finish_sweep(self_ptr self) {
   for (auto& rp : st.waiters)
     rp.deliver(st.released);
   st.waiters.clear();
-  self->request(sweeper_store(self), st.options.chat.store_timeout,
-                atom::prune_v)
-    .then([](uint64_t n) {
-      if (n > 0)
-        spdlog::info("released reservations pruned rows={}", n);
-    },
-          [](caf::error& err) {
-            spdlog::warn("prune failed error={}", error_name(err));
-          });
+  self
+    ->request(sweeper_store(self), st.options.chat.store_timeout, atom::prune_v)
+    .then(
+      [](uint64_t n) {
+        if (n > 0)
+          spdlog::info("released reservations pruned rows={}", n);
+      },
+      [](caf::error& err) {
+        spdlog::warn("prune failed error={}", error_name(err));
+      });
 }
 
 /// The next page after `after`, or the next phase, or the end.
@@ -132,8 +144,8 @@ void release_chunk(self_ptr self, const std::vector<sweep_candidate>& xs,
 void next_chunk(self_ptr self, sweep_cursor after) {
   auto& st = self->state;
   self
-    ->request(sweeper_store(self), st.options.chat.store_timeout,
-              atom::sweep_v, after, st.options.sweep_chunk_rows)
+    ->request(sweeper_store(self), st.options.chat.store_timeout, atom::sweep_v,
+              after, st.options.sweep_chunk_rows)
     .then(
       [self, after](std::vector<sweep_candidate>& xs) {
         if (xs.empty())
@@ -142,8 +154,8 @@ void next_chunk(self_ptr self, sweep_cursor after) {
           release_chunk(self, xs, xs.back().cursor);
       },
       [self](caf::error& err) {
-        spdlog::error("sweep scan failed error={} message={}",
-                      error_name(err), error_message(err));
+        spdlog::error("sweep scan failed error={} message={}", error_name(err),
+                      error_message(err));
         finish_sweep(self);
       });
 }
@@ -173,11 +185,11 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
   for (size_t i = 0; i < members; ++i)
     spawn_member(self, i);
   st.events = self->spawn<caf::linked>(make_events);
-  std::vector<persistence_actor> chats_pool(st.pool.begin(),
-                                            st.pool.end() - 1);
+  std::vector<persistence_actor> chats_pool(st.pool.begin(), st.pool.end() - 1);
   st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
                                          options.chat);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
+  self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   self->delayed_send(self, options.sweep_interval, caf::tick_atom_v);
   return {
     [self](atom::sweep) {

@@ -27,9 +27,9 @@ struct supervisor_options {
 };
 
 /// Adds the supervisor's own timers: the sweep tick and a restart.
-using supervisor_self_actor
-  = supervisor_actor::extend<caf::reacts_to<caf::tick_atom>,
-                             caf::reacts_to<atom::store, uint64_t>>;
+using supervisor_self_actor =
+  supervisor_actor::extend<caf::reacts_to<caf::tick_atom>,
+                           caf::reacts_to<atom::store, uint64_t>>;
 
 struct supervisor_state {
   static inline const char* name = "supervisor";
@@ -38,7 +38,7 @@ struct supervisor_state {
   /// connections chat partitions, plus one last member for the sweeper's own
   /// scans (so a long scan never delays a chat's transaction).
   std::vector<persistence_actor> pool;
-  std::vector<caf::timespan> backoff;         ///< next restart delay
+  std::vector<caf::timespan> backoff; ///< next restart delay
   std::vector<caf::actor_clock::time_point> last_restart; ///< resets backoff
   registry_actor registry;
   events_actor events;

@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <charconv>
+#include <csignal>
 #include <functional>
 #include <iostream>
 #include <map>

@@ -75,8 +75,8 @@ persistence::store_options store_options_of(const server_config& cfg,
 supervisor_options supervisor_options_of(const server_config& cfg) {
   supervisor_options out;
   out.connections = cfg.connections;
-  out.chat = chat_options{cfg.store_timeout, cfg.idle_timeout,
-                          cfg.queue_notice_delay};
+  out.chat =
+    chat_options{cfg.store_timeout, cfg.idle_timeout, cfg.queue_notice_delay};
   out.sweep_interval = cfg.sweep_interval;
   return out;
 }
@@ -95,8 +95,8 @@ caf::expected<api_actor> api_of(caf::actor_system& sys,
 int serve(caf::actor_system& sys, const server_config& cfg,
           const std::string& dsn, const sigset_t& signals) {
   auto factory = make_persistence_factory(sys, store_options_of(cfg, dsn));
-  supervisor_actor root
-    = sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
+  supervisor_actor root =
+    sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   int rc = 0;
   auto api = api_of(sys, root);
   auto port = api ? sys.middleman().publish(*api, cfg.port, "127.0.0.1", true)

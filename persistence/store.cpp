@@ -163,8 +163,8 @@ caf::error explain_missing(pqxx::work& tx, chat_id chat, reservation_id id) {
                              "reservation " + std::to_string(id)
                                + " does not belong to chat "
                                + std::to_string(chat));
-    return caf::make_error(ec::expired, describe(chat, id)
-                                          + " was released by the sweeper");
+    return caf::make_error(ec::expired,
+                           describe(chat, id) + " was released by the sweeper");
   }
   if (!chat_exists(tx, chat))
     return caf::make_error(ec::not_found,
@@ -465,8 +465,8 @@ namespace {
 /// The keyset query of one sweep phase. Both use their own index: the
 /// `>=` bound is an index condition, the row comparison breaks ties.
 std::string sweep_query(sweep_phase phase) {
-  const char* column
-    = phase == sweep_phase::lease ? "lease_expires_at" : "created_at";
+  const char* column =
+    phase == sweep_phase::lease ? "lease_expires_at" : "created_at";
   const char* due = phase == sweep_phase::lease
                       ? "lease_expires_at < now()"
                       : "created_at < now() - $4 * interval '1 millisecond'";
@@ -521,8 +521,8 @@ caf::expected<reservation_released> store::release(chat_id chat,
         "SELECT id, chat_id, reason FROM gone RETURNING reason",
         id, chat, timeout_ms);
       if (rs.empty())
-        return caf::make_error(ec::not_found,
-                               describe(chat, id) + " is not past its deadline");
+        return caf::make_error(ec::not_found, describe(chat, id)
+                                                + " is not past its deadline");
       return reservation_released{chat, id, rs[0][0].as<std::string>()};
     });
 }
@@ -530,8 +530,8 @@ caf::expected<reservation_released> store::release(chat_id chat,
 caf::expected<uint64_t> store::prune() {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
-  auto retention_ms
-    = static_cast<int64_t>(impl_->opts.release_retention.count());
+  auto retention_ms =
+    static_cast<int64_t>(impl_->opts.release_retention.count());
   uint64_t total = 0;
   for (int i = 0; i < chunks_max; ++i) {
     auto deleted = impl_->run<uint64_t>(

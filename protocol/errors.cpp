@@ -23,7 +23,8 @@ constexpr std::array<const char*, 13> names = {
   "storage_unavailable",
   "chat_blocked",
   "chat_banned",
-  "already_exists", "expired",
+  "already_exists",
+  "expired",
 };
 
 } // namespace

@@ -31,10 +31,9 @@ struct reservation_released {
 };
 
 template <class Inspector>
-typename Inspector::result_type
-inspect(Inspector& f, reservation_released& x) {
-  return f(caf::meta::type_name("reservation_released"), x.chat,
-           x.reservation, x.reason);
+typename Inspector::result_type inspect(Inspector& f, reservation_released& x) {
+  return f(caf::meta::type_name("reservation_released"), x.chat, x.reservation,
+           x.reason);
 }
 
 /// A quiet chat's daily limits were refilled (reactivation).

@@ -181,16 +181,16 @@ TEST_SUITE("chat") {
 
 TEST_SUITE("chat") {
 
-TEST_CASE_FIXTURE(registry_fixture,
-                  "a dead persistence actor is storage_unavailable, never "
-                  "busy or silence") {
-  caf::anon_send_exit(fake_actor, caf::exit_reason::kill);
-  sched.run();
-  auto r = status(13);
-  sched.run();
-  auto reply = receive<chat_status>(r);
-  REQUIRE_FALSE(reply);
-  CHECK(reply.error() == ec::storage_unavailable);
-}
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "a dead persistence actor is storage_unavailable, never "
+                    "busy or silence") {
+    caf::anon_send_exit(fake_actor, caf::exit_reason::kill);
+    sched.run();
+    auto r = status(13);
+    sched.run();
+    auto reply = receive<chat_status>(r);
+    REQUIRE_FALSE(reply);
+    CHECK(reply.error() == ec::storage_unavailable);
+  }
 
 } // TEST_SUITE

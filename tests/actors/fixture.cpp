@@ -65,8 +65,7 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("fail", chat), make_reservation(chat, id));
     },
     [=](atom::cancel, chat_id chat) {
-      return answer(self, log, name("cancel", chat),
-                    make_reservation(chat, 1));
+      return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
     },
     [=](atom::status, chat_id chat) {
       chat_status st;
@@ -104,9 +103,7 @@ caf::behavior event_recorder(caf::event_based_actor*,
                           + std::to_string(id));
   };
   return {
-    [=](const queue_notice& x) {
-      note("queue_notice", x.chat, x.reservation);
-    },
+    [=](const queue_notice& x) { note("queue_notice", x.chat, x.reservation); },
     [=](const reservation_released& x) {
       note("reservation_released", x.chat, x.reservation);
     },

@@ -25,9 +25,9 @@ struct fake_log {
   caf::strong_actor_ptr last_sender;      ///< the chat actor that asked
   reservation_id active = 0;              ///< status: the active reservation
   std::deque<std::vector<sweep_candidate>> pages; ///< sweep answers in order
-  std::vector<sweep_cursor> cursors;      ///< what each sweep asked after
-  std::vector<caf::actor> spawned;        ///< every fake the factory made
-  std::vector<std::string> events;        ///< what the recorder received
+  std::vector<sweep_cursor> cursors; ///< what each sweep asked after
+  std::vector<caf::actor> spawned;   ///< every fake the factory made
+  std::vector<std::string> events;   ///< what the recorder received
 };
 
 /// Tells a fake to deliver its oldest held answer (test double only).
@@ -53,8 +53,8 @@ struct deterministic_fixture {
   deterministic_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys, true};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scheduler::test_coordinator& sched =
+    dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   std::shared_ptr<fake_log> log = std::make_shared<fake_log>();
   caf::actor fake_actor = sys.spawn(fake_persistence, log);
   persistence_actor fake = caf::actor_cast<persistence_actor>(fake_actor);

@@ -22,12 +22,9 @@ namespace {
 struct server_fixture : test::threaded_server {
   persistence::store setup{options()};
 
-  server_fixture() : threaded_server(options()) {
-  }
+  server_fixture() : threaded_server(options()) {}
 
-  static persistence::store_options options() {
-    return {test::dsn(), 5000ms};
-  }
+  static persistence::store_options options() { return {test::dsn(), 5000ms}; }
 
   chat_id make_chat(pockets initial) {
     auto chat = test::fresh_chat();
@@ -40,101 +37,102 @@ struct server_fixture : test::threaded_server {
 
 TEST_SUITE("actors.integration") {
 
-TEST_CASE_FIXTURE(server_fixture,
-                  "64 clients reserving one chat at once: one reservation, "
-                  "63 busy") {
-  for (int round = 0; round < 5; ++round) {
-    auto chat = make_chat({0, 10, 0});
-    std::vector<std::future<caf::expected<reservation>>> results;
-    for (int i = 0; i < 64; ++i)
-      results.push_back(std::async(std::launch::async, [&] {
-        return ask<reservation>(atom::reserve_v, chat, kind::image,
-                                std::string{});
-      }));
-    int won = 0;
-    int busy = 0;
-    for (auto& f : results) {
-      auto r = f.get();
-      if (r)
-        ++won;
-      else if (r.error() == ec::busy)
-        ++busy;
+  TEST_CASE_FIXTURE(server_fixture,
+                    "64 clients reserving one chat at once: one reservation, "
+                    "63 busy") {
+    for (int round = 0; round < 5; ++round) {
+      auto chat = make_chat({0, 10, 0});
+      std::vector<std::future<caf::expected<reservation>>> results;
+      for (int i = 0; i < 64; ++i)
+        results.push_back(std::async(std::launch::async, [&] {
+          return ask<reservation>(atom::reserve_v, chat, kind::image,
+                                  std::string{});
+        }));
+      int won = 0;
+      int busy = 0;
+      for (auto& f : results) {
+        auto r = f.get();
+        if (r)
+          ++won;
+        else if (r.error() == ec::busy)
+          ++busy;
+      }
+      CHECK(won == 1);
+      CHECK(busy == 63);
+      CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                          + std::to_string(chat))
+            == 1);
     }
-    CHECK(won == 1);
-    CHECK(busy == 63);
+  }
+
+  TEST_CASE_FIXTURE(server_fixture,
+                    "cancel racing start through the chat actor 1,000 times: "
+                    "exactly one wins") {
+    auto chat = make_chat({0, 0, 1000});
+    int started = 0;
+    for (int i = 0; i < 1000; ++i) {
+      auto r =
+        ask<reservation>(atom::reserve_v, chat, kind::image, std::string{});
+      REQUIRE(r);
+      auto id = r->id;
+      auto start = std::async(std::launch::async, [&] {
+        return ask<reservation>(atom::start_v, chat, id);
+      });
+      auto cancel = std::async(std::launch::async, [&] {
+        return ask<reservation>(atom::cancel_v, chat);
+      });
+      auto s = start.get();
+      auto c = cancel.get();
+      if (s) {
+        REQUIRE_FALSE(c);
+        REQUIRE(c.error() == ec::too_late);
+        ++started;
+        REQUIRE(ask<reservation>(atom::fail_v, chat, id));
+      } else {
+        REQUIRE(s.error() == ec::not_found);
+        REQUIRE(c);
+        REQUIRE(c->id == id);
+      }
+    }
+    MESSAGE("started first: " << started << " of 1000");
     CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
                         + std::to_string(chat))
-          == 1);
+          == 0);
   }
-}
 
-TEST_CASE_FIXTURE(server_fixture,
-                  "cancel racing start through the chat actor 1,000 times: "
-                  "exactly one wins") {
-  auto chat = make_chat({0, 0, 1000});
-  int started = 0;
-  for (int i = 0; i < 1000; ++i) {
-    auto r = ask<reservation>(atom::reserve_v, chat, kind::image,
-                              std::string{});
+  TEST_CASE_FIXTURE(server_fixture,
+                    "a whole job through the actors charges exactly once") {
+    auto chat = make_chat({1, 1, 1});
+    auto r =
+      ask<reservation>(atom::reserve_v, chat, kind::image, std::string{"job"});
     REQUIRE(r);
-    auto id = r->id;
-    auto start = std::async(std::launch::async, [&] {
-      return ask<reservation>(atom::start_v, chat, id);
-    });
-    auto cancel = std::async(std::launch::async,
-                             [&] { return ask<reservation>(atom::cancel_v, chat); });
-    auto s = start.get();
-    auto c = cancel.get();
-    if (s) {
-      REQUIRE_FALSE(c);
-      REQUIRE(c.error() == ec::too_late);
-      ++started;
-      REQUIRE(ask<reservation>(atom::fail_v, chat, id));
-    } else {
-      REQUIRE(s.error() == ec::not_found);
-      REQUIRE(c);
-      REQUIRE(c->id == id);
+    REQUIRE(ask<reservation>(atom::start_v, chat, r->id));
+    std::vector<std::future<caf::expected<receipt>>> commits;
+    for (int i = 0; i < 8; ++i) // a worker retrying its commit, concurrently
+      commits.push_back(std::async(std::launch::async, [&] {
+        return ask<receipt>(atom::commit_v, chat, r->id);
+      }));
+    for (auto& f : commits) {
+      auto x = f.get();
+      REQUIRE(x);
+      CHECK(x->charged == pockets{0, 1, 0});
+    }
+    auto st = ask<chat_status>(atom::status_v, chat);
+    REQUIRE(st);
+    CHECK(st->available == pockets{1, 0, 1});
+    CHECK_FALSE(st->active);
+  }
+
+  TEST_CASE("a dead database is storage_unavailable through the actors and "
+            "the server stays up") {
+    test::threaded_server server{
+      {"host=/nonexistent-socket-dir dbname=none connect_timeout=1", 500ms}};
+    for (int i = 0; i < 3; ++i) {
+      auto r = server.ask<reservation>(atom::reserve_v, chat_id{77}, kind::text,
+                                       std::string{});
+      REQUIRE_FALSE(r);
+      CHECK(r.error() == ec::storage_unavailable);
     }
   }
-  MESSAGE("started first: " << started << " of 1000");
-  CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
-                      + std::to_string(chat))
-        == 0);
-}
-
-TEST_CASE_FIXTURE(server_fixture,
-                  "a whole job through the actors charges exactly once") {
-  auto chat = make_chat({1, 1, 1});
-  auto r = ask<reservation>(atom::reserve_v, chat, kind::image,
-                            std::string{"job"});
-  REQUIRE(r);
-  REQUIRE(ask<reservation>(atom::start_v, chat, r->id));
-  std::vector<std::future<caf::expected<receipt>>> commits;
-  for (int i = 0; i < 8; ++i) // a worker retrying its commit, concurrently
-    commits.push_back(std::async(std::launch::async, [&] {
-      return ask<receipt>(atom::commit_v, chat, r->id);
-    }));
-  for (auto& f : commits) {
-    auto x = f.get();
-    REQUIRE(x);
-    CHECK(x->charged == pockets{0, 1, 0});
-  }
-  auto st = ask<chat_status>(atom::status_v, chat);
-  REQUIRE(st);
-  CHECK(st->available == pockets{1, 0, 1});
-  CHECK_FALSE(st->active);
-}
-
-TEST_CASE("a dead database is storage_unavailable through the actors and "
-          "the server stays up") {
-  test::threaded_server server{
-    {"host=/nonexistent-socket-dir dbname=none connect_timeout=1", 500ms}};
-  for (int i = 0; i < 3; ++i) {
-    auto r = server.ask<reservation>(atom::reserve_v, chat_id{77}, kind::text,
-                                     std::string{});
-    REQUIRE_FALSE(r);
-    CHECK(r.error() == ec::storage_unavailable);
-  }
-}
 
 } // TEST_SUITE

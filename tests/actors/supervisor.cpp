@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// The supervisor and the chat actor's timers on the deterministic scheduler:
+// sweeps walk pages and release through chat actors; dead persistence
+// actors come back with backoff; queue notices are sent once, or not at all.
+#include "actors/events_actor.hpp"
+#include "actors/supervisor_actor.hpp"
+#include "protocol/errors.hpp"
+#include "tests/actors/fixture.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+using test::deterministic_fixture;
+
+namespace {
+
+sweep_candidate candidate(chat_id chat, sweep_phase phase, int64_t at) {
+  return {chat, sweep_cursor{phase, at, chat * 10}};
+}
+
+struct supervisor_fixture : deterministic_fixture {
+  supervisor_options options = [] {
+    supervisor_options x;
+    x.connections = 1;
+    x.sweep_chunk_rows = 2;
+    x.sweep_interval = 60s;
+    x.chat = chat_options{5s, 600s, 5s};
+    return x;
+  }();
+  supervisor_actor root;
+  api_actor api;
+  caf::actor recorder = sys.spawn(test::event_recorder, log);
+
+  supervisor_fixture() {
+    auto factory = [this] {
+      return caf::actor_cast<persistence_actor>(
+        sys.spawn(test::fake_persistence, log));
+    };
+    root = sys.spawn(make_supervisor, factory, options);
+    sched.run();
+    auto rh = self->request(root, caf::infinite, atom::api_v);
+    sched.run();
+    api = *receive<api_actor>(rh);
+    auto sub = self->request(api, caf::infinite, atom::subscribe_v, recorder);
+    sched.run();
+    REQUIRE(*receive<bool>(sub));
+  }
+
+  ~supervisor_fixture() {
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(fake_actor, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  caf::expected<uint64_t> sweep() {
+    auto rh = self->request(root, caf::infinite, atom::sweep_v);
+    sched.run();
+    return receive<uint64_t>(rh);
+  }
+
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts... xs) {
+    auto rh = self->request(api, caf::infinite, xs...);
+    sched.run();
+    return receive<T>(rh);
+  }
+};
+
+} // namespace
+
+TEST_SUITE("supervisor") {
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a sweep walks both phases page by page and releases each "
+                    "candidate through its chat actor") {
+    log->pages = {
+      {candidate(1, sweep_phase::lease, 100),
+       candidate(2, sweep_phase::lease, 200)},
+      {candidate(3, sweep_phase::lease, 300)}, // short page: lease phase done
+      {candidate(4, sweep_phase::age, 50), candidate(5, sweep_phase::age, 60)},
+      {}, // empty page: age phase done
+    };
+    auto released = sweep();
+    REQUIRE(released);
+    CHECK(*released == 5);
+    REQUIRE(log->cursors.size() == 4);
+    CHECK(log->cursors[0].phase == sweep_phase::lease);
+    CHECK(log->cursors[0].reservation == 0);
+    CHECK(log->cursors[1].at_us == 200); // continues after the last candidate
+    CHECK(log->cursors[1].reservation == 20);
+    CHECK(log->cursors[2].phase == sweep_phase::age);
+    CHECK(log->cursors[2].reservation == 0);
+    CHECK(log->cursors[3].at_us == 60);
+    for (chat_id chat = 1; chat <= 5; ++chat)
+      CHECK(std::count(log->calls.begin(), log->calls.end(),
+                       "release " + std::to_string(chat))
+            == 1);
+    CHECK(log->events.size() == 5); // published after each delete
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "at most one page of releases is in flight") {
+    log->hold = true; // chat actors wait for their release answers
+    log->pages = {
+      {candidate(1, sweep_phase::lease, 1),
+       candidate(2, sweep_phase::lease, 2)},
+      {candidate(3, sweep_phase::lease, 3)},
+    };
+    self->request(root, caf::infinite, atom::sweep_v);
+    sched.run();
+    CHECK(log->cursors.size() == 1); // the next page waits for this one
+    CHECK(log->owed.size() == 2);
+    release();
+    CHECK(log->cursors.size() == 1);
+    release();
+    CHECK(log->cursors.size() == 2);
+    log->hold = false;
+    release(); // deliver whatever is still owed, then drain
+    while (!log->owed.empty())
+      release();
+    sched.run();
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "sweeps also run by themselves every sweep-interval") {
+    log->pages = {{candidate(7, sweep_phase::lease, 1)}};
+    sched.advance_time(options.sweep_interval);
+    sched.run();
+    CHECK(std::count(log->calls.begin(), log->calls.end(), "release 7") == 1);
+    CHECK(log->events == std::vector<std::string>{"reservation_released 7 70"});
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a dead persistence actor fails requests fast and comes "
+                    "back after an exponential backoff") {
+    REQUIRE(ask<chat_status>(atom::status_v, chat_id{5}));
+    auto first = log->spawned.size();
+    // spawned[0] is the fixture's own fake; [1] serves chats, [2] sweeps.
+    caf::anon_send_exit(log->spawned[1], caf::exit_reason::kill);
+    sched.run();
+    auto down = ask<chat_status>(atom::status_v, chat_id{5});
+    REQUIRE_FALSE(down);
+    CHECK(down.error() == ec::storage_unavailable);
+    sched.advance_time(options.restart_backoff_min);
+    sched.run();
+    CHECK(log->spawned.size() == first + 1);
+    CHECK(ask<chat_status>(atom::status_v, chat_id{5}));
+    // Dying again soon: the next delay doubles.
+    caf::anon_send_exit(log->spawned.back(), caf::exit_reason::kill);
+    sched.run();
+    sched.advance_time(options.restart_backoff_min);
+    sched.run();
+    CHECK(log->spawned.size() == first + 1);
+    CHECK(ask<chat_status>(atom::status_v, chat_id{5}).error()
+          == ec::storage_unavailable);
+    sched.advance_time(options.restart_backoff_min);
+    sched.run();
+    CHECK(log->spawned.size() == first + 2);
+    CHECK(ask<chat_status>(atom::status_v, chat_id{5}));
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "queue notice: sent once after the delay while the job is "
+                    "still active") {
+    log->active = 1;
+    REQUIRE(
+      ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));
+    sched.advance_time(options.chat.queue_notice_delay - 1ms);
+    sched.run();
+    CHECK(log->events.empty());
+    sched.advance_time(1ms);
+    sched.run();
+    CHECK(log->events == std::vector<std::string>{"queue_notice 9 1"});
+    // The same reservation answered again (a retried reserve): no second one.
+    REQUIRE(
+      ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));
+    sched.advance_time(options.chat.queue_notice_delay * 2);
+    sched.run();
+    CHECK(log->events.size() == 1);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "queue notice: suppressed when the job finished in time") {
+    REQUIRE(
+      ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));
+    REQUIRE(ask<receipt>(atom::commit_v, chat_id{9}, reservation_id{1}));
+    log->active = 0; // Postgres has no active reservation any more
+    sched.advance_time(options.chat.queue_notice_delay);
+    sched.run();
+    CHECK(log->events.empty());
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a chat actor with a notice pending is not passivated "
+                    "before it is sent") {
+    auto before = sys.registry().running();
+    log->active = 1;
+    REQUIRE(
+      ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));
+    CHECK(sys.registry().running() == before + 1);
+    sched.advance_time(options.chat.queue_notice_delay);
+    sched.run();
+    CHECK(log->events.size() == 1);
+    sched.advance_time(options.chat.idle_timeout);
+    sched.run();
+    CHECK(sys.registry().running() == before);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a dead subscriber is dropped and never blocks a release") {
+    caf::anon_send_exit(recorder, caf::exit_reason::kill);
+    sched.run();
+    log->pages = {{candidate(3, sweep_phase::lease, 1)}};
+    auto released = sweep();
+    REQUIRE(released);
+    CHECK(*released == 1);
+    CHECK(log->events.empty());
+  }
+
+} // TEST_SUITE

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sweeping through the real actors over a real Postgres: many stuck
+// reservations, concurrent commits, and subscribers that fail.
+#include "protocol/errors.hpp"
+#include "tests/actors/threaded_server.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <thread>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+persistence::store_options options() {
+  persistence::store_options opts;
+  opts.dsn = test::dsn();
+  opts.sweep_timeout = 180s;
+  opts.lease_duration = 30s;
+  return opts;
+}
+
+/// Peak resident set size of this process so far, in KiB.
+long peak_rss_kib() {
+  std::ifstream status{"/proc/self/status"};
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stol(line.substr(6));
+  return -1;
+}
+
+/// `n` chats from `base` on, each with a reservation started an hour ago
+/// by a worker that died.
+void make_stuck(chat_id base, int64_t n) {
+  auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
+  test::sql("INSERT INTO chats (chat_id, balance) SELECT g, 1 FROM "
+            "generate_series("
+            + range + ") g");
+  test::sql("INSERT INTO reservations (chat_id, kind, status, "
+            "held_daily_messages, held_daily_images, held_balance, queue, "
+            "created_at) SELECT g, 'image', 'in_progress', 0, 0, 1, "
+            "'image_generation', now() - interval '1 hour' FROM "
+            "generate_series("
+            + range + ") g");
+}
+
+long long remaining(chat_id base, int64_t n) {
+  return test::sql_int("SELECT count(*) FROM reservations WHERE chat_id "
+                       "BETWEEN "
+                       + std::to_string(base) + " AND "
+                       + std::to_string(base + n - 1));
+}
+
+/// Counts reservation_released events of a chat range.
+caf::behavior release_counter(caf::event_based_actor*,
+                              std::shared_ptr<std::atomic<int64_t>> count,
+                              chat_id base, int64_t n) {
+  return {
+    [=](const reservation_released& x) {
+      if (x.chat >= base && x.chat < base + n)
+        ++*count;
+    },
+    [](const queue_notice&) {},
+    [](const limits_refilled&) {},
+  };
+}
+
+/// A gateway whose handler fails on every release.
+caf::behavior failing_subscriber() {
+  return {
+    [](const reservation_released&) {
+      throw std::runtime_error("gateway is broken");
+    },
+    [](const queue_notice&) {},
+    [](const limits_refilled&) {},
+  };
+}
+
+} // namespace
+
+TEST_SUITE("actors.sweep") {
+
+  TEST_CASE("10,000 stuck reservations are all released within two sweep "
+            "intervals, with bounded memory") {
+    constexpr int64_t n = 10'000;
+    auto base = test::fresh_chat_block(n);
+    make_stuck(base, n);
+    REQUIRE(remaining(base, n) == n);
+    supervisor_options sup;
+    sup.sweep_interval = 10s;
+    auto rss_before = peak_rss_kib();
+    auto t0 = std::chrono::steady_clock::now();
+    test::threaded_server server{options(), sup};
+    auto count = std::make_shared<std::atomic<int64_t>>(0);
+    auto counter = server.sys.spawn(release_counter, count, base, n);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, counter));
+    auto deadline = t0 + 2 * sup.sweep_interval;
+    while (remaining(base, n) > 0
+           && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(100ms);
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    CHECK(remaining(base, n) == 0);
+    for (int i = 0; i < 50 && *count < n; ++i) // events trail the deletes
+      std::this_thread::sleep_for(100ms);
+    CHECK(*count == n);
+    CHECK(test::sql_int("SELECT count(*) FROM released_reservations WHERE "
+                        "reason = 'sweep_timeout' AND chat_id BETWEEN "
+                        + std::to_string(base) + " AND "
+                        + std::to_string(base + n - 1))
+          == n);
+    auto rss_after = peak_rss_kib();
+    MESSAGE(
+      "released "
+      << n << " in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+      << " ms after start (sweep-interval 10 s); peak RSS " << rss_before / 1024
+      << " MiB -> " << rss_after / 1024 << " MiB");
+    CHECK(rss_after - rss_before < 256 * 1024);
+    caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE("a failing subscriber keeps no chat locked") {
+    test::threaded_server server{options()};
+    auto broken = server.sys.spawn(failing_subscriber);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, broken));
+    auto base = test::fresh_chat_block(3);
+    make_stuck(base, 3);
+    auto released = server.sweep();
+    REQUIRE(released);
+    CHECK(*released >= 3);
+    CHECK(remaining(base, 3) == 0);
+    for (chat_id chat = base; chat < base + 3; ++chat)
+      CHECK(server.ask<reservation>(atom::reserve_v, chat, kind::image,
+                                    std::string{}));
+  }
+
+  TEST_CASE("a commit racing its sweep is charged exactly once, never both "
+            "charged and released") {
+    test::threaded_server server{options()};
+    auto chat = test::fresh_chat();
+    persistence::store setup{options()};
+    REQUIRE(setup.create_chat({chat, {0, 0, 100}, caf::none}));
+    int charged = 0;
+    for (int i = 0; i < 100; ++i) {
+      auto r = server.ask<reservation>(atom::reserve_v, chat, kind::image,
+                                       std::string{});
+      REQUIRE(r);
+      REQUIRE(server.ask<reservation>(atom::start_v, chat, r->id));
+      REQUIRE(server.ask<reservation>(atom::heartbeat_v, chat, r->id));
+      test::sql("UPDATE reservations SET lease_expires_at = now() - interval "
+                "'1 second' WHERE id = "
+                + std::to_string(r->id));
+      // Staggered, so that both orders happen: the sweep's scan takes time.
+      auto commit = std::async(std::launch::async, [&, i] {
+        std::this_thread::sleep_for(std::chrono::microseconds((i % 10) * 400));
+        return server.ask<receipt>(atom::commit_v, chat, r->id);
+      });
+      auto sweep =
+        std::async(std::launch::async, [&] { return server.sweep(); });
+      auto c = commit.get();
+      REQUIRE(sweep.get());
+      auto ledger = test::sql_int("SELECT count(*) FROM ledger WHERE "
+                                  "reservation_id = "
+                                  + std::to_string(r->id));
+      auto tomb = test::sql_int("SELECT count(*) FROM released_reservations "
+                                "WHERE id = "
+                                + std::to_string(r->id));
+      REQUIRE(ledger + tomb == 1);
+      if (c) {
+        REQUIRE(ledger == 1);
+        ++charged;
+      } else {
+        REQUIRE(c.error() == ec::expired);
+      }
+    }
+    MESSAGE("committed before the sweep: " << charged << " of 100");
+    CHECK(setup.status(chat)->available.balance == 100 - charged);
+  }
+
+} // TEST_SUITE
