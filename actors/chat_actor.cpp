@@ -45,6 +45,10 @@ reservation_id reservation_of(const reservation_released& x) {
   return x.reservation;
 }
 
+reservation_id reservation_of(const top_up_receipt&) {
+  return 0;
+}
+
 /// Our own codes pass through; anything CAF reports about the persistence
 /// actor (timeout, actor down) means the database did not answer.
 caf::error as_storage_error(const char* op_name, caf::error err) {
@@ -181,6 +185,23 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       };
       return serialize<reservation_released>(self, "release", id, hook, op,
                                              self->state.id, id);
+    },
+    [self](atom::touch op, chat_id) {
+      return serialize<chat_status>(self, "touch", 0, no_hook, op,
+                                    self->state.id);
+    },
+    [self](atom::top_up op, chat_id, int64_t credits,
+           const std::string& payment_id) {
+      return serialize<top_up_receipt>(self, "top_up", 0, no_hook, op,
+                                       self->state.id, credits, payment_id);
+    },
+    [self](atom::premium op, chat_id, caf::timestamp until) {
+      return serialize<chat_status>(self, "set_premium", 0, no_hook, op,
+                                    self->state.id, until);
+    },
+    [self](atom::flags op, chat_id, const flags_update& x) {
+      return serialize<chat_status>(self, "set_flags", 0, no_hook, op,
+                                    self->state.id, x);
     },
     [self](atom::store, persistence_actor store) {
       self->state.store = std::move(store);

@@ -40,6 +40,21 @@ make_persistence(persistence_actor::stateful_pointer<persistence_state> self,
       return db.sweep_chunk(after, limit);
     },
     [&db](atom::prune) -> caf::result<uint64_t> { return db.prune(); },
+    [&db](atom::touch, chat_id chat) -> caf::result<chat_status> {
+      return db.touch(chat);
+    },
+    [&db](atom::top_up, chat_id chat, int64_t credits,
+          const std::string& payment_id) -> caf::result<top_up_receipt> {
+      return db.top_up(chat, credits, payment_id);
+    },
+    [&db](atom::premium, chat_id chat, caf::timestamp until)
+      -> caf::result<chat_status> { return db.set_premium(chat, until); },
+    [&db](atom::flags, chat_id chat, const flags_update& x)
+      -> caf::result<chat_status> { return db.set_flags(chat, x); },
+    [&db](atom::reactivate, const reactivation_cursor& after,
+          uint32_t limit) -> caf::result<reactivation_page> {
+      return db.reactivation_chunk(after, limit);
+    },
   };
 }
 

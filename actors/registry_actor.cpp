@@ -139,6 +139,29 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
         return err;
       return self->delegate(route(self, chat), op, chat, id);
     },
+    [self](atom::touch op, chat_id chat) -> caf::result<chat_status> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(route(self, chat), op, chat);
+    },
+    [self](atom::top_up op, chat_id chat, int64_t credits,
+           const std::string& payment_id) -> caf::result<top_up_receipt> {
+      if (auto err = validate_top_up(chat, credits, payment_id))
+        return err;
+      return self->delegate(route(self, chat), op, chat, credits, payment_id);
+    },
+    [self](atom::premium op, chat_id chat,
+           caf::timestamp until) -> caf::result<chat_status> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(route(self, chat), op, chat, until);
+    },
+    [self](atom::flags op, chat_id chat,
+           const flags_update& x) -> caf::result<chat_status> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(route(self, chat), op, chat, x);
+    },
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));
     },

@@ -80,14 +80,13 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
 
 void next_chunk(self_ptr self, sweep_cursor after);
 
+void finish_scan(scan_state& scan);
+
 void finish_sweep(self_ptr self) {
   auto& st = self->state;
-  st.sweeping = false;
-  if (st.released > 0)
-    spdlog::info("sweep done released={}", st.released);
-  for (auto& rp : st.waiters)
-    rp.deliver(st.released);
-  st.waiters.clear();
+  if (st.sweep.count > 0)
+    spdlog::info("sweep done released={}", st.sweep.count);
+  finish_scan(st.sweep);
   self
     ->request(sweeper_store(self), st.options.chat.store_timeout, atom::prune_v)
     .then(
@@ -129,7 +128,7 @@ void release_chunk(self_ptr self, const std::vector<sweep_candidate>& xs,
         [self, done](const reservation_released& r) {
           spdlog::info("reservation released chat={} reservation={} reason={}",
                        r.chat, r.reservation, r.reason);
-          ++self->state.released;
+          ++self->state.sweep.count;
           done();
         },
         [x, done](caf::error& err) {
@@ -162,11 +161,57 @@ void next_chunk(self_ptr self, sweep_cursor after) {
 
 void start_sweep(self_ptr self) {
   auto& st = self->state;
-  if (st.sweeping)
+  if (st.sweep.running)
     return; // a slow sweep is not stacked by the next tick
-  st.sweeping = true;
-  st.released = 0;
+  st.sweep.running = true;
+  st.sweep.count = 0;
   next_chunk(self, sweep_cursor{sweep_phase::lease, 0, 0});
+}
+
+// -- reactivation -------------------------------------------------------------
+
+void finish_scan(scan_state& scan) {
+  scan.running = false;
+  for (auto& rp : scan.waiters)
+    rp.deliver(scan.count);
+  scan.waiters.clear();
+}
+
+/// Refills one page of quiet chats (in Postgres, one transaction under their
+/// row locks), then invites each back. The refill is committed before any
+/// notification, so a failed one never undoes it or stops the scan.
+void next_reactivation_page(self_ptr self, reactivation_cursor after) {
+  auto& st = self->state;
+  self
+    ->request(sweeper_store(self), st.options.chat.store_timeout,
+              atom::reactivate_v, after, st.options.reactivation_chunk_rows)
+    .then(
+      [self](reactivation_page& page) {
+        auto& st = self->state;
+        for (auto chat : page.chats)
+          self->send(st.events, limits_refilled{chat});
+        st.reactivation.count += page.chats.size();
+        if (page.chats.size() == st.options.reactivation_chunk_rows) {
+          next_reactivation_page(self, page.next);
+          return;
+        }
+        spdlog::info("reactivation done refilled={}", st.reactivation.count);
+        finish_scan(st.reactivation);
+      },
+      [self](caf::error& err) {
+        spdlog::error("reactivation scan failed error={} message={}",
+                      error_name(err), error_message(err));
+        finish_scan(self->state.reactivation);
+      });
+}
+
+void start_reactivation(self_ptr self) {
+  auto& scan = self->state.reactivation;
+  if (scan.running)
+    return; // a slow scan is not stacked by the next tick
+  scan.running = true;
+  scan.count = 0;
+  next_reactivation_page(self, reactivation_cursor{});
 }
 
 } // namespace
@@ -191,12 +236,25 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   self->delayed_send(self, options.sweep_interval, caf::tick_atom_v);
+  self->delayed_send(self, options.reactivation_interval, atom::reactivate_v,
+                     caf::tick_atom_v);
   return {
     [self](atom::sweep) {
       auto rp = self->make_response_promise();
-      self->state.waiters.push_back(rp);
+      self->state.sweep.waiters.push_back(rp);
       start_sweep(self);
       return caf::result<uint64_t>{rp};
+    },
+    [self](atom::reactivate) {
+      auto rp = self->make_response_promise();
+      self->state.reactivation.waiters.push_back(rp);
+      start_reactivation(self);
+      return caf::result<uint64_t>{rp};
+    },
+    [self](atom::reactivate, caf::tick_atom) {
+      start_reactivation(self);
+      self->delayed_send(self, self->state.options.reactivation_interval,
+                         atom::reactivate_v, caf::tick_atom_v);
     },
     [self](atom::api) -> api_actor { return self->state.registry; },
     [self](caf::tick_atom) {

@@ -22,14 +22,25 @@ struct supervisor_options {
   chat_options chat;
   caf::timespan sweep_interval = std::chrono::seconds(60);
   uint32_t sweep_chunk_rows = 100; ///< reservations per keyset page
+  caf::timespan reactivation_interval = std::chrono::hours(1);
+  uint32_t reactivation_chunk_rows = 1000; ///< chats refilled per page
   caf::timespan restart_backoff_min = std::chrono::milliseconds(100);
   caf::timespan restart_backoff_max = std::chrono::seconds(10);
 };
 
-/// Adds the supervisor's own timers: the sweep tick and a restart.
+/// Adds the supervisor's own timers: the sweep tick, the reactivation tick
+/// and a restart.
 using supervisor_self_actor =
   supervisor_actor::extend<caf::reacts_to<caf::tick_atom>,
+                           caf::reacts_to<atom::reactivate, caf::tick_atom>,
                            caf::reacts_to<atom::store, uint64_t>>;
+
+/// One kind of scheduled scan in progress, and who waits for its end.
+struct scan_state {
+  bool running = false;
+  uint64_t count = 0;                         ///< released / refilled so far
+  std::vector<caf::response_promise> waiters; ///< callers asking for a run
+};
 
 struct supervisor_state {
   static inline const char* name = "supervisor";
@@ -42,9 +53,8 @@ struct supervisor_state {
   std::vector<caf::actor_clock::time_point> last_restart; ///< resets backoff
   registry_actor registry;
   events_actor events;
-  bool sweeping = false;
-  uint64_t released = 0;                      ///< in the current sweep
-  std::vector<caf::response_promise> waiters; ///< callers of `sweep`
+  scan_state sweep;        ///< releasing reservations past their deadline
+  scan_state reactivation; ///< refilling quiet chats
 };
 
 supervisor_self_actor::behavior_type

@@ -68,8 +68,17 @@ std::chrono::milliseconds ms(Duration x) {
 
 persistence::store_options store_options_of(const server_config& cfg,
                                             const std::string& dsn) {
-  return {dsn, ms(cfg.statement_timeout), ms(cfg.sweep_timeout),
-          ms(cfg.lease_duration), ms(cfg.release_retention)};
+  persistence::store_options out;
+  out.dsn = dsn;
+  out.statement_timeout = ms(cfg.statement_timeout);
+  out.sweep_timeout = ms(cfg.sweep_timeout);
+  out.lease_duration = ms(cfg.lease_duration);
+  out.release_retention = ms(cfg.release_retention);
+  out.refill_interval = ms(cfg.refill_interval);
+  out.reactivation_after = ms(cfg.reactivation_after);
+  out.free_plan = {cfg.free_daily_messages, cfg.free_daily_images};
+  out.premium_plan = {cfg.premium_daily_messages, cfg.premium_daily_images};
+  return out;
 }
 
 supervisor_options supervisor_options_of(const server_config& cfg) {
@@ -78,6 +87,7 @@ supervisor_options supervisor_options_of(const server_config& cfg) {
   out.chat =
     chat_options{cfg.store_timeout, cfg.idle_timeout, cfg.queue_notice_delay};
   out.sweep_interval = cfg.sweep_interval;
+  out.reactivation_interval = cfg.reactivation_interval;
   return out;
 }
 

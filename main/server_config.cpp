@@ -39,6 +39,22 @@ server_config::server_config() {
          "publish queue_notice this long after a reserve if still active (5s)")
     .add(release_retention, "release-retention",
          "how long a released reservation answers expired (24h)")
+    .add(refill_interval, "refill-interval",
+         "a daily window this old is refilled by the chat's next activity "
+         "(24h)")
+    .add(reactivation_after, "reactivation-after",
+         "started chats quiet this long are refilled and invited back (24h)")
+    .add(reactivation_interval, "reactivation-interval",
+         "how often the reactivation scan runs (1h)")
+    .add(free_daily_messages, "free-daily-messages",
+         "free plan: daily text quota (10)")
+    .add(free_daily_images, "free-daily-images",
+         "free plan: daily image quota (3)")
+    .add(premium_daily_messages, "premium-daily-messages",
+         "premium plan: daily text quota, used only once premium lapses; "
+         "premium text is free (10)")
+    .add(premium_daily_images, "premium-daily-images",
+         "premium plan: daily image quota (10)")
     .add(log_level, "log-level", "trace|debug|info|warn|error|off (info)")
     .add(port_file, "port-file", "write the bound port to this file");
   register_protocol(*this);
@@ -68,7 +84,10 @@ std::string server_config::finalize() {
         std::pair{"max-job-duration", max_job_duration},
         std::pair{"lease-duration", lease_duration},
         std::pair{"queue-notice-delay", queue_notice_delay},
-        std::pair{"release-retention", release_retention}})
+        std::pair{"release-retention", release_retention},
+        std::pair{"refill-interval", refill_interval},
+        std::pair{"reactivation-after", reactivation_after},
+        std::pair{"reactivation-interval", reactivation_interval}})
     if (!positive(value))
       return std::string{name} + " must be positive";
   // Too short a sweep-timeout unlocks a live job: the user starts a second
@@ -77,6 +96,13 @@ std::string server_config::finalize() {
     return "sweep-timeout (" + text(sweep_timeout)
            + ") must be at least 2 x max-job-duration ("
            + text(max_job_duration) + ")";
+  for (auto [name, value] :
+       {std::pair{"free-daily-messages", free_daily_messages},
+        std::pair{"free-daily-images", free_daily_images},
+        std::pair{"premium-daily-messages", premium_daily_messages},
+        std::pair{"premium-daily-images", premium_daily_images}})
+    if (value < 0)
+      return std::string{name} + " must not be negative";
   if (connections == 0)
     return "connections must be at least 1";
   if (spdlog::level::from_str(log_level) == spdlog::level::off

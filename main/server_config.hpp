@@ -27,6 +27,13 @@ struct server_config : caf::actor_system_config {
   caf::timespan lease_duration = std::chrono::seconds(30);
   caf::timespan queue_notice_delay = std::chrono::seconds(5);
   caf::timespan release_retention = std::chrono::hours(24);
+  caf::timespan refill_interval = std::chrono::hours(24);
+  caf::timespan reactivation_after = std::chrono::hours(24);
+  caf::timespan reactivation_interval = std::chrono::hours(1);
+  int32_t free_daily_messages = 10;
+  int32_t free_daily_images = 3;
+  int32_t premium_daily_messages = 10;
+  int32_t premium_daily_images = 10;
 
   server_config();
 

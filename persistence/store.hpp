@@ -15,6 +15,12 @@
 
 namespace chargeonce::persistence {
 
+/// The daily quota a refill restores, per kind.
+struct plan_quota {
+  int32_t daily_messages = 0;
+  int32_t daily_images = 0;
+};
+
 struct store_options {
   std::string dsn; ///< libpq connection string
   /// Postgres cancels a statement (lock waits included) after this long, so
@@ -26,6 +32,12 @@ struct store_options {
   std::chrono::milliseconds lease_duration{std::chrono::seconds(30)};
   /// How long a released reservation is remembered to answer `expired`.
   std::chrono::milliseconds release_retention{std::chrono::hours(24)};
+  /// A window this old is refilled by the chat's next activity.
+  std::chrono::milliseconds refill_interval{std::chrono::hours(24)};
+  /// Started chats quiet for this long are refilled by the reactivation scan.
+  std::chrono::milliseconds reactivation_after{std::chrono::hours(24)};
+  plan_quota free_plan{10, 3};
+  plan_quota premium_plan{10, 10};
 };
 
 /// One connection, (re)opened lazily. Errors are typed chargeonce::ec values:
@@ -64,6 +76,29 @@ public:
   caf::expected<reservation> cancel(chat_id chat);
 
   caf::expected<chat_status> status(chat_id chat);
+
+  // -- limits and purchases ---------------------------------------------------
+
+  /// Records activity under the chat row's lock; registers an unknown chat on
+  /// the free plan (started false); opens the window, or refills the daily
+  /// pockets to the plan's quota when refill_interval has passed. Never
+  /// touches reservations.
+  caf::expected<chat_status> touch(chat_id chat);
+
+  /// Adds credits to the purchased balance and writes a ledger row, once
+  /// per payment_id: a retry returns the first receipt.
+  caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
+                                       const std::string& payment_id);
+
+  caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until);
+
+  caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);
+
+  /// Refills up to `limit` started, unblocked, unbanned chats quiet for
+  /// reactivation_after and not reactivated since, after `after` in
+  /// (last_activity_at, chat_id) order; closes their windows.
+  caf::expected<reactivation_page>
+  reactivation_chunk(const reactivation_cursor& after, uint32_t limit);
 
   // -- sweeping ---------------------------------------------------------------
 

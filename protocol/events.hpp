@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace chargeonce {
 
@@ -74,6 +75,28 @@ struct sweep_candidate {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_candidate& x) {
   return f(caf::meta::type_name("sweep_candidate"), x.chat, x.cursor);
+}
+
+/// Where the reactivation scan continues: after (last_activity_at, chat).
+struct reactivation_cursor {
+  int64_t at_us = 0;
+  chat_id chat = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reactivation_cursor& x) {
+  return f(caf::meta::type_name("reactivation_cursor"), x.at_us, x.chat);
+}
+
+/// One keyset page of the reactivation scan: the chats just refilled.
+struct reactivation_page {
+  std::vector<chat_id> chats;
+  reactivation_cursor next; ///< meaningful when chats is not empty
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reactivation_page& x) {
+  return f(caf::meta::type_name("reactivation_page"), x.chats, x.next);
 }
 
 } // namespace chargeonce

@@ -36,7 +36,18 @@ using billing_actor = caf::typed_actor<
   /// Deletes the chat's reservation while queued; too_late once started.
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
   /// The chat's pockets, flags and active reservation.
-  caf::replies_to<atom::status, chat_id>::with<chat_status>>;
+  caf::replies_to<atom::status, chat_id>::with<chat_status>,
+  /// A user update: records activity, registers an unknown chat on the free
+  /// plan, opens the daily window or refills it when refill-interval passed.
+  caf::replies_to<atom::touch, chat_id>::with<chat_status>,
+  /// Adds purchased credits once per payment_id (chat, credits, payment_id);
+  /// a retry returns the first receipt and changes nothing.
+  caf::replies_to<atom::top_up, chat_id, int64_t,
+                  std::string>::with<top_up_receipt>,
+  /// Sets premium_until; premium is judged at reserve time only.
+  caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
+  /// Sets the given flags (started, blocked, banned).
+  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
 
 /// Releases a reservation past its deadline (sweeper only); not_found when
 /// it was committed, failed or got a fresh lease meanwhile.
@@ -59,7 +70,10 @@ using persistence_actor = billing_actor::extend<
                   uint32_t>::with<std::vector<sweep_candidate>>,
   /// Forgets released reservations older than release-retention; returns
   /// how many rows were deleted.
-  caf::replies_to<atom::prune>::with<uint64_t>>;
+  caf::replies_to<atom::prune>::with<uint64_t>,
+  /// Refills the next page of quiet chats after a cursor and returns them.
+  caf::replies_to<atom::reactivate, reactivation_cursor,
+                  uint32_t>::with<reactivation_page>>;
 
 /// Serializes the operations of one chat. `store` replaces its persistence
 /// actor after a restart; `stop` ends it after passivation.
@@ -84,10 +98,12 @@ using registry_actor =
                     caf::reacts_to<atom::store, uint64_t, persistence_actor>>;
 
 /// The root of the server: owns the pool, the registry, the event bus and
-/// the sweeper. `sweep` runs one full sweep now and answers how many
-/// reservations it released; `api` hands out the handle to publish.
+/// the scheduled scans. `sweep` runs one full sweep now and answers how many
+/// reservations it released; `reactivate` runs one reactivation scan now and
+/// answers how many chats it refilled; `api` hands out the handle to publish.
 using supervisor_actor =
   caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
+                   caf::replies_to<atom::reactivate>::with<uint64_t>,
                    caf::replies_to<atom::api>::with<api_actor>>;
 
 } // namespace chargeonce

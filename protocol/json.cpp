@@ -51,7 +51,17 @@ nlohmann::json to_json(const chat_status& x) {
   out["blocked"] = x.blocked;
   out["banned"] = x.banned;
   out["reservation"] = x.active ? to_json(*x.active) : nlohmann::json(nullptr);
+  out["plan"] = x.premium ? "premium" : "free";
+  out["window_started_at"] = optional_time(x.window_started_at);
+  out["last_activity_at"] = optional_time(x.last_activity_at);
   return out;
+}
+
+nlohmann::json to_json(const top_up_receipt& x) {
+  return {{"chat", x.chat},
+          {"payment_id", x.payment_id},
+          {"credits", x.credits},
+          {"purchased_at", format_iso8601(x.purchased_at)}};
 }
 
 nlohmann::json to_json(const queue_notice& x) {

@@ -114,13 +114,44 @@ struct chat_status {
   bool blocked = false;
   bool banned = false;
   caf::optional<reservation> active; ///< none: the chat may reserve
+  /// When the current daily window opened; none: no window is open, the
+  /// next activity opens one.
+  caf::optional<caf::timestamp> window_started_at;
+  caf::optional<caf::timestamp> last_activity_at;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_status& x) {
   return f(caf::meta::type_name("chat_status"), x.chat, x.available,
-           x.premium_until, x.premium, x.started, x.blocked, x.banned,
-           x.active);
+           x.premium_until, x.premium, x.started, x.blocked, x.banned, x.active,
+           x.window_started_at, x.last_activity_at);
+}
+
+/// set-flags: each flag given is set, the others are left as they are.
+struct flags_update {
+  caf::optional<bool> started;
+  caf::optional<bool> blocked;
+  caf::optional<bool> banned;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, flags_update& x) {
+  return f(caf::meta::type_name("flags_update"), x.started, x.blocked,
+           x.banned);
+}
+
+/// The ledger entry of one purchase; a retried top-up returns the same one.
+struct top_up_receipt {
+  chat_id chat = 0;
+  std::string payment_id;
+  int32_t credits = 0; ///< added to the purchased balance
+  caf::timestamp purchased_at;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, top_up_receipt& x) {
+  return f(caf::meta::type_name("top_up_receipt"), x.chat, x.payment_id,
+           x.credits, x.purchased_at);
 }
 
 } // namespace chargeonce

@@ -3,6 +3,7 @@
 
 #include "protocol/errors.hpp"
 
+#include <limits>
 #include <string>
 
 namespace chargeonce {
@@ -40,6 +41,20 @@ caf::error validate_reserve(chat_id chat, kind k,
   if (request_id.size() > request_id_bytes_max)
     return caf::make_error(ec::invalid_argument,
                            "request_id longer than 256 bytes");
+  return caf::none;
+}
+
+caf::error validate_top_up(chat_id chat, int64_t credits,
+                           const std::string& payment_id) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (credits <= 0 || credits > std::numeric_limits<int32_t>::max())
+    return caf::make_error(ec::invalid_argument,
+                           "credits must be between 1 and 2147483647, got "
+                             + std::to_string(credits));
+  if (payment_id.empty() || payment_id.size() > request_id_bytes_max)
+    return caf::make_error(ec::invalid_argument,
+                           "payment_id must have 1 to 256 bytes");
   return caf::none;
 }
 

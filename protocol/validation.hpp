@@ -19,6 +19,11 @@ caf::error validate_reservation(chat_id chat, reservation_id id);
 caf::error validate_reserve(chat_id chat, kind k,
                             const std::string& request_id);
 
+/// Credits between 1 and the largest balance; a payment_id of 1 to 256
+/// bytes.
+caf::error validate_top_up(chat_id chat, int64_t credits,
+                           const std::string& payment_id);
+
 /// A valid chat id and no negative amount.
 caf::error validate_spec(const chat_spec& spec);
 
