@@ -49,6 +49,11 @@ commands:
   fail        --chat=ID --reservation=ID
   cancel      --chat=ID
   status      --chat=ID
+  touch       --chat=ID
+  top-up      --chat=ID --credits=N --payment-id=S
+  set-premium --chat=ID --until=ISO8601
+  set-flags   --chat=ID [--started=true|false] [--blocked=true|false]
+              [--banned=true|false]
   watch       (prints each event as one JSON line until interrupted)
 
 Prints one JSON object on stdout (watch: one per event). Exit status: 0 success, 1 service error
@@ -79,6 +84,10 @@ const std::map<std::string, command_spec>& commands() {
     {"fail", {{"chat", "reservation"}, {}}},
     {"cancel", {{"chat"}, {}}},
     {"status", {{"chat"}, {}}},
+    {"touch", {{"chat"}, {}}},
+    {"top-up", {{"chat", "credits", "payment-id"}, {}}},
+    {"set-premium", {{"chat", "until"}, {}}},
+    {"set-flags", {{"chat"}, {"started", "blocked", "banned"}}},
     {"watch", {{}, {}}},
   };
   return table;
@@ -196,6 +205,19 @@ template <class T>
 T int_flag(const flag_map& flags, const std::string& name, T fallback = {}) {
   auto i = flags.find(name);
   return i == flags.end() ? fallback : parse_int<T>(name, i->second);
+}
+
+/// --name=true|false, or none when not given.
+caf::optional<bool> bool_flag(const flag_map& flags, const std::string& name) {
+  auto i = flags.find(name);
+  if (i == flags.end())
+    return caf::none;
+  if (i->second == "true")
+    return true;
+  if (i->second == "false")
+    return false;
+  throw usage_error("--" + name + " must be true or false, got '" + i->second
+                    + "'");
 }
 
 kind kind_flag(const flag_map& flags) {
@@ -388,6 +410,34 @@ int watch(const session& s) {
   return exit_ok;
 }
 
+action prepare_top_up(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  // int64: an amount beyond the balance's range reaches the server, which
+  // names the limit, instead of failing to parse here.
+  auto credits = int_flag<int64_t>(flags, "credits");
+  auto payment_id = flags.at("payment-id");
+  return [=](const session& s) {
+    return ask<top_up_receipt>(s, atom::top_up_v, chat, credits, payment_id);
+  };
+}
+
+action prepare_set_premium(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto until = *time_flag(flags, "until");
+  return [=](const session& s) {
+    return ask<chat_status>(s, atom::premium_v, chat, until);
+  };
+}
+
+action prepare_set_flags(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  flags_update x{bool_flag(flags, "started"), bool_flag(flags, "blocked"),
+                 bool_flag(flags, "banned")};
+  return [=](const session& s) {
+    return ask<chat_status>(s, atom::flags_v, chat, x);
+  };
+}
+
 action prepare(const invocation& inv) {
   const auto& cmd = inv.command;
   const auto& f = inv.flags;
@@ -407,6 +457,14 @@ action prepare(const invocation& inv) {
     return prepare_step<reservation>(f, atom::fail_v);
   if (cmd == "cancel")
     return prepare_chat<reservation>(f, atom::cancel_v);
+  if (cmd == "touch")
+    return prepare_chat<chat_status>(f, atom::touch_v);
+  if (cmd == "top-up")
+    return prepare_top_up(f);
+  if (cmd == "set-premium")
+    return prepare_set_premium(f);
+  if (cmd == "set-flags")
+    return prepare_set_flags(f);
   return prepare_chat<chat_status>(f, atom::status_v);
 }
 
