@@ -571,7 +571,7 @@ namespace {
 /// and $n+1 are the free quota, $n+2 and $n+3 the premium one.
 std::string refill_to_quota(int n) {
   auto p = [&](int i) {
-    return "$" + std::to_string(n + i);
+    return "$" + std::to_string(n + i) + "::integer";
   };
   std::string premium = "coalesce(premium_until > now(), false)";
   return "daily_messages = CASE WHEN " + premium + " THEN " + p(2) + " ELSE "

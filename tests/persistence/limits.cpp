@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+// Daily windows, plans, purchases and reactivation against a real Postgres.
+// Time passing is simulated by moving timestamps back with direct SQL.
+#include "persistence/store.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/time.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <future>
+#include <set>
+#include <vector>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+using persistence::store;
+
+namespace {
+
+persistence::store_options options() {
+  persistence::store_options opts;
+  opts.dsn = test::dsn();
+  opts.refill_interval = 24h;
+  opts.reactivation_after = 24h;
+  opts.free_plan = {10, 3};
+  opts.premium_plan = {10, 8};
+  return opts;
+}
+
+std::string where(chat_id chat) {
+  return " WHERE chat_id = " + std::to_string(chat);
+}
+
+/// The window opened `hours` ago.
+void window_opened_ago(chat_id chat, int hours) {
+  test::sql("UPDATE chats SET window_started_at = now() - interval '"
+            + std::to_string(hours) + " hours'" + where(chat));
+}
+
+struct limits_fixture {
+  store db{options()};
+
+  chat_status touch(chat_id chat) {
+    auto st = db.touch(chat);
+    REQUIRE(st);
+    return *st;
+  }
+
+  /// All chats the reactivation scan refills now, page by page.
+  std::set<chat_id> reactivate_all() {
+    std::set<chat_id> out;
+    reactivation_cursor after;
+    for (int page = 0; page < 100000; ++page) {
+      auto x = db.reactivation_chunk(after, 50);
+      REQUIRE(x);
+      out.insert(x->chats.begin(), x->chats.end());
+      if (x->chats.size() < 50)
+        break;
+      after = x->next;
+    }
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_SUITE("limits") {
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "touch registers an unknown chat on the free plan with an "
+                    "open window") {
+    auto chat = test::fresh_chat();
+    auto st = touch(chat);
+    CHECK(st.available == pockets{10, 3, 0});
+    CHECK_FALSE(st.started);
+    CHECK_FALSE(st.premium);
+    REQUIRE(st.window_started_at);
+    REQUIRE(st.last_activity_at);
+    CHECK(*st.window_started_at == *st.last_activity_at);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "before refill-interval nothing is refilled; after it the "
+                    "quota is restored and a new window opens") {
+    auto chat = test::fresh_chat();
+    auto first = touch(chat);
+    test::sql("UPDATE chats SET daily_messages = 1, daily_images = 0"
+              + where(chat));
+    window_opened_ago(chat, 23);
+    auto before = touch(chat);
+    CHECK(before.available == pockets{1, 0, 0});
+    window_opened_ago(chat, 24);
+    auto after = touch(chat);
+    CHECK(after.available == pockets{10, 3, 0});
+    REQUIRE(after.window_started_at);
+    CHECK(*after.window_started_at > *first.window_started_at);
+    CHECK(*after.window_started_at == *after.last_activity_at);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "a refill uses the plan that holds at refill time") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    REQUIRE(db.set_premium(chat, caf::timestamp{std::chrono::system_clock::now()
+                                                + std::chrono::hours(48)}));
+    window_opened_ago(chat, 25);
+    CHECK(touch(chat).available == pockets{10, 8, 0});
+    REQUIRE(db.set_premium(chat, caf::timestamp{std::chrono::system_clock::now()
+                                                - std::chrono::hours(1)}));
+    window_opened_ago(chat, 25);
+    CHECK(touch(chat).available == pockets{10, 3, 0});
+  }
+
+  TEST_CASE_FIXTURE(
+    limits_fixture,
+    "a refill never touches reservations: a later commit charges "
+    "what was held, clamped at zero") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    auto r = db.reserve(chat, kind::image, "");
+    REQUIRE(r);
+    CHECK(r->held == pockets{0, 1, 0});
+    REQUIRE(db.start(chat, r->id));
+    test::sql("UPDATE chats SET daily_images = 0" + where(chat));
+    window_opened_ago(chat, 30);
+    auto refilled = touch(chat);
+    CHECK(refilled.available.daily_images == 3);
+    REQUIRE(refilled.active);
+    CHECK(refilled.active->held == pockets{0, 1, 0});
+    auto receipt = db.commit(chat, r->id);
+    REQUIRE(receipt);
+    CHECK(receipt->charged == pockets{0, 1, 0});
+    CHECK(db.status(chat)->available.daily_images == 2);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "refill racing reserve and commit, 200 times: pockets stay "
+                    "consistent and never negative") {
+    store gateway{options()};
+    store worker{options()};
+    auto chat = test::fresh_chat();
+    touch(chat);
+    for (int i = 0; i < 200; ++i) {
+      test::sql("UPDATE chats SET daily_images = 1" + where(chat));
+      window_opened_ago(chat, 25);
+      auto r = worker.reserve(chat, kind::image, "");
+      REQUIRE(r);
+      REQUIRE(r->held == pockets{0, 1, 0});
+      REQUIRE(worker.start(chat, r->id));
+      auto refill =
+        std::async(std::launch::async, [&] { return gateway.touch(chat); });
+      auto commit = std::async(std::launch::async,
+                               [&] { return worker.commit(chat, r->id); });
+      REQUIRE(refill.get());
+      auto c = commit.get();
+      REQUIRE(c);
+      REQUIRE(c->charged == pockets{0, 1, 0});
+      // Commit first: 1 - 1 = 0, then refill to 3. Refill first: 3 - 1 = 2.
+      auto images = db.status(chat)->available.daily_images;
+      REQUIRE((images == 3 || images == 2));
+    }
+    CHECK(test::sql_int("SELECT count(*) FROM chats WHERE daily_images < 0 OR "
+                        "daily_messages < 0 OR balance < 0")
+          == 0);
+  }
+
+  TEST_CASE_FIXTURE(
+    limits_fixture,
+    "a top-up retried 100 times concurrently is credited once") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    constexpr int threads = 25;
+    std::vector<std::unique_ptr<store>> conns;
+    for (int i = 0; i < threads; ++i)
+      conns.push_back(std::make_unique<store>(options()));
+    std::vector<std::future<std::vector<top_up_receipt>>> results;
+    auto payment = "pay-" + std::to_string(chat);
+    for (int i = 0; i < threads; ++i)
+      results.push_back(std::async(std::launch::async, [&, i] {
+        std::vector<top_up_receipt> out;
+        for (int k = 0; k < 4; ++k) {
+          auto x = conns[i]->top_up(chat, 7, payment);
+          REQUIRE(x);
+          out.push_back(*x);
+        }
+        return out;
+      }));
+    std::set<int64_t> purchased_at;
+    for (auto& f : results)
+      for (auto& x : f.get())
+        purchased_at.insert(to_unix_micros(x.purchased_at));
+    CHECK(purchased_at.size() == 1); // every retry saw the first receipt
+    CHECK(db.status(chat)->available.balance == 7);
+    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE entry = 'top_up'"
+                        + std::string{" AND chat_id = "} + std::to_string(chat))
+          == 1);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "bad top-ups are refused and change nothing") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    auto pay = "p-" + std::to_string(chat);
+    CHECK(db.top_up(chat, 0, pay).error() == ec::invalid_argument);
+    CHECK(db.top_up(chat, -5, pay).error() == ec::invalid_argument);
+    CHECK(db.top_up(chat, int64_t{1} << 40, pay).error()
+          == ec::invalid_argument);
+    CHECK(db.top_up(chat, 5, "").error() == ec::invalid_argument);
+    CHECK(db.top_up(test::fresh_chat(), 5, pay).error() == ec::not_found);
+    REQUIRE(db.top_up(chat, 2147483000, pay));
+    CHECK(db.top_up(chat, 1000, pay + "-2").error() == ec::invalid_argument);
+    CHECK(db.top_up(chat, 9, pay).error() == ec::invalid_argument); // reused
+    auto other = test::fresh_chat();
+    touch(other);
+    CHECK(db.top_up(other, 2147483000, pay).error() == ec::invalid_argument);
+    CHECK(db.status(chat)->available.balance == 2147483000);
+    CHECK(db.status(other)->available.balance == 0);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "set-flags sets only the flags given; blocked and banned "
+                    "chats cannot reserve") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    auto st = db.set_flags(chat, {true, caf::none, caf::none});
+    REQUIRE(st);
+    CHECK(st->started);
+    CHECK_FALSE(st->blocked);
+    REQUIRE(db.set_flags(chat, {caf::none, true, caf::none}));
+    CHECK(db.reserve(chat, kind::text, "").error() == ec::chat_blocked);
+    st = db.set_flags(chat, {caf::none, false, true});
+    REQUIRE(st);
+    CHECK(st->started);
+    CHECK(db.reserve(chat, kind::text, "").error() == ec::chat_banned);
+    CHECK(db.set_flags(test::fresh_chat(), {true, caf::none, caf::none}).error()
+          == ec::not_found);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "reactivation selects exactly the started, unblocked, "
+                    "unbanned chats quiet since before reactivation-after and "
+                    "not yet reactivated") {
+    auto make = [&](bool started, bool blocked, bool banned, int quiet_hours) {
+      auto chat = test::fresh_chat();
+      touch(chat);
+      REQUIRE(db.set_flags(chat, {started, blocked, banned}));
+      test::sql("UPDATE chats SET daily_images = 0, last_activity_at = now() - "
+                "interval '"
+                + std::to_string(quiet_hours) + " hours'" + where(chat));
+      return chat;
+    };
+    auto due = make(true, false, false, 48);
+    auto blocked = make(true, true, false, 48);
+    auto banned = make(true, false, true, 48);
+    auto never_started = make(false, false, false, 48);
+    auto recently_active = make(true, false, false, 2);
+    auto mine =
+      std::set<chat_id>{due, blocked, banned, never_started, recently_active};
+    auto first = reactivate_all();
+    std::set<chat_id> picked;
+    std::set_intersection(first.begin(), first.end(), mine.begin(), mine.end(),
+                          std::inserter(picked, picked.end()));
+    CHECK(picked == std::set<chat_id>{due});
+    auto st = db.status(due);
+    CHECK(st->available.daily_images == 3);
+    CHECK_FALSE(st->window_started_at); // closed until the next activity
+    CHECK(db.status(blocked)->available.daily_images == 0);
+    // Already reactivated in this idle period: left out.
+    CHECK(reactivate_all().count(due) == 0);
+    // Active again (opens a window, no second refill), then quiet again: due.
+    test::sql("UPDATE chats SET daily_images = 1" + where(due));
+    auto back = touch(due);
+    CHECK(back.available.daily_images == 1);
+    CHECK(back.window_started_at);
+    // Time passes: reactivated 40 hours ago, last active 30 hours ago.
+    test::sql("UPDATE chats SET reactivated_at = now() - interval '40 hours', "
+              "last_activity_at = now() - interval '30 hours'"
+              + where(due));
+    CHECK(reactivate_all().count(due) == 1);
+  }
+
+} // TEST_SUITE
