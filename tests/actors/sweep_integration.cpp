@@ -71,14 +71,30 @@ caf::behavior release_counter(caf::event_based_actor*,
   };
 }
 
-/// A gateway whose handler fails on every release.
+/// Counts limits_refilled events of a chat range.
+caf::behavior refill_counter(caf::event_based_actor*,
+                             std::shared_ptr<std::atomic<int64_t>> count,
+                             chat_id base, int64_t n) {
+  return {
+    [=](const limits_refilled& x) {
+      if (x.chat >= base && x.chat < base + n)
+        ++*count;
+    },
+    [](const queue_notice&) {},
+    [](const reservation_released&) {},
+  };
+}
+
+/// A gateway whose handler fails on every release and every refill.
 caf::behavior failing_subscriber() {
   return {
     [](const reservation_released&) {
       throw std::runtime_error("gateway is broken");
     },
     [](const queue_notice&) {},
-    [](const limits_refilled&) {},
+    [](const limits_refilled&) {
+      throw std::runtime_error("gateway is broken");
+    },
   };
 }
 
@@ -181,6 +197,50 @@ TEST_SUITE("actors.sweep") {
     }
     MESSAGE("committed before the sweep: " << charged << " of 100");
     CHECK(setup.status(chat)->available.balance == 100 - charged);
+  }
+
+  TEST_CASE("1,000,000 quiet chats: the reactivation scan refills them page "
+            "by page with bounded memory, and a failing subscriber does not "
+            "stop it") {
+    constexpr int64_t n = 1'000'000;
+    auto base = test::fresh_chat_block(n);
+    auto range = std::to_string(base) + " AND " + std::to_string(base + n - 1);
+    test::sql("INSERT INTO chats (chat_id, started, last_activity_at, "
+              "window_started_at) SELECT g, true, now() - interval '48 hours', "
+              "now() - interval '48 hours' FROM generate_series("
+              + std::to_string(base) + ", " + std::to_string(base + n - 1)
+              + ") g");
+    test::sql("ANALYZE chats");
+    test::threaded_server server{options()};
+    auto broken = server.sys.spawn(failing_subscriber);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, broken));
+    auto count = std::make_shared<std::atomic<int64_t>>(0);
+    auto counter = server.sys.spawn(refill_counter, count, base, n);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, counter));
+    auto rss_before = peak_rss_kib();
+    auto t0 = std::chrono::steady_clock::now();
+    auto refilled = server.ask_actor<uint64_t>(server.root, atom::reactivate_v);
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    REQUIRE(refilled);
+    CHECK(*refilled >= static_cast<uint64_t>(n));
+    CHECK(
+      test::sql_int("SELECT count(*) FROM chats WHERE chat_id BETWEEN " + range
+                    + " AND reactivated_at IS NOT NULL AND daily_images = 3 "
+                      "AND window_started_at IS NULL")
+      == n);
+    for (int i = 0; i < 100 && *count < n; ++i) // events trail the refills
+      std::this_thread::sleep_for(100ms);
+    CHECK(*count == n);
+    auto rss_after = peak_rss_kib();
+    MESSAGE(
+      "reactivated "
+      << n << " chats in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+      << " ms; peak RSS " << rss_before / 1024 << " MiB -> " << rss_after / 1024
+      << " MiB");
+    CHECK(rss_after - rss_before < 256 * 1024);
+    test::sql("DELETE FROM chats WHERE chat_id BETWEEN " + range);
+    caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
   }
 
 } // TEST_SUITE
