@@ -476,6 +476,10 @@ struct cli_config : caf::actor_system_config {
     register_protocol(*this);
     load<caf::io::middleman>();
     set("scheduler.max-threads", 2);
+    // The server sends a heartbeat every second: a frozen or unreachable
+    // server ends a watch (exit 2) instead of leaving it silently deaf.
+    set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
+    set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(5)});
   }
 };
 

@@ -59,6 +59,10 @@ server_config::server_config() {
     .add(port_file, "port-file", "write the bound port to this file");
   register_protocol(*this);
   load<caf::io::middleman>();
+  // Heartbeats let clients (e.g. `chargeonce-cli watch`) notice a frozen
+  // server; a client's connection-timeout only works if the server sends
+  // them. Overridable as --middleman.heartbeat-interval.
+  set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
 }
 
 namespace {
@@ -95,7 +99,8 @@ std::string server_config::finalize() {
   if (sweep_timeout < 2 * max_job_duration)
     return "sweep-timeout (" + text(sweep_timeout)
            + ") must be at least 2 x max-job-duration ("
-           + text(max_job_duration) + ")";
+           + text(max_job_duration) + "), i.e. "
+           + text(2 * max_job_duration);
   for (auto [name, value] :
        {std::pair{"free-daily-messages", free_daily_messages},
         std::pair{"free-daily-images", free_daily_images},
