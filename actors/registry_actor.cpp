@@ -72,6 +72,16 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
     self->quit(msg.reason);
 }
 
+/// The chat actor answers, unless validation already did: bad input never
+/// spawns an actor nor reaches Postgres.
+template <class T, class... Ts>
+caf::result<T> to_chat(self_ptr self, caf::error invalid, chat_id chat,
+                       Ts&&... xs) {
+  if (invalid)
+    return invalid;
+  return self->delegate(route(self, chat), std::forward<Ts>(xs)...);
+}
+
 } // namespace
 
 size_t partition_of(chat_id chat, size_t pool_size) {
@@ -87,80 +97,58 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
   self->state.events = std::move(events);
   self->state.options = options;
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
+  // Every operation: refuse bad input here, else hand it to the chat actor.
   return {
     [self](atom::create op, const chat_spec& spec) -> caf::result<chat_status> {
-      if (auto err = validate_spec(spec))
-        return err;
-      return self->delegate(route(self, spec.chat), op, spec);
+      return to_chat<chat_status>(self, validate_spec(spec), spec.chat, op,
+                                  spec);
     },
     [self](atom::reserve op, chat_id chat, kind k,
            const std::string& request_id) -> caf::result<reservation> {
-      if (auto err = validate_reserve(chat, k, request_id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, k, request_id);
+      return to_chat<reservation>(self, validate_reserve(chat, k, request_id),
+                                  chat, op, chat, k, request_id);
     },
-    [self](atom::start op, chat_id chat,
-           reservation_id id) -> caf::result<reservation> {
-      if (auto err = validate_reservation(chat, id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, id);
+    [self](atom::start op, chat_id chat, reservation_id id) {
+      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
+                                  op, chat, id);
     },
-    [self](atom::heartbeat op, chat_id chat,
-           reservation_id id) -> caf::result<reservation> {
-      if (auto err = validate_reservation(chat, id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, id);
+    [self](atom::heartbeat op, chat_id chat, reservation_id id) {
+      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
+                                  op, chat, id);
     },
-    [self](atom::commit op, chat_id chat,
-           reservation_id id) -> caf::result<receipt> {
-      if (auto err = validate_reservation(chat, id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, id);
+    [self](atom::commit op, chat_id chat, reservation_id id) {
+      return to_chat<receipt>(self, validate_reservation(chat, id), chat, op,
+                              chat, id);
     },
-    [self](atom::fail op, chat_id chat,
-           reservation_id id) -> caf::result<reservation> {
-      if (auto err = validate_reservation(chat, id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, id);
+    [self](atom::fail op, chat_id chat, reservation_id id) {
+      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
+                                  op, chat, id);
     },
-    [self](atom::cancel op, chat_id chat) -> caf::result<reservation> {
-      if (auto err = validate_chat(chat))
-        return err;
-      return self->delegate(route(self, chat), op, chat);
+    [self](atom::cancel op, chat_id chat) {
+      return to_chat<reservation>(self, validate_chat(chat), chat, op, chat);
     },
-    [self](atom::status op, chat_id chat) -> caf::result<chat_status> {
-      if (auto err = validate_chat(chat))
-        return err;
-      return self->delegate(route(self, chat), op, chat);
+    [self](atom::status op, chat_id chat) {
+      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat);
     },
-    [self](atom::release op, chat_id chat,
-           reservation_id id) -> caf::result<reservation_released> {
-      if (auto err = validate_reservation(chat, id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, id);
+    [self](atom::release op, chat_id chat, reservation_id id) {
+      return to_chat<reservation_released>(self, validate_reservation(chat, id),
+                                           chat, op, chat, id);
     },
-    [self](atom::touch op, chat_id chat) -> caf::result<chat_status> {
-      if (auto err = validate_chat(chat))
-        return err;
-      return self->delegate(route(self, chat), op, chat);
+    [self](atom::touch op, chat_id chat) {
+      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat);
     },
     [self](atom::top_up op, chat_id chat, int64_t credits,
-           const std::string& payment_id) -> caf::result<top_up_receipt> {
-      if (auto err = validate_top_up(chat, credits, payment_id))
-        return err;
-      return self->delegate(route(self, chat), op, chat, credits, payment_id);
+           const std::string& payment_id) {
+      return to_chat<top_up_receipt>(self,
+                                     validate_top_up(chat, credits, payment_id),
+                                     chat, op, chat, credits, payment_id);
     },
-    [self](atom::premium op, chat_id chat,
-           caf::timestamp until) -> caf::result<chat_status> {
-      if (auto err = validate_chat(chat))
-        return err;
-      return self->delegate(route(self, chat), op, chat, until);
+    [self](atom::premium op, chat_id chat, caf::timestamp until) {
+      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat,
+                                  until);
     },
-    [self](atom::flags op, chat_id chat,
-           const flags_update& x) -> caf::result<chat_status> {
-      if (auto err = validate_chat(chat))
-        return err;
-      return self->delegate(route(self, chat), op, chat, x);
+    [self](atom::flags op, chat_id chat, const flags_update& x) {
+      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat, x);
     },
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));

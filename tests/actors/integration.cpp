@@ -24,7 +24,7 @@ struct server_fixture : test::threaded_server {
 
   server_fixture() : threaded_server(options()) {}
 
-  static persistence::store_options options() { return {test::dsn(), 5000ms}; }
+  static persistence::store_options options() { return test::store_options(); }
 
   chat_id make_chat(pockets initial) {
     auto chat = test::fresh_chat();

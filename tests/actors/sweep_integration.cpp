@@ -18,11 +18,7 @@ using namespace std::chrono_literals;
 namespace {
 
 persistence::store_options options() {
-  persistence::store_options opts;
-  opts.dsn = test::dsn();
-  opts.sweep_timeout = 180s;
-  opts.lease_duration = 30s;
-  return opts;
+  return test::store_options(); // sweep-timeout 3 min, lease 30 s
 }
 
 /// Peak resident set size of this process so far, in KiB.

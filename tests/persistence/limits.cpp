@@ -19,12 +19,10 @@ using persistence::store;
 
 namespace {
 
+/// refill-interval and reactivation-after 24 h, free plan 10/3 (defaults);
+/// premium images differ from the default so that the plan shows.
 persistence::store_options options() {
-  persistence::store_options opts;
-  opts.dsn = test::dsn();
-  opts.refill_interval = 24h;
-  opts.reactivation_after = 24h;
-  opts.free_plan = {10, 3};
+  auto opts = test::store_options();
   opts.premium_plan = {10, 8};
   return opts;
 }

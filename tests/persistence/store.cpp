@@ -23,7 +23,7 @@ using persistence::store_options;
 namespace {
 
 store_options options() {
-  return {test::dsn(), std::chrono::milliseconds{5000}};
+  return test::store_options();
 }
 
 chat_id make_chat(store& db, pockets initial,

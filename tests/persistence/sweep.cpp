@@ -16,13 +16,9 @@ using persistence::store;
 
 namespace {
 
+/// sweep-timeout 3 min, lease 30 s, retention 24 h: the store's defaults.
 persistence::store_options options() {
-  persistence::store_options opts;
-  opts.dsn = test::dsn();
-  opts.sweep_timeout = 180s;
-  opts.lease_duration = 30s;
-  opts.release_retention = 24h;
-  return opts;
+  return test::store_options();
 }
 
 struct sweep_fixture {

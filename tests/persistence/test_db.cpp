@@ -40,6 +40,12 @@ std::atomic<chat_id> next_chat = [] {
 
 } // namespace
 
+persistence::store_options store_options() {
+  persistence::store_options opts;
+  opts.dsn = dsn();
+  return opts;
+}
+
 chat_id fresh_chat() {
   // The negative half is exercised too: group chats have negative ids.
   auto id = next_chat.fetch_add(1);

@@ -2,6 +2,7 @@
 // Access to the real Postgres that scripts/test starts for integration tests.
 #pragma once
 
+#include "persistence/store.hpp"
 #include "protocol/types.hpp"
 
 #include <string>
@@ -11,6 +12,9 @@ namespace chargeonce::test {
 /// CHARGEONCE_TEST_DSN, migrated once per process; aborts the test run with a
 /// clear message when unset (integration tests never pass vacuously).
 const std::string& dsn();
+
+/// The store's defaults, on the test database.
+persistence::store_options store_options();
 
 /// A chat id no other test (or earlier run on the same database) has used.
 chat_id fresh_chat();
