@@ -164,6 +164,36 @@ TEST_SUITE("limits") {
           == 0);
   }
 
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "refill racing reserve, 200 times: the reserve sees the "
+                    "pockets before or after the refill, never a mix") {
+    store gateway{options()};
+    store worker{options()};
+    auto chat = test::fresh_chat();
+    touch(chat);
+    int held_daily = 0;
+    for (int i = 0; i < 200; ++i) {
+      test::sql("UPDATE chats SET daily_images = 0, balance = 0" + where(chat));
+      window_opened_ago(chat, 25);
+      auto refill =
+        std::async(std::launch::async, [&] { return gateway.touch(chat); });
+      auto reserve = std::async(std::launch::async, [&] {
+        return worker.reserve(chat, kind::image, "");
+      });
+      REQUIRE(refill.get());
+      auto r = reserve.get();
+      if (r) { // after the refill: a daily image is held, never balance
+        REQUIRE(r->held == pockets{0, 1, 0});
+        ++held_daily;
+        REQUIRE(worker.fail(chat, r->id));
+      } else { // before it: nothing to pay with
+        REQUIRE(r.error() == ec::insufficient_images);
+      }
+      REQUIRE(db.status(chat)->available.daily_images == 3);
+    }
+    MESSAGE("reserve after refill: " << held_daily << " of 200");
+  }
+
   TEST_CASE_FIXTURE(
     limits_fixture,
     "a top-up retried 100 times concurrently is credited once") {

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// The JSON field names users script against (CLI output, watch lines).
+#include "protocol/json.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/time.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace chargeonce;
+
+TEST_SUITE("json") {
+
+  TEST_CASE("events carry event, chat and reservation (and reason)") {
+    auto notice = to_json(queue_notice{42, 7});
+    CHECK(notice
+          == nlohmann::json{
+            {"event", "queue_notice"}, {"chat", 42}, {"reservation", 7}});
+    auto released = to_json(reservation_released{-5, 9, "lease_expired"});
+    CHECK(released["event"] == "reservation_released");
+    CHECK(released["chat"] == -5);
+    CHECK(released["reservation"] == 9);
+    CHECK(released["reason"] == "lease_expired");
+    auto refilled = to_json(limits_refilled{11});
+    CHECK(refilled
+          == nlohmann::json{{"event", "limits_refilled"}, {"chat", 11}});
+  }
+
+  TEST_CASE("a reservation shows its hold per pocket and its lease") {
+    reservation r;
+    r.id = 3;
+    r.chat = 42;
+    r.kind = kind::image;
+    r.status = reservation_status::in_progress;
+    r.queue = "image_generation";
+    r.held = {0, 1, 0};
+    r.created_at = from_unix_micros(0);
+    auto js = to_json(r);
+    CHECK(js["kind"] == "image");
+    CHECK(js["status"] == "in_progress");
+    CHECK(js["held"]
+          == nlohmann::json{
+            {"daily_messages", 0}, {"daily_images", 1}, {"balance", 0}});
+    CHECK(js["created_at"] == "1970-01-01T00:00:00.000000Z");
+    CHECK(js["lease_expires_at"].is_null());
+    r.lease_expires_at = from_unix_micros(1000000);
+    CHECK(to_json(r)["lease_expires_at"] == "1970-01-01T00:00:01.000000Z");
+  }
+
+  TEST_CASE("a chat shows pockets, plan, window and its reservation") {
+    chat_status st;
+    st.chat = 8;
+    st.available = {1, 2, 3};
+    st.premium = true;
+    auto js = to_json(st);
+    CHECK(js["plan"] == "premium");
+    CHECK(js["daily_messages"] == 1);
+    CHECK(js["balance"] == 3);
+    CHECK(js["window_started_at"].is_null());
+    CHECK(js["reservation"].is_null());
+    st.premium = false;
+    CHECK(to_json(st)["plan"] == "free");
+  }
+
+  TEST_CASE("receipts and top-ups") {
+    auto receipt_js =
+      to_json(receipt{3, 42, kind::text, {1, 0, 0}, from_unix_micros(0)});
+    CHECK(receipt_js["reservation"] == 3);
+    CHECK(receipt_js["charged"]["daily_messages"] == 1);
+    auto top_up_js =
+      to_json(top_up_receipt{42, "pay-1", 10, from_unix_micros(0)});
+    CHECK(top_up_js["payment_id"] == "pay-1");
+    CHECK(top_up_js["credits"] == 10);
+  }
+
+} // TEST_SUITE
