@@ -291,6 +291,14 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
+      // A retry of the same request (after a timeout or a dropped
+      // connection) gets its reservation back, with the price decided then.
+      // Under the chat lock this sees every committed reservation; it is a
+      // replay, never the busy decision, which stays with the index.
+      if (auto replay = find_reservation_of_chat(tx, chat);
+          replay && !request_id.empty() && replay->request_id == request_id
+          && replay->kind == k)
+        return *replay;
       const auto& r = rs[0];
       if (r[5].as<bool>())
         return caf::make_error(ec::chat_banned,

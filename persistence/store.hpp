@@ -54,7 +54,9 @@ public:
   caf::expected<chat_status> create_chat(const chat_spec& spec);
 
   /// Locks the chat row, decides the pockets, inserts the reservation. The
-  /// UNIQUE (chat_id) violation, recognised by SQLSTATE 23505, is busy.
+  /// UNIQUE (chat_id) violation, recognised by SQLSTATE 23505, is busy. A
+  /// non-empty request_id of the chat's active reservation (same kind)
+  /// returns that reservation: retries are safe while it is active.
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id);
 

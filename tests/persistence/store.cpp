@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -188,6 +189,54 @@ TEST_SUITE("store") {
     REQUIRE(t);
     CHECK(t->held == pockets{});
     CHECK(t->queue == "text_generation_priority");
+  }
+
+  TEST_CASE("a retried reserve with the same request_id returns the same "
+            "reservation, not busy") {
+    store db{options()};
+    auto chat = make_chat(db, {1, 1, 1});
+    auto first = db.reserve(chat, kind::image, "job-1");
+    REQUIRE(first);
+    auto retry = db.reserve(chat, kind::image, "job-1");
+    REQUIRE(retry);
+    CHECK(retry->id == first->id);
+    CHECK(retry->held == first->held);
+    CHECK(db.reserve(chat, kind::image, "job-2").error() == ec::busy);
+    CHECK(db.reserve(chat, kind::image, "").error() == ec::busy);
+    CHECK(db.reserve(chat, kind::text, "job-1").error() == ec::busy);
+    REQUIRE(db.start(chat, first->id));
+    CHECK(db.reserve(chat, kind::image, "job-1")->id == first->id); // started
+    REQUIRE(db.commit(chat, first->id));
+    // Remembered while active only: afterwards it is a new request.
+    auto next = db.reserve(chat, kind::image, "job-1");
+    REQUIRE(next);
+    CHECK(next->id != first->id);
+    CHECK(reservations_of(chat) == 1);
+  }
+
+  TEST_CASE("16 concurrent retries of one request_id all get the one "
+            "reservation") {
+    std::vector<std::unique_ptr<store>> conns;
+    for (int i = 0; i < 16; ++i)
+      conns.push_back(std::make_unique<store>(options()));
+    for (int round = 0; round < 5; ++round) {
+      auto chat = make_chat(*conns[0], {0, 5, 0});
+      starting_line line{conns.size()};
+      std::vector<std::future<caf::expected<reservation>>> results;
+      for (auto& c : conns)
+        results.push_back(std::async(std::launch::async, [&, db = c.get()] {
+          line.arrive_and_wait();
+          return db->reserve(chat, kind::image, "tap");
+        }));
+      std::set<reservation_id> ids;
+      for (auto& f : results) {
+        auto r = f.get();
+        REQUIRE(r);
+        ids.insert(r->id);
+      }
+      CHECK(ids.size() == 1);
+      CHECK(reservations_of(chat) == 1);
+    }
   }
 
   TEST_CASE("reserve refusals are typed and write nothing") {
