@@ -278,7 +278,7 @@ std::string seconds_text(caf::timespan t) {
 /// A connected server and how long to wait for its answers.
 struct session {
   caf::actor_system& sys;
-  api_actor api;
+  caf::actor api; ///< the role's facade (or the whole API), interface checked
   caf::timespan timeout;
   std::string label;
 };
@@ -362,7 +362,7 @@ std::atomic<bool> server_lost{false};
 
 /// Prints every event as one JSON line (`std::endl` flushes, so a pipe sees
 /// each line as it happens). The server going down ends the watch.
-caf::behavior event_printer(caf::event_based_actor* self, api_actor api) {
+caf::behavior event_printer(caf::event_based_actor* self, caf::actor api) {
   self->monitor(api);
   self->set_down_handler([](caf::down_msg&) {
     server_lost = true;
@@ -483,12 +483,41 @@ struct cli_config : caf::actor_system_config {
   }
 };
 
-/// What `middleman::remote_actor<api_actor>` does, but bounded by `timeout`:
+/// Which facade a command needs: it connects with that role's interface,
+/// which the all-in-one --port also satisfies.
+enum class role { gateway, worker, admin };
+
+role role_of(const std::string& command) {
+  static const std::map<std::string, role> table{
+    {"touch", role::gateway},    {"reserve", role::gateway},
+    {"cancel", role::gateway},   {"status", role::gateway},
+    {"watch", role::gateway},    {"start", role::worker},
+    {"heartbeat", role::worker}, {"commit", role::worker},
+    {"fail", role::worker},      {"create-chat", role::admin},
+    {"top-up", role::admin},     {"set-premium", role::admin},
+    {"set-flags", role::admin},
+  };
+  return table.at(command);
+}
+
+bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
+  switch (r) {
+  case role::gateway:
+    return sys.assignable<gateway_actor>(ifs);
+  case role::worker:
+    return sys.assignable<worker_actor>(ifs);
+  default:
+    return sys.assignable<admin_actor>(ifs);
+  }
+}
+
+/// What `middleman::remote_actor<Role>` does, but bounded by `timeout`:
 /// remote_actor waits forever for a peer that accepts TCP and never answers
 /// the handshake (e.g. a stopped server).
-caf::expected<api_actor> connect(caf::actor_system& sys, const endpoint& target,
-                                 caf::timespan timeout) {
-  caf::expected<api_actor> out{caf::sec::none};
+caf::expected<caf::actor> connect(caf::actor_system& sys,
+                                  const endpoint& target, role r,
+                                  caf::timespan timeout) {
+  caf::expected<caf::actor> out{caf::sec::none};
   caf::scoped_actor self{sys};
   self
     ->request(sys.middleman().actor_handle(), timeout, caf::connect_atom_v,
@@ -498,19 +527,21 @@ caf::expected<api_actor> connect(caf::actor_system& sys, const endpoint& target,
           const std::set<std::string>& ifs) {
         if (!ptr)
           out = caf::make_error(caf::sec::no_actor_published_at_port);
-        else if (!sys.assignable<api_actor>(ifs))
-          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface);
+        else if (!offers(sys, r, ifs))
+          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
+                                "this port does not offer the command's role");
         else
-          out = caf::actor_cast<api_actor>(std::move(ptr));
+          out = caf::actor_cast<caf::actor>(std::move(ptr));
       },
       [&](caf::error& err) { out = std::move(err); });
   return out;
 }
 
-int run(const endpoint& target, caf::timespan timeout, const action& act) {
+int run(const endpoint& target, role r, caf::timespan timeout,
+        const action& act) {
   cli_config cfg;
   caf::actor_system sys{cfg};
-  auto api = connect(sys, target, timeout);
+  auto api = connect(sys, target, r, timeout);
   if (!api && api.error() == caf::sec::request_timeout)
     return report_connection("no handshake from " + target.label() + " within "
                              + seconds_text(timeout));
@@ -536,7 +567,7 @@ int main(int argc, char** argv) {
       auto signals = watch_signals();
       pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     }
-    return run(target, timeout, act);
+    return run(target, role_of(inv.command), timeout, act);
   } catch (const usage_error& e) {
     return report_usage(e.what());
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // chargeonce-server: wires Postgres, the persistence pool and the registry,
 // publishes the API, and shuts down on SIGINT/SIGTERM.
+#include "actors/facade_actor.hpp"
 #include "actors/persistence_actor.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "main/server_config.hpp"
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -102,6 +104,77 @@ caf::expected<api_actor> api_of(caf::actor_system& sys,
   return out;
 }
 
+/// One published endpoint: who answers there, for whom, on which port.
+struct listener {
+  std::string role; ///< api, gateway, worker or admin
+  caf::actor handle;
+  uint16_t port = 0;
+};
+
+/// Publishes a typed handle, so that remote clients can check its interface
+/// at connect time.
+template <class Handle>
+caf::expected<listener> open_listener(caf::actor_system& sys,
+                                      const std::string& role, Handle handle,
+                                      int port, const std::string& address) {
+  auto bound = sys.middleman().publish(handle, static_cast<uint16_t>(port),
+                                       address.c_str(), true);
+  if (!bound)
+    return bound.error();
+  spdlog::info("listening role={} address={} port={}", role, address, *bound);
+  return listener{role, caf::actor_cast<caf::actor>(handle), *bound};
+}
+
+/// The all-in-one API on --port (loopback only), plus each role's facade on
+/// its own port when configured.
+caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
+                                                    const server_config& cfg,
+                                                    const api_actor& api) {
+  std::vector<listener> out;
+  auto add = [&](caf::expected<listener> x) -> caf::error {
+    if (!x)
+      return x.error();
+    out.push_back(std::move(*x));
+    return caf::none;
+  };
+  if (auto err = add(open_listener(sys, "api", api, cfg.port, "127.0.0.1")))
+    return err;
+  if (cfg.gateway_port >= 0)
+    if (auto err =
+          add(open_listener(sys, "gateway", sys.spawn(make_gateway, api),
+                            cfg.gateway_port, cfg.bind)))
+      return err;
+  if (cfg.worker_port >= 0)
+    if (auto err = add(open_listener(sys, "worker", sys.spawn(make_worker, api),
+                                     cfg.worker_port, cfg.bind)))
+      return err;
+  if (cfg.admin_port >= 0)
+    if (auto err = add(open_listener(sys, "admin", sys.spawn(make_admin, api),
+                                     cfg.admin_port, cfg.admin_bind)))
+      return err;
+  return out;
+}
+
+/// Line 1: the API port (scripts read `head -n1`); then `role=port` lines.
+void write_port_file(const std::string& path, const std::vector<listener>& xs) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << xs.front().port << '\n';
+    for (size_t i = 1; i < xs.size(); ++i)
+      out << xs[i].role << '=' << xs[i].port << '\n';
+  }
+  std::rename(tmp.c_str(), path.c_str()); // readers never see half a file
+}
+
+void close_listeners(caf::actor_system& sys, const std::vector<listener>& xs) {
+  for (const auto& x : xs) {
+    sys.middleman().unpublish(x.handle, x.port);
+    if (x.role != "api") // facades are ours; the registry is the supervisor's
+      caf::anon_send_exit(x.handle, caf::exit_reason::user_shutdown);
+  }
+}
+
 int serve(caf::actor_system& sys, const server_config& cfg,
           const std::string& dsn, const sigset_t& signals) {
   auto factory = make_persistence_factory(sys, store_options_of(cfg, dsn));
@@ -109,23 +182,26 @@ int serve(caf::actor_system& sys, const server_config& cfg,
     sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   int rc = 0;
   auto api = api_of(sys, root);
-  auto port = api ? sys.middleman().publish(*api, cfg.port, "127.0.0.1", true)
-                  : caf::expected<uint16_t>{api.error()};
-  if (!port) {
-    spdlog::critical("cannot listen port={} error={}", cfg.port,
-                     sys.render(port.error()));
+  auto listeners = api ? open_listeners(sys, cfg, *api)
+                       : caf::expected<std::vector<listener>>{api.error()};
+  if (!listeners) {
+    spdlog::critical("cannot listen error={}", sys.render(listeners.error()));
     rc = 1;
   } else {
-    spdlog::info("listening address=127.0.0.1 port={} connections={} "
-                 "sweep_timeout={} max_job_duration={}",
-                 *port, cfg.connections, caf::deep_to_string(cfg.sweep_timeout),
+    spdlog::info("serving connections={} sweep_timeout={} "
+                 "max_job_duration={}",
+                 cfg.connections, caf::deep_to_string(cfg.sweep_timeout),
                  caf::deep_to_string(cfg.max_job_duration));
+    if (cfg.allow_plain_tcp)
+      spdlog::warn("plain TCP allowed beyond loopback bind={} admin_bind={}: "
+                   "anyone who reaches these ports can bill",
+                   cfg.bind, cfg.admin_bind);
     if (!cfg.port_file.empty())
-      std::ofstream{cfg.port_file} << *port << '\n';
+      write_port_file(cfg.port_file, *listeners);
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("shutting down signal={}", sig);
-    sys.middleman().unpublish(*api, *port);
+    close_listeners(sys, *listeners);
   }
   // Linked: the registry, its chats, the event bus and the pool follow.
   caf::anon_send_exit(root, caf::exit_reason::user_shutdown);

@@ -13,6 +13,18 @@ server_config::server_config() {
   opt_group{custom_options_, "global"}
     .add(port, "port,p",
          "TCP port of the API on 127.0.0.1, 0 picks a free one (4242)")
+    .add(gateway_port, "gateway-port",
+         "gateway facade (touch, reserve, cancel, status, subscribe); "
+         "-1 off, 0 any free port (-1)")
+    .add(worker_port, "worker-port",
+         "worker facade (start, heartbeat, commit, fail); -1 off (-1)")
+    .add(admin_port, "admin-port",
+         "admin facade (create-chat, top-up, set-premium, set-flags); "
+         "-1 off (-1)")
+    .add(bind, "bind", "address of the gateway and worker ports (127.0.0.1)")
+    .add(admin_bind, "admin-bind", "address of the admin port (127.0.0.1)")
+    .add(allow_plain_tcp, "allow-plain-tcp",
+         "allow unencrypted ports beyond loopback (logs a warning)")
     .add(postgres, "postgres",
          "libpq connection string; empty: embedded cluster under data-dir")
     .add(data_dir, "data-dir",
@@ -71,6 +83,11 @@ std::string text(caf::timespan x) {
   return caf::deep_to_string(x);
 }
 
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1"
+         || address == "localhost";
+}
+
 bool positive(caf::timespan x) {
   return x > caf::timespan{0};
 }
@@ -99,8 +116,7 @@ std::string server_config::finalize() {
   if (sweep_timeout < 2 * max_job_duration)
     return "sweep-timeout (" + text(sweep_timeout)
            + ") must be at least 2 x max-job-duration ("
-           + text(max_job_duration) + "), i.e. "
-           + text(2 * max_job_duration);
+           + text(max_job_duration) + "), i.e. " + text(2 * max_job_duration);
   for (auto [name, value] :
        {std::pair{"free-daily-messages", free_daily_messages},
         std::pair{"free-daily-images", free_daily_images},
@@ -108,6 +124,17 @@ std::string server_config::finalize() {
         std::pair{"premium-daily-images", premium_daily_images}})
     if (value < 0)
       return std::string{name} + " must not be negative";
+  for (auto [name, value] : {std::pair{"gateway-port", gateway_port},
+                             std::pair{"worker-port", worker_port},
+                             std::pair{"admin-port", admin_port}})
+    if (value < -1 || value > 65535)
+      return std::string{name} + " must be -1 (off) or 0 to 65535";
+  // Plain TCP carries billing commands unauthenticated: only on loopback,
+  // unless the operator says otherwise in so many words.
+  for (const auto& address : {bind, admin_bind})
+    if (!is_loopback(address) && !allow_plain_tcp)
+      return "refusing plain TCP on " + address
+             + ": bind to loopback or pass --allow-plain-tcp";
   if (connections == 0)
     return "connections must be at least 1";
   if (spdlog::level::from_str(log_level) == spdlog::level::off

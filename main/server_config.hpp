@@ -12,8 +12,14 @@
 namespace chargeonce {
 
 struct server_config : caf::actor_system_config {
-  uint16_t port = 4242;
-  std::string postgres; ///< empty: the embedded cluster
+  uint16_t port = 4242;      ///< all roles, 127.0.0.1 only
+  int32_t gateway_port = -1; ///< -1: not published; 0: any free port
+  int32_t worker_port = -1;
+  int32_t admin_port = -1;
+  std::string bind = "127.0.0.1";       ///< gateway and worker ports
+  std::string admin_bind = "127.0.0.1"; ///< the admin port
+  bool allow_plain_tcp = false;         ///< unencrypted beyond loopback
+  std::string postgres;                 ///< empty: the embedded cluster
   std::string data_dir = "var/postgres";
   std::string port_file; ///< written once listening (for tests)
   std::string log_level = "info";

@@ -61,6 +61,31 @@ using release_signature =
 using api_actor = billing_actor::extend<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
 
+// -- role facades: what each kind of client may call -------------------------
+
+/// Gateway nodes: they receive user updates.
+using gateway_actor = caf::typed_actor<
+  caf::replies_to<atom::touch, chat_id>::with<chat_status>,
+  caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
+  caf::replies_to<atom::cancel, chat_id>::with<reservation>,
+  caf::replies_to<atom::status, chat_id>::with<chat_status>,
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
+
+/// Workers: they run the jobs. A worker cannot top up.
+using worker_actor = caf::typed_actor<
+  caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
+  caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
+  caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
+  caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>>;
+
+/// Administration: payments and account changes. A gateway cannot commit.
+using admin_actor = caf::typed_actor<
+  caf::replies_to<atom::create, chat_spec>::with<chat_status>,
+  caf::replies_to<atom::top_up, chat_id, int64_t, std::string>::with<
+    top_up_receipt>,
+  caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
+  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
+
 /// Owns one Postgres connection; answers after the transaction committed.
 using persistence_actor = billing_actor::extend<
   release_signature,

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// Role facades: separate actors that forward only their role's operations to
+// the registry. A narrowed handle is only a compile-time view (actor_cast
+// gives everything back); a facade is a boundary a remote client cannot
+// cross.
+#pragma once
+
+#include "protocol/interfaces.hpp"
+
+namespace chargeonce {
+
+gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
+                                          api_actor api);
+
+worker_actor::behavior_type make_worker(worker_actor::pointer self,
+                                        api_actor api);
+
+admin_actor::behavior_type make_admin(admin_actor::pointer self, api_actor api);
+
+} // namespace chargeonce

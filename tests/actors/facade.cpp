@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// Role facades are a real boundary: an untyped client that sends another
+// role's message gets an error and nothing reaches Postgres.
+#include "actors/events_actor.hpp"
+#include "actors/facade_actor.hpp"
+#include "actors/registry_actor.hpp"
+#include "protocol/errors.hpp"
+#include "tests/actors/fixture.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct facade_fixture : test::deterministic_fixture {
+  events_actor events = sys.spawn(make_events);
+  registry_actor registry =
+    sys.spawn(make_registry, std::vector<persistence_actor>{fake}, events,
+              chat_options{5s, 60s, 5s});
+  caf::actor gateway =
+    caf::actor_cast<caf::actor>(sys.spawn(make_gateway, api_actor{registry}));
+  caf::actor worker =
+    caf::actor_cast<caf::actor>(sys.spawn(make_worker, api_actor{registry}));
+  caf::actor admin =
+    caf::actor_cast<caf::actor>(sys.spawn(make_admin, api_actor{registry}));
+
+  ~facade_fixture() {
+    for (auto& x : {gateway, worker, admin})
+      caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  /// Sends untyped, as a hostile or confused remote client could.
+  template <class T, class... Ts>
+  caf::expected<T> ask(const caf::actor& dst, Ts... xs) {
+    auto rh = self->request(dst, caf::infinite, xs...);
+    sched.run();
+    return receive<T>(rh);
+  }
+};
+
+} // namespace
+
+TEST_SUITE("facade") {
+
+  TEST_CASE_FIXTURE(facade_fixture, "each role's own operations pass through") {
+    CHECK(ask<chat_status>(gateway, atom::status_v, chat_id{1}));
+    CHECK(
+      ask<reservation>(worker, atom::start_v, chat_id{1}, reservation_id{1}));
+    CHECK(ask<chat_status>(admin, atom::create_v, chat_spec{1, {}, caf::none}));
+    CHECK(log->calls
+          == std::vector<std::string>{"status 1", "start 1", "create 1"});
+  }
+
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "a worker cannot top up and a gateway cannot commit") {
+    auto top_up = ask<top_up_receipt>(worker, atom::top_up_v, chat_id{1},
+                                      int64_t{100}, std::string{"p"});
+    REQUIRE_FALSE(top_up);
+    CHECK(top_up.error() == caf::sec::unexpected_message);
+    auto commit =
+      ask<receipt>(gateway, atom::commit_v, chat_id{1}, reservation_id{1});
+    REQUIRE_FALSE(commit);
+    CHECK(commit.error() == caf::sec::unexpected_message);
+    auto reserve = ask<reservation>(admin, atom::reserve_v, chat_id{1},
+                                    kind::text, std::string{});
+    REQUIRE_FALSE(reserve);
+    CHECK(reserve.error() == caf::sec::unexpected_message);
+    auto garbage = ask<int>(gateway, std::string{"hello"}, 42);
+    REQUIRE_FALSE(garbage);
+    CHECK(garbage.error() == caf::sec::unexpected_message);
+    CHECK(log->calls.empty()); // nothing reached the store
+    CHECK(ask<chat_status>(gateway, atom::status_v, chat_id{1})); // still alive
+  }
+
+} // TEST_SUITE
