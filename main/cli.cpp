@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -36,8 +37,9 @@ constexpr int64_t default_timeout_seconds = 15;
 constexpr int64_t max_timeout_seconds = 86400;
 
 constexpr const char* usage_text =
-  R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS] COMMAND
-                      [--FLAG=VALUE ...]
+  R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS]
+                      [--tls --ca=FILE --cert=FILE --key=FILE]
+                      COMMAND [--FLAG=VALUE ...]
 
 commands:
   create-chat --chat=ID [--daily-messages=N] [--daily-images=N]
@@ -123,10 +125,13 @@ bool wants_help(int argc, char** argv) {
 }
 
 bool is_global(const std::string& name) {
-  return name == "server" || name == "timeout";
+  return name == "server" || name == "timeout" || name == "tls" || name == "ca"
+         || name == "cert" || name == "key";
 }
 
 std::pair<std::string, std::string> split_flag(const std::string& arg) {
+  if (arg == "--tls") // the one flag without a value
+    return {"tls", "true"};
   auto eq = arg.find('=');
   if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
     throw usage_error("expected --name=value, got '" + arg + "'");
@@ -471,10 +476,42 @@ action prepare(const invocation& inv) {
 // -- main ---------------------------------------------------------------------
 
 /// CAF never sees argv: its parser rejects options it does not know.
+/// Mutual TLS towards role ports published with --tls-cert/--tls-key/--tls-ca.
+struct tls_files {
+  std::string ca;
+  std::string cert;
+  std::string key;
+
+  bool on() const { return !ca.empty(); }
+};
+
+tls_files parse_tls(const flag_map& globals) {
+  auto get = [&](const char* name) {
+    auto i = globals.find(name);
+    return i == globals.end() ? std::string{} : i->second;
+  };
+  tls_files out{get("ca"), get("cert"), get("key")};
+  bool any = !out.ca.empty() || !out.cert.empty() || !out.key.empty();
+  if (globals.count("tls") == 0) {
+    if (any)
+      throw usage_error("--ca, --cert and --key go with --tls");
+    return {};
+  }
+  if (out.ca.empty() || out.cert.empty() || out.key.empty())
+    throw usage_error("--tls needs --ca=FILE --cert=FILE --key=FILE");
+  return out;
+}
+
 struct cli_config : caf::actor_system_config {
-  cli_config() {
+  explicit cli_config(const tls_files& tls) {
     register_protocol(*this);
     load<caf::io::middleman>();
+    if (tls.on()) {
+      load<caf::openssl::manager>();
+      set("openssl.cafile", tls.ca);
+      set("openssl.certificate", tls.cert);
+      set("openssl.key", tls.key);
+    }
     set("scheduler.max-threads", 2);
     // The server sends a heartbeat every second: a frozen or unreachable
     // server ends a watch (exit 2) instead of leaving it silently deaf.
@@ -515,13 +552,13 @@ bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
 /// remote_actor waits forever for a peer that accepts TCP and never answers
 /// the handshake (e.g. a stopped server).
 caf::expected<caf::actor> connect(caf::actor_system& sys,
-                                  const endpoint& target, role r,
+                                  const endpoint& target, role r, bool tls,
                                   caf::timespan timeout) {
   caf::expected<caf::actor> out{caf::sec::none};
   caf::scoped_actor self{sys};
-  self
-    ->request(sys.middleman().actor_handle(), timeout, caf::connect_atom_v,
-              target.host, target.port)
+  auto manager =
+    tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  self->request(manager, timeout, caf::connect_atom_v, target.host, target.port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) {
@@ -537,11 +574,11 @@ caf::expected<caf::actor> connect(caf::actor_system& sys,
   return out;
 }
 
-int run(const endpoint& target, role r, caf::timespan timeout,
-        const action& act) {
-  cli_config cfg;
+int run(const endpoint& target, role r, const tls_files& tls,
+        caf::timespan timeout, const action& act) {
+  cli_config cfg{tls};
   caf::actor_system sys{cfg};
-  auto api = connect(sys, target, r, timeout);
+  auto api = connect(sys, target, r, tls.on(), timeout);
   if (!api && api.error() == caf::sec::request_timeout)
     return report_connection("no handshake from " + target.label() + " within "
                              + seconds_text(timeout));
@@ -562,12 +599,13 @@ int main(int argc, char** argv) {
     auto inv = parse_args(argc, argv);
     auto target = parse_server(inv.globals.at("server"));
     auto timeout = parse_timeout(inv.globals);
+    auto tls = parse_tls(inv.globals);
     auto act = prepare(inv);
     if (inv.command == "watch") {
       auto signals = watch_signals();
       pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     }
-    return run(target, role_of(inv.command), timeout, act);
+    return run(target, role_of(inv.command), tls, timeout, act);
   } catch (const usage_error& e) {
     return report_usage(e.what());
   }

@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -109,20 +110,23 @@ struct listener {
   std::string role; ///< api, gateway, worker or admin
   caf::actor handle;
   uint16_t port = 0;
+  bool tls = false;
 };
 
 /// Publishes a typed handle, so that remote clients can check its interface
 /// at connect time.
 template <class Handle>
-caf::expected<listener> open_listener(caf::actor_system& sys,
-                                      const std::string& role, Handle handle,
-                                      int port, const std::string& address) {
-  auto bound = sys.middleman().publish(handle, static_cast<uint16_t>(port),
-                                       address.c_str(), true);
+caf::expected<listener>
+open_listener(caf::actor_system& sys, const std::string& role, Handle handle,
+              int port, const std::string& address, bool tls = false) {
+  auto p = static_cast<uint16_t>(port);
+  auto bound = tls ? caf::openssl::publish(handle, p, address.c_str(), true)
+                   : sys.middleman().publish(handle, p, address.c_str(), true);
   if (!bound)
     return bound.error();
-  spdlog::info("listening role={} address={} port={}", role, address, *bound);
-  return listener{role, caf::actor_cast<caf::actor>(handle), *bound};
+  spdlog::info("listening role={} address={} port={} tls={}", role, address,
+               *bound, tls);
+  return listener{role, caf::actor_cast<caf::actor>(handle), *bound, tls};
 }
 
 /// The all-in-one API on --port (loopback only), plus each role's facade on
@@ -142,15 +146,16 @@ caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
   if (cfg.gateway_port >= 0)
     if (auto err =
           add(open_listener(sys, "gateway", sys.spawn(make_gateway, api),
-                            cfg.gateway_port, cfg.bind)))
+                            cfg.gateway_port, cfg.bind, cfg.tls())))
       return err;
   if (cfg.worker_port >= 0)
     if (auto err = add(open_listener(sys, "worker", sys.spawn(make_worker, api),
-                                     cfg.worker_port, cfg.bind)))
+                                     cfg.worker_port, cfg.bind, cfg.tls())))
       return err;
   if (cfg.admin_port >= 0)
-    if (auto err = add(open_listener(sys, "admin", sys.spawn(make_admin, api),
-                                     cfg.admin_port, cfg.admin_bind)))
+    if (auto err =
+          add(open_listener(sys, "admin", sys.spawn(make_admin, api),
+                            cfg.admin_port, cfg.admin_bind, cfg.tls())))
       return err;
   return out;
 }
@@ -169,7 +174,15 @@ void write_port_file(const std::string& path, const std::vector<listener>& xs) {
 
 void close_listeners(caf::actor_system& sys, const std::vector<listener>& xs) {
   for (const auto& x : xs) {
-    sys.middleman().unpublish(x.handle, x.port);
+    if (x.tls) // caf::openssl::unpublish does not compile in 0.17.6
+      caf::scoped_actor {
+        sys
+        } -> request(sys.openssl_manager().actor_handle(),
+                     std::chrono::seconds(5), caf::unpublish_atom_v,
+                     x.handle.address(), x.port)
+          .receive([] {}, [](caf::error&) {});
+    else
+      sys.middleman().unpublish(x.handle, x.port);
     if (x.role != "api") // facades are ours; the registry is the supervisor's
       caf::anon_send_exit(x.handle, caf::exit_reason::user_shutdown);
   }

@@ -5,6 +5,7 @@
 
 #include <caf/deep_to_string.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
 namespace chargeonce {
@@ -25,6 +26,12 @@ server_config::server_config() {
     .add(admin_bind, "admin-bind", "address of the admin port (127.0.0.1)")
     .add(allow_plain_tcp, "allow-plain-tcp",
          "allow unencrypted ports beyond loopback (logs a warning)")
+    .add(tls_cert, "tls-cert",
+         "PEM certificate for the role ports; with tls-key and tls-ca they "
+         "speak mutual TLS")
+    .add(tls_key, "tls-key", "PEM private key of tls-cert")
+    .add(tls_ca, "tls-ca",
+         "PEM CA that every client certificate must be signed by")
     .add(postgres, "postgres",
          "libpq connection string; empty: embedded cluster under data-dir")
     .add(data_dir, "data-dir",
@@ -71,6 +78,7 @@ server_config::server_config() {
     .add(port_file, "port-file", "write the bound port to this file");
   register_protocol(*this);
   load<caf::io::middleman>();
+  load<caf::openssl::manager>(); // idle unless a port is published with TLS
   // Heartbeats let clients (e.g. `chargeonce-cli watch`) notice a frozen
   // server; a client's connection-timeout only works if the server sends
   // them. Overridable as --middleman.heartbeat-interval.
@@ -129,10 +137,21 @@ std::string server_config::finalize() {
                              std::pair{"admin-port", admin_port}})
     if (value < -1 || value > 65535)
       return std::string{name} + " must be -1 (off) or 0 to 65535";
+  auto tls_files =
+    int{!tls_cert.empty()} + int{!tls_key.empty()} + int{!tls_ca.empty()};
+  if (tls_files != 0 && tls_files != 3)
+    return "TLS needs all of tls-cert, tls-key and tls-ca";
+  if (tls()) {
+    // CAF's OpenSSL module: any of these keys makes peer certificates
+    // mandatory on both sides (mutual TLS).
+    set("openssl.certificate", tls_cert);
+    set("openssl.key", tls_key);
+    set("openssl.cafile", tls_ca);
+  }
   // Plain TCP carries billing commands unauthenticated: only on loopback,
   // unless the operator says otherwise in so many words.
   for (const auto& address : {bind, admin_bind})
-    if (!is_loopback(address) && !allow_plain_tcp)
+    if (!is_loopback(address) && !tls() && !allow_plain_tcp)
       return "refusing plain TCP on " + address
              + ": bind to loopback or pass --allow-plain-tcp";
   if (connections == 0)

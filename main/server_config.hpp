@@ -19,7 +19,13 @@ struct server_config : caf::actor_system_config {
   std::string bind = "127.0.0.1";       ///< gateway and worker ports
   std::string admin_bind = "127.0.0.1"; ///< the admin port
   bool allow_plain_tcp = false;         ///< unencrypted beyond loopback
-  std::string postgres;                 ///< empty: the embedded cluster
+  std::string tls_cert; ///< PEM certificate the role ports present
+  std::string tls_key;  ///< its private key (unencrypted PEM)
+  std::string tls_ca;   ///< the cluster CA that client certificates need
+
+  /// All three TLS files given: role ports speak mutual TLS.
+  bool tls() const { return !tls_cert.empty(); }
+  std::string postgres; ///< empty: the embedded cluster
   std::string data_dir = "var/postgres";
   std::string port_file; ///< written once listening (for tests)
   std::string log_level = "info";
