@@ -2,6 +2,7 @@
 // chargeonce-cli: sends one request to a chargeonce-server and prints the
 // answer as one JSON line. Exit status: 0 success, 1 service error (the
 // server said no), 2 usage or connection error.
+#include "client/client.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/interfaces.hpp"
@@ -37,7 +38,8 @@ constexpr int64_t default_timeout_seconds = 15;
 constexpr int64_t max_timeout_seconds = 86400;
 
 constexpr const char* usage_text =
-  R"(usage: chargeonce-cli --server=HOST:PORT [--timeout=SECONDS]
+  R"(usage: chargeonce-cli --server=HOST:PORT | --servers=H1:P1,H2:P2
+                      [--timeout=SECONDS]
                       [--tls --ca=FILE --cert=FILE --key=FILE]
                       COMMAND [--FLAG=VALUE ...]
 
@@ -125,8 +127,8 @@ bool wants_help(int argc, char** argv) {
 }
 
 bool is_global(const std::string& name) {
-  return name == "server" || name == "timeout" || name == "tls" || name == "ca"
-         || name == "cert" || name == "key";
+  return name == "server" || name == "servers" || name == "timeout"
+         || name == "tls" || name == "ca" || name == "cert" || name == "key";
 }
 
 std::pair<std::string, std::string> split_flag(const std::string& arg) {
@@ -173,8 +175,6 @@ void check_flags(const invocation& inv) {
   for (const auto& name : spec.required)
     if (inv.flags.count(name) == 0)
       throw usage_error(inv.command + " needs --" + name);
-  if (inv.globals.count("server") == 0)
-    throw usage_error("missing --server=HOST:PORT");
 }
 
 invocation parse_args(int argc, char** argv) {
@@ -245,27 +245,6 @@ caf::optional<caf::timestamp> time_flag(const flag_map& flags,
   return t;
 }
 
-/// Where the server listens.
-struct endpoint {
-  std::string host;
-  uint16_t port = 0;
-
-  std::string label() const { return host + ':' + std::to_string(port); }
-};
-
-endpoint parse_server(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    throw usage_error("--server must be HOST:PORT, got '" + text + "'");
-  endpoint out{text.substr(0, colon), 0};
-  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
-    out.host = out.host.substr(1, out.host.size() - 2); // [::1]:4242
-  out.port = parse_int<uint16_t>("server port", text.substr(colon + 1));
-  if (out.port == 0)
-    throw usage_error("--server port must not be 0");
-  return out;
-}
-
 caf::timespan parse_timeout(const flag_map& globals) {
   auto secs = int_flag<int64_t>(globals, "timeout", default_timeout_seconds);
   if (secs < 1 || secs > max_timeout_seconds)
@@ -274,18 +253,64 @@ caf::timespan parse_timeout(const flag_map& globals) {
   return std::chrono::seconds{secs};
 }
 
+/// --servers=H1:P1,H2:P2 or --server=HOST:PORT (one of them).
+std::vector<client::endpoint> parse_servers(const flag_map& globals) {
+  auto one = globals.find("server");
+  auto many = globals.find("servers");
+  if ((one == globals.end()) == (many == globals.end()))
+    throw usage_error("give --server=HOST:PORT or --servers=H1:P1,H2:P2");
+  auto list = one != globals.end() ? one->second : many->second;
+  auto parsed = client::parse_endpoints(list);
+  if (!parsed)
+    throw usage_error(error_message(parsed.error()));
+  return std::move(*parsed);
+}
+
+/// Mutual TLS towards role ports published with --tls-cert/--tls-key/--tls-ca.
+client::tls_files parse_tls(const flag_map& globals) {
+  auto get = [&](const char* name) {
+    auto i = globals.find(name);
+    return i == globals.end() ? std::string{} : i->second;
+  };
+  client::tls_files out{get("ca"), get("cert"), get("key")};
+  bool any = !out.ca.empty() || !out.cert.empty() || !out.key.empty();
+  if (globals.count("tls") == 0) {
+    if (any)
+      throw usage_error("--ca, --cert and --key go with --tls");
+    return {};
+  }
+  if (out.ca.empty() || out.cert.empty() || out.key.empty())
+    throw usage_error("--tls needs --ca=FILE --cert=FILE --key=FILE");
+  return out;
+}
+
+/// Which facade a command needs: the CLI connects with that role's
+/// interface, which the all-roles --port offers as well.
+client::role role_of(const std::string& command) {
+  using client::role;
+  static const std::map<std::string, role> table{
+    {"touch", role::gateway},    {"reserve", role::gateway},
+    {"cancel", role::gateway},   {"status", role::gateway},
+    {"watch", role::gateway},    {"start", role::worker},
+    {"heartbeat", role::worker}, {"commit", role::worker},
+    {"fail", role::worker},      {"create-chat", role::admin},
+    {"top-up", role::admin},     {"set-premium", role::admin},
+    {"set-flags", role::admin},
+  };
+  return table.at(command);
+}
+
 std::string seconds_text(caf::timespan t) {
   return std::to_string(t / std::chrono::seconds{1}) + " s";
 }
 
 // -- requests -----------------------------------------------------------------
 
-/// A connected server and how long to wait for its answers.
+/// The client library over the listed servers, and how to name them.
 struct session {
-  caf::actor_system& sys;
-  caf::actor api; ///< the role's facade (or the whole API), interface checked
+  client::client& api;
   caf::timespan timeout;
-  std::string label;
+  std::string label; ///< the servers, for messages
 };
 
 int report_failure(const session& s, const caf::error& err) {
@@ -296,22 +321,21 @@ int report_failure(const session& s, const caf::error& err) {
   if (err == caf::sec::request_timeout)
     return report_connection("no answer from " + s.label + " within "
                              + seconds_text(s.timeout));
-  return report_connection(s.label + ": " + s.sys.render(err));
+  return report_connection("cannot reach " + s.label + ": "
+                           + caf::to_string(err));
 }
 
-/// Sends one request and prints its answer; returns the exit status.
-template <class Result, class... Ts>
-int ask(const session& s, const Ts&... xs) {
-  caf::scoped_actor self{s.sys};
-  int rc = exit_ok;
-  self->request(s.api, s.timeout, xs...)
-    .receive([](const Result& x) { print_line(to_json(x)); },
-             [&](caf::error& err) { rc = report_failure(s, err); });
-  return rc;
+/// Prints an answer, or reports why there is none; the exit status.
+template <class T>
+int print_result(const session& s, const caf::expected<T>& x) {
+  if (!x)
+    return report_failure(s, x.error());
+  print_line(to_json(*x));
+  return exit_ok;
 }
 
 /// A request ready to go: flags are checked before connecting.
-using action = std::function<int(const session&)>;
+using action = std::function<int(session&)>;
 
 chat_id chat_flag(const flag_map& flags) {
   return int_flag<chat_id>(flags, "chat");
@@ -328,8 +352,8 @@ action prepare_create(const flag_map& flags) {
   spec.initial.daily_images = int_flag<int32_t>(flags, "daily-images");
   spec.initial.balance = int_flag<int32_t>(flags, "balance");
   spec.premium_until = time_flag(flags, "premium-until");
-  return [spec](const session& s) {
-    return ask<chat_status>(s, atom::create_v, spec);
+  return [spec](session& s) {
+    return print_result(s, s.api.create(spec));
   };
 }
 
@@ -338,41 +362,66 @@ action prepare_reserve(const flag_map& flags) {
   auto k = kind_flag(flags);
   auto i = flags.find("request-id");
   auto request_id = i == flags.end() ? std::string{} : i->second;
-  return [=](const session& s) {
-    return ask<reservation>(s, atom::reserve_v, chat, k, request_id);
+  return [=](session& s) {
+    return print_result(s, s.api.reserve(chat, k, request_id));
   };
 }
 
-/// start, commit and fail: one reservation of one chat.
-template <class Result, class Atom>
-action prepare_step(const flag_map& flags, Atom op) {
+/// start, heartbeat, commit and fail: one reservation of one chat.
+template <class F>
+action prepare_step(const flag_map& flags, F call) {
   auto chat = chat_flag(flags);
   auto id = reservation_flag(flags);
-  return [=](const session& s) {
-    return ask<Result>(s, op, chat, id);
+  return [=](session& s) {
+    return print_result(s, call(s.api, chat, id));
   };
 }
 
-/// cancel and status: the chat alone.
-template <class Result, class Atom>
-action prepare_chat(const flag_map& flags, Atom op) {
+/// cancel, status and touch: the chat alone.
+template <class F>
+action prepare_chat(const flag_map& flags, F call) {
   auto chat = chat_flag(flags);
-  return [=](const session& s) {
-    return ask<Result>(s, op, chat);
+  return [=](session& s) {
+    return print_result(s, call(s.api, chat));
   };
 }
 
-/// Set when the watched server went away; read after sigwait returns.
+action prepare_top_up(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  // int64: an amount beyond the balance's range reaches the server, which
+  // names the limit, instead of failing to parse here.
+  auto credits = int_flag<int64_t>(flags, "credits");
+  auto payment_id = flags.at("payment-id");
+  return [=](session& s) {
+    return print_result(s, s.api.top_up(chat, credits, payment_id));
+  };
+}
+
+action prepare_set_premium(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto until = *time_flag(flags, "until");
+  return [=](session& s) {
+    return print_result(s, s.api.set_premium(chat, until));
+  };
+}
+
+action prepare_set_flags(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  flags_update x{bool_flag(flags, "started"), bool_flag(flags, "blocked"),
+                 bool_flag(flags, "banned")};
+  return [=](session& s) {
+    return print_result(s, s.api.set_flags(chat, x));
+  };
+}
+
+// -- watch --------------------------------------------------------------------
+
+/// Set when a watched server went away; read after sigwait returns.
 std::atomic<bool> server_lost{false};
 
 /// Prints every event as one JSON line (`std::endl` flushes, so a pipe sees
-/// each line as it happens). The server going down ends the watch.
-caf::behavior event_printer(caf::event_based_actor* self, caf::actor api) {
-  self->monitor(api);
-  self->set_down_handler([](caf::down_msg&) {
-    server_lost = true;
-    kill(getpid(), SIGTERM);
-  });
+/// each line as it happens).
+caf::behavior event_printer() {
   return {
     [](const queue_notice& x) { print_line(to_json(x)); },
     [](const reservation_released& x) { print_line(to_json(x)); },
@@ -390,20 +439,18 @@ sigset_t watch_signals() {
   return signals;
 }
 
-/// Subscribes a local printer and waits for SIGINT/SIGTERM (exit 0) or the
-/// server going away (exit 2).
-int watch(const session& s) {
-  auto printer = s.sys.spawn(event_printer, s.api);
-  caf::scoped_actor self{s.sys};
-  bool subscribed = false;
-  caf::error failure;
-  self->request(s.api, s.timeout, atom::subscribe_v, printer)
-    .receive([&](bool ok) { subscribed = ok; },
-             [&](caf::error& err) { failure = std::move(err); });
+/// Subscribes a local printer on every server and waits for SIGINT/SIGTERM
+/// (exit 0) or for a server going away (exit 2).
+int watch(session& s, caf::actor_system& sys) {
+  auto printer = sys.spawn(event_printer);
+  s.api.on_server_lost([](const client::endpoint&) {
+    server_lost = true;
+    kill(getpid(), SIGTERM);
+  });
+  auto subscribed = s.api.subscribe(printer);
   if (!subscribed) {
     caf::anon_send_exit(printer, caf::exit_reason::user_shutdown);
-    return failure ? report_failure(s, failure)
-                   : report_connection("subscription refused");
+    return report_failure(s, subscribed.error());
   }
   std::cerr << "chargeonce-cli: watching " << s.label << std::endl;
   auto signals = watch_signals();
@@ -415,177 +462,71 @@ int watch(const session& s) {
   return exit_ok;
 }
 
-action prepare_top_up(const flag_map& flags) {
-  auto chat = chat_flag(flags);
-  // int64: an amount beyond the balance's range reaches the server, which
-  // names the limit, instead of failing to parse here.
-  auto credits = int_flag<int64_t>(flags, "credits");
-  auto payment_id = flags.at("payment-id");
-  return [=](const session& s) {
-    return ask<top_up_receipt>(s, atom::top_up_v, chat, credits, payment_id);
-  };
-}
-
-action prepare_set_premium(const flag_map& flags) {
-  auto chat = chat_flag(flags);
-  auto until = *time_flag(flags, "until");
-  return [=](const session& s) {
-    return ask<chat_status>(s, atom::premium_v, chat, until);
-  };
-}
-
-action prepare_set_flags(const flag_map& flags) {
-  auto chat = chat_flag(flags);
-  flags_update x{bool_flag(flags, "started"), bool_flag(flags, "blocked"),
-                 bool_flag(flags, "banned")};
-  return [=](const session& s) {
-    return ask<chat_status>(s, atom::flags_v, chat, x);
-  };
-}
-
 action prepare(const invocation& inv) {
   const auto& cmd = inv.command;
   const auto& f = inv.flags;
+  using c = client::client;
   if (cmd == "create-chat")
     return prepare_create(f);
   if (cmd == "reserve")
     return prepare_reserve(f);
   if (cmd == "start")
-    return prepare_step<reservation>(f, atom::start_v);
+    return prepare_step(
+      f, [](c& x, chat_id ch, reservation_id id) { return x.start(ch, id); });
   if (cmd == "heartbeat")
-    return prepare_step<reservation>(f, atom::heartbeat_v);
-  if (cmd == "watch")
-    return watch;
+    return prepare_step(f, [](c& x, chat_id ch, reservation_id id) {
+      return x.heartbeat(ch, id);
+    });
   if (cmd == "commit")
-    return prepare_step<receipt>(f, atom::commit_v);
+    return prepare_step(
+      f, [](c& x, chat_id ch, reservation_id id) { return x.commit(ch, id); });
   if (cmd == "fail")
-    return prepare_step<reservation>(f, atom::fail_v);
+    return prepare_step(
+      f, [](c& x, chat_id ch, reservation_id id) { return x.fail(ch, id); });
   if (cmd == "cancel")
-    return prepare_chat<reservation>(f, atom::cancel_v);
+    return prepare_chat(f, [](c& x, chat_id ch) { return x.cancel(ch); });
   if (cmd == "touch")
-    return prepare_chat<chat_status>(f, atom::touch_v);
+    return prepare_chat(f, [](c& x, chat_id ch) { return x.touch(ch); });
   if (cmd == "top-up")
     return prepare_top_up(f);
   if (cmd == "set-premium")
     return prepare_set_premium(f);
   if (cmd == "set-flags")
     return prepare_set_flags(f);
-  return prepare_chat<chat_status>(f, atom::status_v);
+  if (cmd == "watch")
+    return {}; // needs the actor system: see run()
+  return prepare_chat(f, [](c& x, chat_id ch) { return x.status(ch); });
 }
 
 // -- main ---------------------------------------------------------------------
 
 /// CAF never sees argv: its parser rejects options it does not know.
-/// Mutual TLS towards role ports published with --tls-cert/--tls-key/--tls-ca.
-struct tls_files {
-  std::string ca;
-  std::string cert;
-  std::string key;
-
-  bool on() const { return !ca.empty(); }
-};
-
-tls_files parse_tls(const flag_map& globals) {
-  auto get = [&](const char* name) {
-    auto i = globals.find(name);
-    return i == globals.end() ? std::string{} : i->second;
-  };
-  tls_files out{get("ca"), get("cert"), get("key")};
-  bool any = !out.ca.empty() || !out.cert.empty() || !out.key.empty();
-  if (globals.count("tls") == 0) {
-    if (any)
-      throw usage_error("--ca, --cert and --key go with --tls");
-    return {};
-  }
-  if (out.ca.empty() || out.cert.empty() || out.key.empty())
-    throw usage_error("--tls needs --ca=FILE --cert=FILE --key=FILE");
-  return out;
-}
-
 struct cli_config : caf::actor_system_config {
-  explicit cli_config(const tls_files& tls) {
-    register_protocol(*this);
-    load<caf::io::middleman>();
-    if (tls.on()) {
-      load<caf::openssl::manager>();
-      set("openssl.cafile", tls.ca);
-      set("openssl.certificate", tls.cert);
-      set("openssl.key", tls.key);
-    }
+  explicit cli_config(const client::tls_files& tls) {
+    client::prepare_config(*this, tls);
     set("scheduler.max-threads", 2);
-    // The server sends a heartbeat every second: a frozen or unreachable
-    // server ends a watch (exit 2) instead of leaving it silently deaf.
-    set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
-    set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(5)});
   }
 };
 
-/// Which facade a command needs: it connects with that role's interface,
-/// which the all-in-one --port also satisfies.
-enum class role { gateway, worker, admin };
-
-role role_of(const std::string& command) {
-  static const std::map<std::string, role> table{
-    {"touch", role::gateway},    {"reserve", role::gateway},
-    {"cancel", role::gateway},   {"status", role::gateway},
-    {"watch", role::gateway},    {"start", role::worker},
-    {"heartbeat", role::worker}, {"commit", role::worker},
-    {"fail", role::worker},      {"create-chat", role::admin},
-    {"top-up", role::admin},     {"set-premium", role::admin},
-    {"set-flags", role::admin},
-  };
-  return table.at(command);
-}
-
-bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
-  switch (r) {
-  case role::gateway:
-    return sys.assignable<gateway_actor>(ifs);
-  case role::worker:
-    return sys.assignable<worker_actor>(ifs);
-  default:
-    return sys.assignable<admin_actor>(ifs);
-  }
-}
-
-/// What `middleman::remote_actor<Role>` does, but bounded by `timeout`:
-/// remote_actor waits forever for a peer that accepts TCP and never answers
-/// the handshake (e.g. a stopped server).
-caf::expected<caf::actor> connect(caf::actor_system& sys,
-                                  const endpoint& target, role r, bool tls,
-                                  caf::timespan timeout) {
-  caf::expected<caf::actor> out{caf::sec::none};
-  caf::scoped_actor self{sys};
-  auto manager =
-    tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  self->request(manager, timeout, caf::connect_atom_v, target.host, target.port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
-          const std::set<std::string>& ifs) {
-        if (!ptr)
-          out = caf::make_error(caf::sec::no_actor_published_at_port);
-        else if (!offers(sys, r, ifs))
-          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
-                                "this port does not offer the command's role");
-        else
-          out = caf::actor_cast<caf::actor>(std::move(ptr));
-      },
-      [&](caf::error& err) { out = std::move(err); });
+std::string label_of(const std::vector<client::endpoint>& servers) {
+  std::string out;
+  for (const auto& x : servers)
+    out += (out.empty() ? "" : ",") + x.label();
   return out;
 }
 
-int run(const endpoint& target, role r, const tls_files& tls,
-        caf::timespan timeout, const action& act) {
+int run(const invocation& inv, const action& act) {
+  auto tls = parse_tls(inv.globals);
+  client::options opts;
+  opts.servers = parse_servers(inv.globals);
+  opts.facade = role_of(inv.command);
+  opts.timeout = parse_timeout(inv.globals);
+  opts.tls = tls.on();
   cli_config cfg{tls};
   caf::actor_system sys{cfg};
-  auto api = connect(sys, target, r, tls.on(), timeout);
-  if (!api && api.error() == caf::sec::request_timeout)
-    return report_connection("no handshake from " + target.label() + " within "
-                             + seconds_text(timeout));
-  if (!api)
-    return report_connection("cannot connect to " + target.label() + ": "
-                             + sys.render(api.error()));
-  return act(session{sys, *api, timeout, target.label()});
+  client::client api{sys, opts};
+  session s{api, opts.timeout, label_of(opts.servers)};
+  return act ? act(s) : watch(s, sys);
 }
 
 } // namespace
@@ -597,15 +538,15 @@ int main(int argc, char** argv) {
   }
   try {
     auto inv = parse_args(argc, argv);
-    auto target = parse_server(inv.globals.at("server"));
-    auto timeout = parse_timeout(inv.globals);
-    auto tls = parse_tls(inv.globals);
+    parse_servers(inv.globals); // usage errors before anything connects
+    parse_timeout(inv.globals);
+    parse_tls(inv.globals);
     auto act = prepare(inv);
     if (inv.command == "watch") {
       auto signals = watch_signals();
       pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     }
-    return run(target, role_of(inv.command), tls, timeout, act);
+    return run(inv, act);
   } catch (const usage_error& e) {
     return report_usage(e.what());
   }

@@ -8,6 +8,7 @@
 #include "protocol/config.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include <chrono>
 
@@ -16,6 +17,7 @@ namespace chargeonce::test {
 struct threaded_config : caf::actor_system_config {
   threaded_config() {
     register_protocol(*this);
+    load<caf::io::middleman>(); // for tests that publish the API
     set("scheduler.max-threads", 2);
   }
 };
@@ -53,6 +55,12 @@ struct threaded_server {
   template <class T, class... Ts>
   caf::expected<T> ask(Ts... xs) {
     return ask_actor<T>(api, xs...);
+  }
+
+  /// Publishes the API on 127.0.0.1 (0: any free port); the bound port.
+  uint16_t publish(uint16_t port = 0) {
+    auto bound = sys.middleman().publish(api, port, "127.0.0.1", true);
+    return bound ? *bound : 0;
   }
 
   /// Runs one full sweep now; how many reservations it released.

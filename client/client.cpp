@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "client/client.hpp"
+
+#include "protocol/config.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/interfaces.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+
+#include <mutex>
+#include <set>
+
+namespace chargeonce::client {
+
+void prepare_config(caf::actor_system_config& cfg, const tls_files& tls) {
+  register_protocol(cfg);
+  cfg.load<caf::io::middleman>();
+  if (tls.on()) {
+    cfg.load<caf::openssl::manager>();
+    cfg.set("openssl.cafile", tls.ca);
+    cfg.set("openssl.certificate", tls.cert);
+    cfg.set("openssl.key", tls.key);
+  }
+  // Servers send a heartbeat every second (their default); five silent
+  // seconds drop the connection, which fails its requests fast.
+  cfg.set("middleman.heartbeat-interval",
+          caf::timespan{std::chrono::seconds(1)});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{std::chrono::seconds(5)});
+}
+
+namespace {
+
+bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
+  switch (r) {
+    case role::gateway:
+      return sys.assignable<gateway_actor>(ifs);
+    case role::worker:
+      return sys.assignable<worker_actor>(ifs);
+    case role::admin:
+      return sys.assignable<admin_actor>(ifs);
+    default:
+      return sys.assignable<api_actor>(ifs);
+  }
+}
+
+/// What `remote_actor` does, but bounded by `timeout`: remote_actor waits
+/// forever for a peer that accepts TCP and never finishes the handshake.
+caf::expected<caf::actor> connect(caf::actor_system& sys, const endpoint& to,
+                                  role r, bool tls, caf::timespan timeout) {
+  caf::expected<caf::actor> out{caf::sec::none};
+  caf::scoped_actor self{sys};
+  auto manager = tls ? sys.openssl_manager().actor_handle()
+                     : sys.middleman().actor_handle();
+  self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+          const std::set<std::string>& ifs) {
+        if (!ptr)
+          out = caf::make_error(caf::sec::no_actor_published_at_port);
+        else if (!offers(sys, r, ifs))
+          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
+                                "this port does not offer the command's role");
+        else
+          out = caf::actor_cast<caf::actor>(std::move(ptr));
+      },
+      [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+bool is_service_error(const caf::error& err) {
+  return err.category() == caf::atom(error_category_name);
+}
+
+} // namespace
+
+// -- state shared with the watcher actor --------------------------------------
+
+struct client::impl {
+  caf::actor_system& sys;
+  options opts;
+  std::mutex mtx;
+  std::vector<caf::actor> connections; ///< by server index; null: none yet
+  std::function<void(const endpoint&)> lost;
+  caf::actor watcher; ///< monitors connections, forgets the dead ones
+
+  impl(caf::actor_system& sys, options opts)
+    : sys(sys), opts(std::move(opts)), connections(this->opts.servers.size()) {
+  }
+
+  /// Called by the watcher: the server at `addr` went away.
+  void forget(const caf::actor_addr& addr) {
+    std::function<void(const endpoint&)> notify;
+    endpoint which;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      for (size_t i = 0; i < connections.size(); ++i)
+        if (connections[i] && connections[i].address() == addr) {
+          connections[i] = nullptr;
+          notify = lost;
+          which = opts.servers[i];
+        }
+    }
+    if (notify)
+      notify(which);
+  }
+
+  void forget(size_t server) {
+    std::lock_guard<std::mutex> guard{mtx};
+    connections[server] = nullptr;
+  }
+
+  caf::expected<caf::actor> connection(size_t server) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (connections[server])
+        return connections[server];
+    }
+    auto fresh = connect(sys, opts.servers[server], opts.facade, opts.tls,
+                         opts.timeout);
+    if (!fresh)
+      return fresh;
+    caf::anon_send(watcher, *fresh);
+    std::lock_guard<std::mutex> guard{mtx};
+    connections[server] = *fresh;
+    return fresh;
+  }
+
+  /// Sends to the chat's home; on a connection error, forgets that
+  /// connection and, if the operation is safe to repeat, tries the chat's
+  /// next server.
+  template <class T, class... Ts>
+  caf::expected<T> call(chat_id chat, bool retry_safe, const Ts&... xs) {
+    caf::error last = caf::make_error(caf::sec::no_actor_published_at_port);
+    for (auto server : rank(opts.servers, chat)) {
+      auto to = connection(server);
+      if (to) {
+        caf::expected<T> out{caf::sec::none};
+        caf::scoped_actor self{sys};
+        self->request(*to, opts.timeout, xs...)
+          .receive([&](T& x) { out = std::move(x); },
+                   [&](caf::error& err) { out = std::move(err); });
+        if (out || is_service_error(out.error()))
+          return out;
+        last = out.error();
+        forget(server);
+      } else {
+        last = to.error();
+      }
+      if (!retry_safe)
+        break;
+    }
+    return last;
+  }
+};
+
+namespace {
+
+/// Monitors every connection handed to it and tells the client when one
+/// goes down, so the next call reconnects instead of waiting for a timeout.
+caf::behavior connection_watcher(caf::event_based_actor* self,
+                                 client::impl* owner) {
+  self->set_down_handler(
+    [owner](caf::down_msg& msg) { owner->forget(msg.source); });
+  return {
+    [self](const caf::actor& connection) { self->monitor(connection); },
+  };
+}
+
+} // namespace
+
+client::client(caf::actor_system& sys, options opts)
+  : impl_(std::make_unique<impl>(sys, std::move(opts))) {
+  impl_->watcher = sys.spawn(connection_watcher, impl_.get());
+}
+
+client::~client() {
+  // The watcher holds a raw pointer to impl_: stop it and wait for it.
+  caf::scoped_actor self{impl_->sys};
+  self->monitor(impl_->watcher);
+  self->send_exit(impl_->watcher, caf::exit_reason::user_shutdown);
+  self->receive([](const caf::down_msg&) {});
+}
+
+const endpoint& client::home(chat_id chat) const {
+  return impl_->opts.servers[rank(impl_->opts.servers, chat).front()];
+}
+
+void client::on_server_lost(std::function<void(const endpoint&)> f) {
+  std::lock_guard<std::mutex> guard{impl_->mtx};
+  impl_->lost = std::move(f);
+}
+
+caf::expected<chat_status> client::touch(chat_id chat) {
+  return impl_->call<chat_status>(chat, true, atom::touch_v, chat);
+}
+
+caf::expected<reservation>
+client::reserve(chat_id chat, kind k, const std::string& request_id) {
+  // Without a request_id a repeat would be a second request (busy).
+  return impl_->call<reservation>(chat, !request_id.empty(), atom::reserve_v,
+                                  chat, k, request_id);
+}
+
+caf::expected<reservation> client::cancel(chat_id chat) {
+  return impl_->call<reservation>(chat, false, atom::cancel_v, chat);
+}
+
+caf::expected<chat_status> client::status(chat_id chat) {
+  return impl_->call<chat_status>(chat, true, atom::status_v, chat);
+}
+
+caf::expected<reservation> client::start(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(chat, true, atom::start_v, chat, id);
+}
+
+caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(chat, true, atom::heartbeat_v, chat, id);
+}
+
+caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
+  return impl_->call<receipt>(chat, true, atom::commit_v, chat, id);
+}
+
+caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(chat, true, atom::fail_v, chat, id);
+}
+
+caf::expected<chat_status> client::create(const chat_spec& spec) {
+  return impl_->call<chat_status>(spec.chat, false, atom::create_v, spec);
+}
+
+caf::expected<top_up_receipt>
+client::top_up(chat_id chat, int64_t credits, const std::string& payment_id) {
+  return impl_->call<top_up_receipt>(chat, true, atom::top_up_v, chat, credits,
+                                     payment_id);
+}
+
+caf::expected<chat_status> client::set_premium(chat_id chat,
+                                               caf::timestamp until) {
+  return impl_->call<chat_status>(chat, true, atom::premium_v, chat, until);
+}
+
+caf::expected<chat_status> client::set_flags(chat_id chat,
+                                             const flags_update& x) {
+  return impl_->call<chat_status>(chat, true, atom::flags_v, chat, x);
+}
+
+caf::expected<size_t> client::subscribe(const caf::actor& who) {
+  size_t accepted = 0;
+  caf::error last;
+  for (size_t server = 0; server < impl_->opts.servers.size(); ++server) {
+    auto to = impl_->connection(server);
+    if (!to) {
+      last = to.error();
+      continue;
+    }
+    caf::scoped_actor self{impl_->sys};
+    self->request(*to, impl_->opts.timeout, atom::subscribe_v, who)
+      .receive([&](bool ok) { accepted += ok ? 1 : 0; },
+               [&](caf::error& err) { last = std::move(err); });
+  }
+  if (accepted == 0 && last)
+    return last;
+  return accepted;
+}
+
+} // namespace chargeonce::client

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// The client library against two real servers over TCP: chats go to their
+// home server; when it dies, safe operations fail over to the next one and
+// unsafe ones report the connection error; a restarted server is
+// reconnected.
+#include "client/client.hpp"
+#include "protocol/errors.hpp"
+#include "tests/actors/threaded_server.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <thread>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct client_config : caf::actor_system_config {
+  client_config() { client::prepare_config(*this); }
+};
+
+/// A chat whose home is server `index` of `c`.
+chat_id chat_homed_at(const client::client& c,
+                      const std::vector<client::endpoint>& servers,
+                      size_t index) {
+  for (;;) {
+    auto chat = test::fresh_chat();
+    if (c.home(chat) == servers[index])
+      return chat;
+  }
+}
+
+} // namespace
+
+TEST_SUITE("client") {
+
+  TEST_CASE("failover: safe operations move to the next server, unsafe ones "
+            "report the connection error, a restarted server is reconnected") {
+    auto a = std::make_unique<test::threaded_server>(test::store_options());
+    test::threaded_server b{test::store_options()};
+    auto port_a = a->publish();
+    auto port_b = b.publish();
+    REQUIRE(port_a != 0);
+    REQUIRE(port_b != 0);
+    std::vector<client::endpoint> servers{{"127.0.0.1", port_a},
+                                          {"127.0.0.1", port_b}};
+    client_config cfg;
+    caf::actor_system sys{cfg};
+    client::options opts;
+    opts.servers = servers;
+    opts.timeout = 5s;
+    client::client c{sys, opts};
+    std::vector<chat_id> at_a;
+    for (int i = 0; i < 4; ++i) {
+      at_a.push_back(chat_homed_at(c, servers, 0));
+      REQUIRE(c.create({at_a.back(), {0, 5, 5}, caf::none}));
+    }
+    auto r = c.reserve(at_a[0], kind::image, "job-a0");
+    REQUIRE(r);
+    REQUIRE(c.reserve(at_a[1], kind::image, "")); // to cancel later
+    a.reset();                                    // server A is gone
+    // Safe: a worker's start and commit fail over to B (same database).
+    auto started = c.start(at_a[0], r->id);
+    REQUIRE(started);
+    CHECK(started->status == reservation_status::in_progress);
+    REQUIRE(c.commit(at_a[0], r->id));
+    // A reserve with its request_id is safe; without one it is not.
+    CHECK(c.reserve(at_a[2], kind::image, "job-a2"));
+    auto unsafe = c.reserve(at_a[3], kind::image, "");
+    REQUIRE_FALSE(unsafe);
+    CHECK(unsafe.error().category() != caf::atom(error_category_name));
+    auto cancel = c.cancel(at_a[1]);
+    REQUIRE_FALSE(cancel);
+    CHECK(cancel.error().category() != caf::atom(error_category_name));
+    // Service errors are answers, not failures: no failover, no retry.
+      CHECK(c.reserve(at_a[2], kind::image, "other").error() == ec::busy);
+    // A server back on A's port is reconnected.
+    a = std::make_unique<test::threaded_server>(test::store_options());
+    REQUIRE(a->publish(port_a) == port_a);
+    auto st = c.cancel(at_a[1]); // cancel is not retried: it must reach A
+    REQUIRE(st);
+    CHECK(st->chat == at_a[1]);
+  }
+
+} // TEST_SUITE
