@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Two chargeonce-server processes on one Postgres, concurrent CLI clients
+# aiming at the same chats through both (a client with an old server list):
+# one active reservation per chat, one charge per commit, no negative pocket.
+# Usage: two_servers.sh SERVER CLI   (needs CHARGEONCE_TEST_DSN and jq)
+set -euo pipefail
+
+server=$1
+cli=$2
+
+die() {
+  echo "two_servers: FAILED: $*" >&2
+  exit 1
+}
+
+[[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
+
+tmp=$(mktemp -d "$PWD/two_servers.XXXXXX")
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+start_server() { # name
+  "$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
+    --port-file="$tmp/$1.port" 2>"$tmp/$1.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    [[ -f $tmp/$1.port ]] && return
+    sleep 0.1
+  done
+  die "server $1 did not start"
+}
+
+start_server a
+start_server b
+a="127.0.0.1:$(head -n1 "$tmp/a.port")"
+b="127.0.0.1:$(head -n1 "$tmp/b.port")"
+server_of() { (($1 % 2 == 0)) && echo "$a" || echo "$b"; }
+
+# Waits for the background CLI clients, not for the servers.
+wait_for_clients() {
+  local job
+  for job in $(jobs -p); do
+    [[ " ${pids[*]} " == *" $job "* ]] || wait "$job" || true
+  done
+}
+
+
+for round in 1 2 3; do
+  chat=$((RANDOM * 32768 + RANDOM + 200000000000))
+  "$cli" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
+
+  # 16 concurrent reserves of the same chat, half through each server.
+  for i in $(seq 1 16); do
+    "$cli" --server="$(server_of "$i")" reserve --chat=$chat --kind=image \
+      >"$tmp/reserve.$i" 2>/dev/null &
+  done
+  
+  wait_for_clients
+  won=$(cat "$tmp"/reserve.* | jq -r 'select(.id != null) | .id')
+  busy=$(cat "$tmp"/reserve.* | jq -r 'select(.error == "busy") | .error' | wc -l)
+  [[ $(wc -w <<<"$won") == 1 ]] || die "round $round: $(wc -w <<<"$won") reservations won"
+  [[ $busy == 15 ]] || die "round $round: $busy busy, expected 15"
+  rm -f "$tmp"/reserve.*
+
+  "$cli" --server="$b" start --chat=$chat --reservation="$won" >/dev/null
+  # The worker's commit retried through both servers at once.
+  for i in $(seq 1 8); do
+    "$cli" --server="$(server_of "$i")" commit --chat=$chat \
+      --reservation="$won" >"$tmp/commit.$i" 2>/dev/null &
+  done
+  wait_for_clients
+  receipts=$(cat "$tmp"/commit.* | jq -r '.committed_at' | sort -u)
+  [[ $(wc -l <<<"$receipts") == 1 && $receipts != null ]] \
+    || die "round $round: commits answered differently: $receipts"
+  rm -f "$tmp"/commit.*
+  balance=$("$cli" --server="$a" status --chat=$chat | jq .balance)
+  [[ $balance == 0 ]] || die "round $round: balance $balance, expected 0"
+  echo "two_servers: round $round: 1 reservation, 15 busy, 8 commits, 1 charge"
+done
+
+for pid in "${pids[@]}"; do
+  kill "$pid"
+  wait "$pid" || die "a server exited with $?"
+done
+pids=()
+echo "two_servers: passed"
