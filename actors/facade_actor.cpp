@@ -5,30 +5,49 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+
 namespace chargeonce {
 
-// Each handler delegates: the registry (and then the chat actor) answers the
-// original caller directly, so a facade adds one hop and no state.
+namespace {
+
+/// Long enough for any operation (the chat actor's own store timeout
+/// answers first); finite, so a relay always ends.
+constexpr auto relay_timeout = std::chrono::seconds(60);
+
+/// Asks the registry and answers the client itself. Never `delegate`: a
+/// delegated answer carries the internal actor's handle to the client, which
+/// could then call that actor directly, past this facade's role.
+template <class T, class Self, class... Ts>
+caf::result<T> relay(Self* self, const api_actor& api, Ts... xs) {
+  auto rp = self->template make_response_promise<T>();
+  self->request(api, relay_timeout, xs...)
+    .then([rp](T& x) mutable { rp.deliver(std::move(x)); },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+} // namespace
 
 gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
                                           api_actor api) {
   install_log_handlers(self);
   return {
     [self, api](atom::touch op, chat_id chat) {
-      return self->delegate(api, op, chat);
+      return relay<chat_status>(self, api, op, chat);
     },
     [self, api](atom::reserve op, chat_id chat, kind k,
                 const std::string& request_id) {
-      return self->delegate(api, op, chat, k, request_id);
+      return relay<reservation>(self, api, op, chat, k, request_id);
     },
     [self, api](atom::cancel op, chat_id chat) {
-      return self->delegate(api, op, chat);
+      return relay<reservation>(self, api, op, chat);
     },
     [self, api](atom::status op, chat_id chat) {
-      return self->delegate(api, op, chat);
+      return relay<chat_status>(self, api, op, chat);
     },
     [self, api](atom::subscribe op, caf::actor who) {
-      return self->delegate(api, op, std::move(who));
+      return relay<bool>(self, api, op, std::move(who));
     },
   };
 }
@@ -38,16 +57,16 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
   install_log_handlers(self);
   return {
     [self, api](atom::start op, chat_id chat, reservation_id id) {
-      return self->delegate(api, op, chat, id);
+      return relay<reservation>(self, api, op, chat, id);
     },
     [self, api](atom::heartbeat op, chat_id chat, reservation_id id) {
-      return self->delegate(api, op, chat, id);
+      return relay<reservation>(self, api, op, chat, id);
     },
     [self, api](atom::commit op, chat_id chat, reservation_id id) {
-      return self->delegate(api, op, chat, id);
+      return relay<receipt>(self, api, op, chat, id);
     },
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
-      return self->delegate(api, op, chat, id);
+      return relay<reservation>(self, api, op, chat, id);
     },
   };
 }
@@ -57,17 +76,17 @@ admin_actor::behavior_type make_admin(admin_actor::pointer self,
   install_log_handlers(self);
   return {
     [self, api](atom::create op, const chat_spec& spec) {
-      return self->delegate(api, op, spec);
+      return relay<chat_status>(self, api, op, spec);
     },
     [self, api](atom::top_up op, chat_id chat, int64_t credits,
                 const std::string& payment_id) {
-      return self->delegate(api, op, chat, credits, payment_id);
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id);
     },
     [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
-      return self->delegate(api, op, chat, until);
+      return relay<chat_status>(self, api, op, chat, until);
     },
     [self, api](atom::flags op, chat_id chat, const flags_update& x) {
-      return self->delegate(api, op, chat, x);
+      return relay<chat_status>(self, api, op, chat, x);
     },
   };
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Role facades: separate actors that forward only their role's operations to
-// the registry. A narrowed handle is only a compile-time view (actor_cast
-// gives everything back); a facade is a boundary a remote client cannot
-// cross.
+// Role facades: separate actors that relay only their role's operations to
+// the registry and answer themselves, so a client never learns the handle of
+// an internal actor. A narrowed handle is only a compile-time view
+// (actor_cast gives everything back); a facade is a real actor in between.
 #pragma once
 
 #include "protocol/interfaces.hpp"

@@ -141,8 +141,12 @@ caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
     out.push_back(std::move(*x));
     return caf::none;
   };
-  if (auto err = add(open_listener(sys, "api", api, cfg.port, "127.0.0.1")))
-    return err;
+  // With role ports, the all-roles API is not published at all: CAF 0.17
+  // lets a peer address any actor this node has published by its id, so an
+  // all-roles endpoint next to the facades would undo their separation.
+  if (!cfg.split_ports())
+    if (auto err = add(open_listener(sys, "api", api, cfg.port, "127.0.0.1")))
+      return err;
   if (cfg.gateway_port >= 0)
     if (auto err =
           add(open_listener(sys, "gateway", sys.spawn(make_gateway, api),
@@ -160,14 +164,16 @@ caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
   return out;
 }
 
-/// Line 1: the API port (scripts read `head -n1`); then `role=port` lines.
+/// Line 1: the all-roles API port, 0 when role ports replace it (scripts
+/// read `head -n1`); then `role=port` lines.
 void write_port_file(const std::string& path, const std::vector<listener>& xs) {
   auto tmp = path + ".tmp";
   {
     std::ofstream out{tmp};
-    out << xs.front().port << '\n';
-    for (size_t i = 1; i < xs.size(); ++i)
-      out << xs[i].role << '=' << xs[i].port << '\n';
+    out << (xs.front().role == "api" ? xs.front().port : 0) << '\n';
+    for (const auto& x : xs)
+      if (x.role != "api")
+        out << x.role << '=' << x.port << '\n';
   }
   std::rename(tmp.c_str(), path.c_str()); // readers never see half a file
 }

@@ -13,7 +13,8 @@ namespace chargeonce {
 server_config::server_config() {
   opt_group{custom_options_, "global"}
     .add(port, "port,p",
-         "TCP port of the API on 127.0.0.1, 0 picks a free one (4242)")
+         "all roles on 127.0.0.1, 0 picks a free one; not published when a "
+         "role port is set (4242)")
     .add(gateway_port, "gateway-port",
          "gateway facade (touch, reserve, cancel, status, subscribe); "
          "-1 off, 0 any free port (-1)")

@@ -23,6 +23,11 @@ struct server_config : caf::actor_system_config {
   std::string tls_key;  ///< its private key (unencrypted PEM)
   std::string tls_ca;   ///< the cluster CA that client certificates need
 
+  /// Any role port configured: --port is not published.
+  bool split_ports() const {
+    return gateway_port >= 0 || worker_port >= 0 || admin_port >= 0;
+  }
+
   /// All three TLS files given: role ports speak mutual TLS.
   bool tls() const { return !tls_cert.empty(); }
   std::string postgres; ///< empty: the embedded cluster
