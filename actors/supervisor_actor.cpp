@@ -122,8 +122,11 @@ void release_chunk(self_ptr self, const std::vector<sweep_candidate>& xs,
   };
   for (const auto& x : xs)
     self
-      ->request(self->state.registry, self->state.options.chat.store_timeout,
-                atom::release_v, x.chat, x.cursor.reservation)
+      // Twice the store timeout: the chat actor waits up to one for Postgres
+      // and answers either way, so this one never fires first.
+      ->request(self->state.registry,
+                2 * self->state.options.chat.store_timeout, atom::release_v,
+                x.chat, x.cursor.reservation)
       .then(
         [self, done](const reservation_released& r) {
           spdlog::info("reservation released chat={} reservation={} reason={}",
