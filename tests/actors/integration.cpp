@@ -48,17 +48,10 @@ TEST_SUITE("actors.integration") {
           return ask<reservation>(atom::reserve_v, chat, kind::image,
                                   std::string{});
         }));
-      int won = 0;
-      int busy = 0;
-      for (auto& f : results) {
-        auto r = f.get();
-        if (r)
-          ++won;
-        else if (r.error() == ec::busy)
-          ++busy;
-      }
-      CHECK(won == 1);
-      CHECK(busy == 63);
+      auto outcome = test::tally(results);
+      CHECK(outcome.won == 1);
+      CHECK(outcome.busy == 63);
+      CHECK(outcome.other == 0);
       CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
                           + std::to_string(chat))
             == 1);

@@ -31,19 +31,9 @@ long peak_rss_kib() {
   return -1;
 }
 
-/// `n` chats from `base` on, each with a reservation started an hour ago
-/// by a worker that died.
+/// `n` chats from `base` on, stuck for an hour.
 void make_stuck(chat_id base, int64_t n) {
-  auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
-  test::sql("INSERT INTO chats (chat_id, balance) SELECT g, 1 FROM "
-            "generate_series("
-            + range + ") g");
-  test::sql("INSERT INTO reservations (chat_id, kind, status, "
-            "held_daily_messages, held_daily_images, held_balance, queue, "
-            "created_at) SELECT g, 'image', 'in_progress', 0, 0, 1, "
-            "'image_generation', now() - interval '1 hour' FROM "
-            "generate_series("
-            + range + ") g");
+  test::insert_stuck_reservations(base, n, "1 hour");
 }
 
 long long remaining(chat_id base, int64_t n) {

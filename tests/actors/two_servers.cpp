@@ -39,17 +39,10 @@ TEST_SUITE("two_servers") {
           return pick(i).ask<reservation>(atom::reserve_v, chat, kind::image,
                                           std::string{});
         }));
-      int won = 0;
-      int busy = 0;
-      for (auto& f : results) {
-        auto r = f.get();
-        if (r)
-          ++won;
-        else if (r.error() == ec::busy)
-          ++busy;
-      }
-      CHECK(won == 1);
-      CHECK(busy == 63);
+      auto outcome = test::tally(results);
+      CHECK(outcome.won == 1);
+      CHECK(outcome.busy == 63);
+      CHECK(outcome.other == 0);
     }
   }
 

@@ -100,19 +100,10 @@ TEST_SUITE("store") {
           line.arrive_and_wait();
           return conns[i]->reserve(chat, kind::image, "r" + std::to_string(i));
         }));
-      int won = 0;
-      int busy = 0;
-      for (auto& f : results) {
-        auto r = f.get();
-        if (r)
-          ++won;
-        else if (r.error() == ec::busy)
-          ++busy;
-        else
-          FAIL("unexpected error: " << error_name(r.error()));
-      }
-      CHECK(won == 1);
-      CHECK(busy == 63);
+      auto outcome = test::tally(results);
+      CHECK(outcome.won == 1);
+      CHECK(outcome.busy == 63);
+      CHECK(outcome.other == 0);
       CHECK(reservations_of(chat) == 1);
     }
   }

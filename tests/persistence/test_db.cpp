@@ -56,6 +56,34 @@ chat_id fresh_chat_block(int64_t n) {
   return next_chat.fetch_add(n);
 }
 
+reserve_tally
+tally(std::vector<std::future<caf::expected<reservation>>>& results) {
+  reserve_tally out;
+  for (auto& f : results) {
+    auto r = f.get();
+    if (r)
+      ++out.won;
+    else if (r.error() == ec::busy)
+      ++out.busy;
+    else
+      ++out.other;
+  }
+  return out;
+}
+
+void insert_stuck_reservations(chat_id base, int64_t n,
+                               const std::string& age) {
+  auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
+  sql("INSERT INTO chats (chat_id, balance) SELECT g, 1 FROM "
+      "generate_series("
+      + range + ") g");
+  sql("INSERT INTO reservations (chat_id, kind, status, "
+      "held_daily_messages, held_daily_images, held_balance, queue, "
+      "created_at) SELECT g, 'image', 'in_progress', 0, 0, 1, "
+      "'image_generation', now() - interval '"
+      + age + "' FROM generate_series(" + range + ") g");
+}
+
 std::string sql(const std::string& statement) {
   pqxx::connection conn{dsn()};
   pqxx::work tx{conn};
