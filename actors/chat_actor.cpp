@@ -83,9 +83,15 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
       },
       [self, op_name, id](caf::error& err) {
         err = as_storage_error(op_name, std::move(err));
-        spdlog::warn("{} refused chat={} reservation={} error={} message={}",
-                     op_name, self->state.id, id, error_name(err),
-                     error_message(err));
+        // busy, insufficient_*, too_late, … are answers, not trouble; an
+        // outage is (and store.cpp logged its cause at error level).
+        auto level = err == ec::storage_unavailable ? spdlog::level::warn
+                                                    : spdlog::level::info;
+        spdlog::log(level,
+                    "{} refused chat={} reservation={} error={} "
+                    "message={}",
+                    op_name, self->state.id, id, error_name(err),
+                    error_message(err));
         self->state.pending.deliver(std::move(err));
         arm_idle_timer(self);
       });

@@ -35,14 +35,14 @@ namespace {
 
 bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
   switch (r) {
-    case role::gateway:
-      return sys.assignable<gateway_actor>(ifs);
-    case role::worker:
-      return sys.assignable<worker_actor>(ifs);
-    case role::admin:
-      return sys.assignable<admin_actor>(ifs);
-    default:
-      return sys.assignable<api_actor>(ifs);
+  case role::gateway:
+    return sys.assignable<gateway_actor>(ifs);
+  case role::worker:
+    return sys.assignable<worker_actor>(ifs);
+  case role::admin:
+    return sys.assignable<admin_actor>(ifs);
+  default:
+    return sys.assignable<api_actor>(ifs);
   }
 }
 
@@ -52,8 +52,8 @@ caf::expected<caf::actor> connect(caf::actor_system& sys, const endpoint& to,
                                   role r, bool tls, caf::timespan timeout) {
   caf::expected<caf::actor> out{caf::sec::none};
   caf::scoped_actor self{sys};
-  auto manager = tls ? sys.openssl_manager().actor_handle()
-                     : sys.middleman().actor_handle();
+  auto manager =
+    tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
@@ -87,8 +87,8 @@ struct client::impl {
   caf::actor watcher; ///< monitors connections, forgets the dead ones
 
   impl(caf::actor_system& sys, options opts)
-    : sys(sys), opts(std::move(opts)), connections(this->opts.servers.size()) {
-  }
+      : sys(sys), opts(std::move(opts)),
+        connections(this->opts.servers.size()) {}
 
   /// Called by the watcher: the server at `addr` went away.
   void forget(const caf::actor_addr& addr) {
@@ -118,8 +118,8 @@ struct client::impl {
       if (connections[server])
         return connections[server];
     }
-    auto fresh = connect(sys, opts.servers[server], opts.facade, opts.tls,
-                         opts.timeout);
+    auto fresh =
+      connect(sys, opts.servers[server], opts.facade, opts.tls, opts.timeout);
     if (!fresh)
       return fresh;
     caf::anon_send(watcher, *fresh);
@@ -172,7 +172,7 @@ caf::behavior connection_watcher(caf::event_based_actor* self,
 } // namespace
 
 client::client(caf::actor_system& sys, options opts)
-  : impl_(std::make_unique<impl>(sys, std::move(opts))) {
+    : impl_(std::make_unique<impl>(sys, std::move(opts))) {
   impl_->watcher = sys.spawn(connection_watcher, impl_.get());
 }
 
@@ -197,8 +197,8 @@ caf::expected<chat_status> client::touch(chat_id chat) {
   return impl_->call<chat_status>(chat, true, atom::touch_v, chat);
 }
 
-caf::expected<reservation>
-client::reserve(chat_id chat, kind k, const std::string& request_id) {
+caf::expected<reservation> client::reserve(chat_id chat, kind k,
+                                           const std::string& request_id) {
   // Without a request_id a repeat would be a second request (busy).
   return impl_->call<reservation>(chat, !request_id.empty(), atom::reserve_v,
                                   chat, k, request_id);
@@ -232,8 +232,8 @@ caf::expected<chat_status> client::create(const chat_spec& spec) {
   return impl_->call<chat_status>(spec.chat, false, atom::create_v, spec);
 }
 
-caf::expected<top_up_receipt>
-client::top_up(chat_id chat, int64_t credits, const std::string& payment_id) {
+caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
+                                             const std::string& payment_id) {
   return impl_->call<top_up_receipt>(chat, true, atom::top_up_v, chat, credits,
                                      payment_id);
 }

@@ -29,9 +29,7 @@ struct tls_files {
   std::string cert;
   std::string key;
 
-  bool on() const {
-    return !ca.empty();
-  }
+  bool on() const { return !ca.empty(); }
 };
 
 /// What every client's actor system needs: our message types, the

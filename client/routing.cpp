@@ -27,8 +27,7 @@ caf::expected<endpoint> parse_endpoint(const std::string& text) {
   auto last = digits.data() + digits.size();
   auto res = std::from_chars(digits.data(), last, out.port);
   if (res.ec != std::errc{} || res.ptr != last || out.port == 0)
-    return caf::make_error(ec::invalid_argument,
-                           "bad port in '" + text + "'");
+    return caf::make_error(ec::invalid_argument, "bad port in '" + text + "'");
   return out;
 }
 

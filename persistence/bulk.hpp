@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bulk chat setup for benchmarks and load tests: many chats in one
+// statement, and their removal with everything that refers to them.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace chargeonce::persistence {
+
+/// Chats first+1 … first+count with `balance` purchased credits, then fresh
+/// statistics and (if allowed) a checkpoint, so that runs start alike.
+caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
+                      int32_t balance);
+
+/// Deletes chats first+1 … first+count and their reservations, released
+/// reservations and ledger rows (synthetic, like the chats).
+caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count);
+
+} // namespace chargeonce::persistence

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# chargeonce-bench works: a short remote run with the baseline and every mix,
+# then an in-process run, both against CHARGEONCE_TEST_DSN. Checks the JSON's
+# shape and that every run completed cycles; never how fast.
+# Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN and jq)
+set -euo pipefail
+
+server=$1
+bench=$2
+
+die() {
+  echo "bench_smoke: FAILED: $*" >&2
+  exit 1
+}
+
+[[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
+dsn=$CHARGEONCE_TEST_DSN
+
+tmp=$(mktemp -d "$PWD/bench_smoke.XXXXXX")
+server_pid=
+cleanup() {
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$server" --postgres="$dsn" --port=0 --port-file="$tmp/port" \
+  2>"$tmp/server.log" &
+server_pid=$!
+for _ in $(seq 1 100); do
+  [[ -s $tmp/port ]] && break
+  sleep 0.1
+done
+[[ -s $tmp/port ]] || {
+  cat "$tmp/server.log" >&2
+  die "server did not start"
+}
+servers="127.0.0.1:$(head -n1 "$tmp/port")"
+
+# Runs the bench; stdout must be exactly one JSON object.
+run_bench() { # output-file args...
+  local out=$1
+  shift
+  "$bench" --postgres="$dsn" "$@" --json >"$out" 2>"$out.log" || {
+    cat "$out.log" >&2
+    die "chargeonce-bench $* exited with $?"
+  }
+  jq -e . "$out" >/dev/null || die "not one JSON object: $(head -c 300 "$out")"
+}
+
+# The fields every run has, and at least one completed cycle.
+check_runs() { # file expected-modes
+  local file=$1 modes=$2
+  jq -e '.runs | length > 0' "$file" >/dev/null || die "$file: no runs"
+  [[ $(jq -r '[.runs[].mode] | join(",")' "$file") == "$modes" ]] ||
+    die "$file: modes $(jq -c '[.runs[].mode]' "$file"), expected $modes"
+  jq -e 'all(.runs[];
+        (.clients | type == "number") and .duration_s > 0
+        and .cycles > 0 and .cycles_per_s > 0
+        and .outcomes.ok > 0 and (.outcomes | has("busy"))
+        and .unexpected == 0
+        and (.latency_us as $l
+             | all("cycle", "reserve", "start", "commit", "cancel", "fail";
+                   . as $op | $l[$op] | has("p50") and has("p99")
+                                        and has("p999"))))' \
+    "$file" >/dev/null || die "$file: a run lacks fields or cycles: $(cat "$file")"
+  jq -e 'all(.runs[]; .latency_us.cycle.p50 > 0 and .latency_us.cycle.p999
+        >= .latency_us.cycle.p50)' "$file" >/dev/null ||
+    die "$file: cycle percentiles out of order"
+}
+
+run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
+  --chats=1000 --duration=3 --warmup=0 --mix=cancel:10,fail:10,double:10
+check_runs "$tmp/remote.json" "remote,baseline"
+# The mix happened: cancels, fails and double taps answered busy.
+jq -e '.runs[] | select(.mode == "remote") | .outcomes_by_op
+      | (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0)' \
+  "$tmp/remote.json" >/dev/null || die "the mix did not happen: $(cat "$tmp/remote.json")"
+jq -e '.ratios | length == 1 and .[0].clients == 2 and .[0].cycles_per_s > 0' \
+  "$tmp/remote.json" >/dev/null || die "no ratio: $(jq -c .ratios "$tmp/remote.json")"
+
+run_bench "$tmp/in_process.json" --in-process --clients=2 --chats=1000 \
+  --duration=2 --warmup=0
+check_runs "$tmp/in_process.json" "in_process"
+
+# Usage errors exit 2.
+status=0
+"$bench" --postgres="$dsn" --in-process --clients=zero >/dev/null 2>&1 || status=$?
+[[ $status == 2 ]] || die "a bad --clients exited $status, expected 2"
+
+echo "bench_smoke: OK"
