@@ -81,8 +81,8 @@ using worker_actor = caf::typed_actor<
 /// Administration: payments and account changes. A gateway cannot commit.
 using admin_actor = caf::typed_actor<
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
-  caf::replies_to<atom::top_up, chat_id, int64_t, std::string>::with<
-    top_up_receipt>,
+  caf::replies_to<atom::top_up, chat_id, int64_t,
+                  std::string>::with<top_up_receipt>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
 

@@ -78,23 +78,22 @@ TEST_SUITE("facade") {
     CHECK(ask<chat_status>(gateway, atom::status_v, chat_id{1})); // still alive
   }
 
-TEST_CASE_FIXTURE(facade_fixture,
-                  "answers come from the facade, never from an internal "
-                  "actor whose handle a client could then call directly") {
-  for (auto& [facade, call] :
-       {std::pair{gateway, caf::make_message(atom::status_v, chat_id{3})},
-        std::pair{gateway, caf::make_message(atom::status_v, chat_id{0})},
-        std::pair{worker,
-                  caf::make_message(atom::commit_v, chat_id{3},
-                                    reservation_id{4})}}) {
-    auto rh = self->request(facade, caf::infinite, call);
-    sched.run();
-    caf::strong_actor_ptr answered_by;
-    rh.receive([&](caf::message&) { answered_by = self->current_sender(); },
-               [&](caf::error&) { answered_by = self->current_sender(); });
-    REQUIRE(answered_by);
-    CHECK(answered_by->address() == facade.address());
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "answers come from the facade, never from an internal "
+                    "actor whose handle a client could then call directly") {
+    for (auto& [facade, call] :
+         {std::pair{gateway, caf::make_message(atom::status_v, chat_id{3})},
+          std::pair{gateway, caf::make_message(atom::status_v, chat_id{0})},
+          std::pair{worker, caf::make_message(atom::commit_v, chat_id{3},
+                                              reservation_id{4})}}) {
+      auto rh = self->request(facade, caf::infinite, call);
+      sched.run();
+      caf::strong_actor_ptr answered_by;
+      rh.receive([&](caf::message&) { answered_by = self->current_sender(); },
+                 [&](caf::error&) { answered_by = self->current_sender(); });
+      REQUIRE(answered_by);
+      CHECK(answered_by->address() == facade.address());
+    }
   }
-}
 
 } // TEST_SUITE

@@ -76,7 +76,7 @@ TEST_SUITE("client") {
     REQUIRE_FALSE(cancel);
     CHECK(cancel.error().category() != caf::atom(error_category_name));
     // Service errors are answers, not failures: no failover, no retry.
-      CHECK(c.reserve(at_a[2], kind::image, "other").error() == ec::busy);
+    CHECK(c.reserve(at_a[2], kind::image, "other").error() == ec::busy);
     // A server back on A's port is reconnected.
     a = std::make_unique<test::threaded_server>(test::store_options());
     REQUIRE(a->publish(port_a) == port_a);
