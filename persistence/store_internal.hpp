@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+// Private to persistence/store*.cpp: row mapping, the SQL shared by several
+// operations, and the connection handling behind every transaction.
+#pragma once
+
+#include "persistence/store.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/time.hpp"
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+namespace chargeonce::persistence {
+
+namespace detail {
+
+/// SQLSTATE of unique_violation: the only database error that means busy.
+inline constexpr const char* unique_violation_sqlstate = "23505";
+
+// -- row mapping --------------------------------------------------------------
+
+inline constexpr const char* reservation_columns =
+  "id, chat_id, kind, status, queue, held_daily_messages, "
+  "held_daily_images, held_balance, request_id, "
+  "(extract(epoch FROM created_at) * 1000000)::bigint, "
+  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint";
+
+/// A bigint SQL parameter `$n` turned into a timestamptz without floating
+/// point: whole seconds plus microseconds.
+inline std::string micros_to_timestamptz(const char* param) {
+  return std::string{"(to_timestamp("} + param + " / 1000000) + (" + param
+         + " % 1000000) * interval '1 microsecond')";
+}
+
+inline kind parse_kind(const pqxx::field& f) {
+  kind k = kind::text;
+  from_string(f.as<std::string>(), k);
+  return k;
+}
+
+inline reservation to_reservation(const pqxx::row& r) {
+  reservation x;
+  x.id = r[0].as<int64_t>();
+  x.chat = r[1].as<int64_t>();
+  x.kind = parse_kind(r[2]);
+  from_string(r[3].as<std::string>(), x.status);
+  x.queue = r[4].as<std::string>();
+  x.held = {r[5].as<int32_t>(), r[6].as<int32_t>(), r[7].as<int32_t>()};
+  x.request_id = r[8].as<std::string>();
+  x.created_at = from_unix_micros(r[9].as<int64_t>());
+  if (!r[10].is_null())
+    x.lease_expires_at = from_unix_micros(r[10].as<int64_t>());
+  return x;
+}
+
+inline caf::optional<reservation> find_reservation_of_chat(pqxx::work& tx,
+                                                           chat_id chat) {
+  auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
+                             + " FROM reservations WHERE chat_id = $1",
+                           chat);
+  if (rs.empty())
+    return caf::none;
+  return to_reservation(rs[0]);
+}
+
+inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
+  auto rs = tx.exec_params(
+    "SELECT daily_messages, daily_images, balance, "
+    "(extract(epoch FROM premium_until) * 1000000)::bigint, "
+    "coalesce(premium_until > now(), false), started, blocked, banned, "
+    "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
+    "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
+    "FROM chats WHERE chat_id = $1",
+    chat);
+  if (rs.empty())
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
+  const auto& r = rs[0];
+  auto optional_time = [&](int i) -> caf::optional<caf::timestamp> {
+    if (r[i].is_null())
+      return caf::none;
+    return from_unix_micros(r[i].as<int64_t>());
+  };
+  chat_status x;
+  x.chat = chat;
+  x.available = {r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
+  x.premium_until = optional_time(3);
+  x.premium = r[4].as<bool>();
+  x.started = r[5].as<bool>();
+  x.blocked = r[6].as<bool>();
+  x.banned = r[7].as<bool>();
+  x.window_started_at = optional_time(8);
+  x.last_activity_at = optional_time(9);
+  x.active = find_reservation_of_chat(tx, chat);
+  return x;
+}
+
+inline bool chat_exists(pqxx::work& tx, chat_id chat) {
+  return !tx.exec_params("SELECT 1 FROM chats WHERE chat_id = $1", chat)
+            .empty();
+}
+
+inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
+  auto rs = tx.exec_params(
+    "SELECT chat_id, kind, charged_daily_messages, charged_daily_images, "
+    "charged_balance, (extract(epoch FROM committed_at) * 1000000)::bigint "
+    "FROM ledger WHERE reservation_id = $1",
+    id);
+  if (rs.empty())
+    return caf::none;
+  const auto& r = rs[0];
+  receipt x;
+  x.reservation = id;
+  x.chat = r[0].as<int64_t>();
+  x.kind = parse_kind(r[1]);
+  x.charged = {r[2].as<int32_t>(), r[3].as<int32_t>(), r[4].as<int32_t>()};
+  x.committed_at = from_unix_micros(r[5].as<int64_t>());
+  return x;
+}
+
+/// libpq messages span lines; a log line and an error context must not.
+inline std::string one_line(const char* text) {
+  std::string out{text};
+  for (auto& c : out)
+    if (c == '\n' || c == '\t' || c == '\r')
+      c = ' ';
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out;
+}
+
+inline std::string describe(chat_id chat, reservation_id id) {
+  return "reservation " + std::to_string(id) + " of chat "
+         + std::to_string(chat);
+}
+
+/// The chat a released reservation belonged to, if the sweeper released it
+/// within the retention period.
+inline caf::optional<chat_id> released_owner(pqxx::work& tx,
+                                             reservation_id id) {
+  auto rs = tx.exec_params(
+    "SELECT chat_id FROM released_reservations WHERE id = $1", id);
+  if (rs.empty())
+    return caf::none;
+  return rs[0][0].as<int64_t>();
+}
+
+/// Why reservation `id` is not an active reservation of `chat`: it belongs to
+/// another chat, it was committed already, the sweeper released it (fencing:
+/// expired), or it is simply gone.
+inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
+                                  reservation_id id) {
+  auto owner =
+    tx.exec_params("SELECT chat_id FROM reservations WHERE id = $1", id);
+  if (!owner.empty() && owner[0][0].as<int64_t>() != chat)
+    return caf::make_error(ec::invalid_argument, "reservation "
+                                                   + std::to_string(id)
+                                                   + " does not belong to chat "
+                                                   + std::to_string(chat));
+  if (auto done = find_receipt(tx, id)) {
+    if (done->chat != chat)
+      return caf::make_error(ec::invalid_argument,
+                             "reservation " + std::to_string(id)
+                               + " does not belong to chat "
+                               + std::to_string(chat));
+    return caf::make_error(ec::invalid_state,
+                           describe(chat, id) + " was already committed");
+  }
+  if (auto owner = released_owner(tx, id)) {
+    if (*owner != chat)
+      return caf::make_error(ec::invalid_argument,
+                             "reservation " + std::to_string(id)
+                               + " does not belong to chat "
+                               + std::to_string(chat));
+    return caf::make_error(ec::expired,
+                           describe(chat, id) + " was released by the sweeper");
+  }
+  if (!chat_exists(tx, chat))
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
+  return caf::make_error(ec::not_found, describe(chat, id) + " is gone");
+}
+
+} // namespace detail
+
+using namespace detail;
+
+// -- connection handling ------------------------------------------------------
+
+struct store::impl {
+  store_options opts;
+  std::unique_ptr<pqxx::connection> conn;
+
+  pqxx::connection& connection() {
+    if (!conn || !conn->is_open()) {
+      conn.reset();
+      auto fresh = std::make_unique<pqxx::connection>(opts.dsn);
+      pqxx::nontransaction setup{*fresh};
+      setup.exec("SET statement_timeout = "
+                 + std::to_string(opts.statement_timeout.count()));
+      setup.commit();
+      conn = std::move(fresh);
+    }
+    return *conn;
+  }
+
+  caf::error unavailable(const char* op, chat_id chat, reservation_id id,
+                         const std::string& sqlstate, const char* what) {
+    // A failed connection is rebuilt on the next call rather than trusted.
+    conn.reset();
+    auto text = one_line(what);
+    spdlog::error("storage_unavailable op={} chat={} reservation={} "
+                  "sqlstate={} error={}",
+                  op, chat, id, sqlstate.empty() ? "-" : sqlstate, text);
+    return caf::make_error(ec::storage_unavailable,
+                           std::string{op} + ": " + text);
+  }
+
+  /// Runs `fn` in one transaction and commits only if it produced a value.
+  /// Business errors come back from `fn`; anything thrown is an outage.
+  template <class T, class F>
+  caf::expected<T> run(const char* op, chat_id chat, reservation_id id,
+                       F&& fn) {
+    try {
+      pqxx::work tx{connection()};
+      caf::expected<T> result = fn(tx);
+      if (result)
+        tx.commit();
+      return result;
+    } catch (const pqxx::sql_error& e) {
+      return unavailable(op, chat, id, e.sqlstate(), e.what());
+    } catch (const pqxx::in_doubt_error& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    } catch (const pqxx::broken_connection& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    } catch (const std::exception& e) {
+      return unavailable(op, chat, id, {}, e.what());
+    }
+  }
+};
+
+} // namespace chargeonce::persistence

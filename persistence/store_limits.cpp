@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+// Daily windows, purchases, premium, flags and reactivation.
+#include "persistence/store_internal.hpp"
+#include "protocol/validation.hpp"
+#include "protocol/window.hpp"
+
+#include <limits>
+#include <tuple>
+
+namespace chargeonce::persistence {
+
+// -- limits and purchases -----------------------------------------------------
+
+namespace {
+
+/// `daily_* = <quota of the chat's plan now>`, as an UPDATE's SET list; $n
+/// and $n+1 are the free quota, $n+2 and $n+3 the premium one.
+std::string refill_to_quota(int n) {
+  auto p = [&](int i) {
+    return "$" + std::to_string(n + i) + "::integer";
+  };
+  std::string premium = "coalesce(premium_until > now(), false)";
+  return "daily_messages = CASE WHEN " + premium + " THEN " + p(2) + " ELSE "
+         + p(0) + " END, daily_images = CASE WHEN " + premium + " THEN " + p(3)
+         + " ELSE " + p(1) + " END";
+}
+
+} // namespace
+
+caf::expected<chat_status> store::touch(chat_id chat) {
+  if (auto err = validate_chat(chat))
+    return err;
+  const auto& o = impl_->opts;
+  auto interval = std::chrono::duration_cast<caf::timespan>(o.refill_interval);
+  return impl_->run<chat_status>(
+    "touch", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
+      // A new chat starts on the free plan with its first window open.
+      tx.exec_params("INSERT INTO chats (chat_id, daily_messages, "
+                     "daily_images, window_started_at, last_activity_at) "
+                     "VALUES ($1, $2, $3, now(), now()) "
+                     "ON CONFLICT (chat_id) DO NOTHING",
+                     chat, o.free_plan.daily_messages,
+                     o.free_plan.daily_images);
+      auto rs = tx.exec_params(
+        "SELECT (extract(epoch FROM window_started_at) * 1000000)::bigint, "
+        "(extract(epoch FROM now()) * 1000000)::bigint "
+        "FROM chats WHERE chat_id = $1 FOR UPDATE",
+        chat);
+      caf::optional<caf::timestamp> started;
+      if (!rs[0][0].is_null())
+        started = from_unix_micros(rs[0][0].as<int64_t>());
+      auto now = from_unix_micros(rs[0][1].as<int64_t>());
+      switch (on_activity(started, now, interval)) {
+      case window_action::none:
+        tx.exec_params("UPDATE chats SET last_activity_at = now() "
+                       "WHERE chat_id = $1",
+                       chat);
+        break;
+      case window_action::open:
+        tx.exec_params("UPDATE chats SET last_activity_at = now(), "
+                       "window_started_at = now() WHERE chat_id = $1",
+                       chat);
+        break;
+      case window_action::refill:
+        tx.exec_params("UPDATE chats SET last_activity_at = now(), "
+                       "window_started_at = now(), "
+                         + refill_to_quota(2) + " WHERE chat_id = $1",
+                       chat, o.free_plan.daily_messages,
+                       o.free_plan.daily_images, o.premium_plan.daily_messages,
+                       o.premium_plan.daily_images);
+        spdlog::info("window refilled chat={}", chat);
+        break;
+      }
+      return read_status(tx, chat);
+    });
+}
+
+caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
+                                            const std::string& payment_id) {
+  if (auto err = validate_top_up(chat, credits, payment_id))
+    return err;
+  return impl_->run<top_up_receipt>(
+    "top_up", chat, 0, [&](pqxx::work& tx) -> caf::expected<top_up_receipt> {
+      auto locked = tx.exec_params(
+        "SELECT balance FROM chats WHERE chat_id = $1 FOR UPDATE", chat);
+      if (locked.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      // Under the chat lock, a retry of the same purchase sees the first.
+      auto first =
+        tx.exec_params("SELECT chat_id, credited_balance, "
+                       "(extract(epoch FROM committed_at) * 1000000)::bigint "
+                       "FROM ledger WHERE payment_id = $1",
+                       payment_id);
+      if (!first.empty()) {
+        top_up_receipt x{first[0][0].as<int64_t>(), payment_id,
+                         first[0][1].as<int32_t>(),
+                         from_unix_micros(first[0][2].as<int64_t>())};
+        if (x.chat != chat || x.credits != credits)
+          return caf::make_error(
+            ec::invalid_argument,
+            "payment_id " + payment_id + " was already used for "
+              + std::to_string(x.credits) + " credits of chat "
+              + std::to_string(x.chat));
+        return x;
+      }
+      if (locked[0][0].as<int64_t>() + credits
+          > std::numeric_limits<int32_t>::max())
+        return caf::make_error(ec::invalid_argument, "balance of chat "
+                                                       + std::to_string(chat)
+                                                       + " would overflow");
+      tx.exec_params("UPDATE chats SET balance = balance + $2 "
+                     "WHERE chat_id = $1",
+                     chat, credits);
+      try {
+        auto written = tx.exec_params(
+          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
+          "charged_daily_messages, charged_daily_images, charged_balance) "
+          "VALUES ('top_up', $1, $2, $3, 0, 0, 0) "
+          "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
+          chat, payment_id, credits);
+        spdlog::info("top_up chat={} payment_id={} credits={}", chat,
+                     payment_id, credits);
+        return top_up_receipt{chat, payment_id, static_cast<int32_t>(credits),
+                              from_unix_micros(written[0][0].as<int64_t>())};
+      } catch (const pqxx::sql_error& e) {
+        // The same payment_id committed for another chat in the meantime.
+        if (e.sqlstate() != unique_violation_sqlstate)
+          throw;
+        return caf::make_error(ec::invalid_argument,
+                               "payment_id " + payment_id
+                                 + " was already used for another chat");
+      }
+    });
+}
+
+caf::expected<chat_status> store::set_premium(chat_id chat,
+                                              caf::timestamp until) {
+  if (auto err = validate_chat(chat))
+    return err;
+  return impl_->run<chat_status>(
+    "set_premium", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
+      auto rs = tx.exec_params("UPDATE chats SET premium_until = "
+                                 + micros_to_timestamptz("$2::bigint")
+                                 + " WHERE chat_id = $1 RETURNING chat_id",
+                               chat, to_unix_micros(until));
+      if (rs.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      return read_status(tx, chat);
+    });
+}
+
+caf::expected<chat_status> store::set_flags(chat_id chat,
+                                            const flags_update& x) {
+  if (auto err = validate_chat(chat))
+    return err;
+  auto given = [](const caf::optional<bool>& f) {
+    return static_cast<bool>(f);
+  };
+  auto value = [](const caf::optional<bool>& f) {
+    return f ? *f : false;
+  };
+  return impl_->run<chat_status>(
+    "set_flags", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
+      auto rs = tx.exec_params(
+        "UPDATE chats SET started = CASE WHEN $2 THEN $3 ELSE started END, "
+        "blocked = CASE WHEN $4 THEN $5 ELSE blocked END, "
+        "banned = CASE WHEN $6 THEN $7 ELSE banned END "
+        "WHERE chat_id = $1 RETURNING chat_id",
+        chat, given(x.started), value(x.started), given(x.blocked),
+        value(x.blocked), given(x.banned), value(x.banned));
+      if (rs.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      return read_status(tx, chat);
+    });
+}
+
+caf::expected<reactivation_page>
+store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
+  const auto& o = impl_->opts;
+  auto after_ts = micros_to_timestamptz("$1::bigint");
+  // The WHERE clause repeats the partial index's predicate so that the
+  // planner walks that index; FOR UPDATE re-checks each row, so a chat
+  // touched meanwhile is skipped.
+  auto query =
+    "WITH due AS (SELECT chat_id, last_activity_at FROM chats "
+    "WHERE started AND NOT blocked AND NOT banned "
+    "AND last_activity_at IS NOT NULL "
+    "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
+    "AND last_activity_at < now() - $3 * interval '1 millisecond' "
+    "AND last_activity_at >= "
+    + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
+    + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE) "
+      "UPDATE chats c SET reactivated_at = now(), window_started_at = NULL, "
+    + refill_to_quota(5)
+    + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
+      "(extract(epoch FROM due.last_activity_at) * 1000000)::bigint";
+  return impl_->run<reactivation_page>(
+    "reactivate", 0, 0,
+    [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
+      auto rs = tx.exec_params(
+        query, after.at_us, after.chat,
+        static_cast<int64_t>(o.reactivation_after.count()), limit,
+        o.free_plan.daily_messages, o.free_plan.daily_images,
+        o.premium_plan.daily_messages, o.premium_plan.daily_images);
+      reactivation_page page;
+      page.next = after;
+      for (const auto& r : rs) {
+        reactivation_cursor c{r[1].as<int64_t>(), r[0].as<int64_t>()};
+        page.chats.push_back(c.chat);
+        if (std::tie(c.at_us, c.chat)
+            > std::tie(page.next.at_us, page.next.chat))
+          page.next = c;
+      }
+      return page;
+    });
+}
+
+} // namespace chargeonce::persistence

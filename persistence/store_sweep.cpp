@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sweeping: reservations past their deadline, released and remembered.
+#include "persistence/store_internal.hpp"
+#include "protocol/validation.hpp"
+
+namespace chargeonce::persistence {
+
+// -- sweeping -----------------------------------------------------------------
+
+namespace {
+
+/// The keyset query of one sweep phase. Both use their own index: the
+/// `>=` bound is an index condition, the row comparison breaks ties.
+std::string sweep_query(sweep_phase phase) {
+  const char* column =
+    phase == sweep_phase::lease ? "lease_expires_at" : "created_at";
+  const char* due = phase == sweep_phase::lease
+                      ? "lease_expires_at < now()"
+                      : "created_at < now() - $4 * interval '1 millisecond'";
+  auto after = micros_to_timestamptz("$1::bigint");
+  return std::string{"SELECT id, chat_id, (extract(epoch FROM "} + column
+         + ") * 1000000)::bigint FROM reservations WHERE " + due + " AND "
+         + column + " >= " + after + " AND (" + column + ", id) > (" + after
+         + ", $2) ORDER BY " + column + ", id LIMIT $3";
+}
+
+} // namespace
+
+caf::expected<std::vector<sweep_candidate>>
+store::sweep_chunk(const sweep_cursor& after, uint32_t limit) {
+  auto timeout_ms = static_cast<int64_t>(impl_->opts.sweep_timeout.count());
+  using result_type = std::vector<sweep_candidate>;
+  return impl_->run<result_type>(
+    "sweep", 0, after.reservation,
+    [&](pqxx::work& tx) -> caf::expected<result_type> {
+      auto rs = after.phase == sweep_phase::lease
+                  ? tx.exec_params(sweep_query(after.phase), after.at_us,
+                                   after.reservation, limit)
+                  : tx.exec_params(sweep_query(after.phase), after.at_us,
+                                   after.reservation, limit, timeout_ms);
+      result_type out;
+      out.reserve(rs.size());
+      for (const auto& r : rs)
+        out.push_back(sweep_candidate{
+          r[1].as<int64_t>(),
+          sweep_cursor{after.phase, r[2].as<int64_t>(), r[0].as<int64_t>()}});
+      return out;
+    });
+}
+
+caf::expected<reservation_released> store::release(chat_id chat,
+                                                   reservation_id id) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  auto timeout_ms = static_cast<int64_t>(impl_->opts.sweep_timeout.count());
+  return impl_->run<reservation_released>(
+    "release", chat, id,
+    [&](pqxx::work& tx) -> caf::expected<reservation_released> {
+      // Deadline re-checked under the row lock: a heartbeat or a commit that
+      // came first wins, and the row is left alone.
+      auto rs = tx.exec_params(
+        "WITH gone AS (DELETE FROM reservations WHERE id = $1 AND chat_id = $2 "
+        "AND (created_at < now() - $3 * interval '1 millisecond' "
+        "OR lease_expires_at < now()) RETURNING id, chat_id, "
+        "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
+        "ELSE 'sweep_timeout' END AS reason) "
+        "INSERT INTO released_reservations (id, chat_id, reason) "
+        "SELECT id, chat_id, reason FROM gone RETURNING reason",
+        id, chat, timeout_ms);
+      if (rs.empty())
+        return caf::make_error(ec::not_found, describe(chat, id)
+                                                + " is not past its deadline");
+      return reservation_released{chat, id, rs[0][0].as<std::string>()};
+    });
+}
+
+caf::expected<uint64_t> store::prune() {
+  constexpr int64_t chunk_rows_max = 1000;
+  constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
+  auto retention_ms =
+    static_cast<int64_t>(impl_->opts.release_retention.count());
+  uint64_t total = 0;
+  for (int i = 0; i < chunks_max; ++i) {
+    auto deleted = impl_->run<uint64_t>(
+      "prune", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
+        auto rs = tx.exec_params(
+          "DELETE FROM released_reservations WHERE id IN (SELECT id FROM "
+          "released_reservations WHERE released_at < now() - $1 * interval "
+          "'1 millisecond' ORDER BY released_at LIMIT $2)",
+          retention_ms, chunk_rows_max);
+        return static_cast<uint64_t>(rs.affected_rows());
+      });
+    if (!deleted)
+      return deleted;
+    total += *deleted;
+    if (*deleted < static_cast<uint64_t>(chunk_rows_max))
+      break;
+  }
+  return total;
+}
+
+} // namespace chargeonce::persistence
