@@ -3,6 +3,8 @@
 
 #include "protocol/errors.hpp"
 
+#include <algorithm>
+
 namespace chargeonce::test {
 
 namespace {
@@ -17,7 +19,9 @@ caf::result<T> answer(caf::event_based_actor* self,
   if (!log->hold)
     return value;
   auto rp = self->make_response_promise();
-  log->owed.emplace_back([rp, value]() mutable { rp.deliver(value); });
+  log->owed.push_back({caf::actor{self}, [rp, value]() mutable {
+                         rp.deliver(value);
+                       }});
   return rp;
 }
 
@@ -89,8 +93,14 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
     },
     [=](atom::prune) { return uint64_t{0}; },
     [=](deliver_atom) {
-      auto deliver = std::move(log->owed.front());
-      log->owed.pop_front();
+      auto& owed = log->owed;
+      auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {
+        return x.owner == caf::actor{self};
+      });
+      if (mine == owed.end())
+        return;
+      auto deliver = std::move(mine->deliver);
+      owed.erase(mine);
       deliver();
     },
   };

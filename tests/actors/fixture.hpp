@@ -8,6 +8,7 @@
 #include "protocol/interfaces.hpp"
 
 #include <caf/all.hpp>
+#include <doctest/doctest.h>
 
 #include <deque>
 #include <functional>
@@ -19,11 +20,18 @@ namespace chargeonce::test {
 
 /// What the fakes saw and what they still owe.
 struct fake_log {
-  std::vector<std::string> calls;         ///< "reserve 42", "cancel 42", ...
-  std::deque<std::function<void()>> owed; ///< held answers, oldest first
-  bool hold = false;                      ///< keep answers until delivered
-  caf::strong_actor_ptr last_sender;      ///< the chat actor that asked
-  reservation_id active = 0;              ///< status: the active reservation
+  std::vector<std::string> calls; ///< "reserve 42", "cancel 42", ...
+                                  /// A held answer and the fake that owes it: a
+                                  /// promise is delivered only
+  /// from its own actor's context.
+  struct owed_answer {
+    caf::actor owner;
+    std::function<void()> deliver;
+  };
+  std::deque<owed_answer> owed;      ///< held answers, oldest first
+  bool hold = false;                 ///< keep answers until delivered
+  caf::strong_actor_ptr last_sender; ///< the chat actor that asked
+  reservation_id active = 0;         ///< status: the active reservation
   std::deque<std::vector<sweep_candidate>> pages; ///< sweep answers in order
   std::vector<sweep_cursor> cursors; ///< what each sweep asked after
   std::vector<caf::actor> spawned;   ///< every fake the factory made
@@ -59,9 +67,11 @@ struct deterministic_fixture {
   caf::actor fake_actor = sys.spawn(fake_persistence, log);
   persistence_actor fake = caf::actor_cast<persistence_actor>(fake_actor);
 
-  /// Delivers the fake's oldest held answer, inside the fake's own context.
+  /// Delivers the oldest held answer, inside the context of the fake that
+  /// owes it.
   void release() {
-    caf::anon_send(fake_actor, deliver_atom::value);
+    REQUIRE_FALSE(log->owed.empty());
+    caf::anon_send(log->owed.front().owner, deliver_atom::value);
     sched.run();
   }
 

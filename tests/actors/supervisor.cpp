@@ -117,8 +117,7 @@ TEST_SUITE("supervisor") {
     release();
     CHECK(log->cursors.size() == 2);
     log->hold = false;
-    release(); // deliver whatever is still owed, then drain
-    while (!log->owed.empty())
+    while (!log->owed.empty()) // deliver whatever is still owed, then drain
       release();
     sched.run();
   }

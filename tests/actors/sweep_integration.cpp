@@ -21,6 +21,14 @@ persistence::store_options options() {
   return test::store_options(); // sweep-timeout 3 min, lease 30 s
 }
 
+/// A bound, not a goal: far above the growth measured. Under AddressSanitizer
+/// freed memory sits in its quarantine, so the bound there is looser.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long rss_growth_max_kib = 1024 * 1024;
+#else
+constexpr long rss_growth_max_kib = 256 * 1024;
+#endif
+
 /// Peak resident set size of this process so far, in KiB.
 long peak_rss_kib() {
   std::ifstream status{"/proc/self/status"};
@@ -123,7 +131,7 @@ TEST_SUITE("actors.sweep") {
       << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
       << " ms after start (sweep-interval 10 s); peak RSS " << rss_before / 1024
       << " MiB -> " << rss_after / 1024 << " MiB");
-    CHECK(rss_after - rss_before < 256 * 1024);
+    CHECK(rss_after - rss_before < rss_growth_max_kib);
     caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
   }
 
@@ -224,7 +232,7 @@ TEST_SUITE("actors.sweep") {
       << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
       << " ms; peak RSS " << rss_before / 1024 << " MiB -> " << rss_after / 1024
       << " MiB");
-    CHECK(rss_after - rss_before < 256 * 1024);
+    CHECK(rss_after - rss_before < rss_growth_max_kib);
     test::sql("DELETE FROM chats WHERE chat_id BETWEEN " + range);
     caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
   }
