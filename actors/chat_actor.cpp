@@ -105,6 +105,10 @@ auto no_hook = [](const auto&) {
 /// (the job may have finished, or another server may have committed it).
 void check_queue_notice(self_ptr self, reservation_id id) {
   --self->state.notices_pending;
+  if (id == self->state.finished) { // ended through this actor: no notice
+    arm_idle_timer(self);
+    return;
+  }
   self
     ->request(self->state.store, self->state.options.store_timeout,
               atom::status_v, self->state.id)
@@ -168,15 +172,24 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     self->state.id, id);
     },
     [self](atom::commit op, chat_id, reservation_id id) {
-      return serialize<receipt>(self, "commit", id, no_hook, op, self->state.id,
+      auto hook = [self](const receipt& x) {
+        self->state.finished = x.reservation;
+      };
+      return serialize<receipt>(self, "commit", id, hook, op, self->state.id,
                                 id);
     },
     [self](atom::fail op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "fail", id, no_hook, op,
-                                    self->state.id, id);
+      auto hook = [self](const reservation& x) {
+        self->state.finished = x.id;
+      };
+      return serialize<reservation>(self, "fail", id, hook, op, self->state.id,
+                                    id);
     },
     [self](atom::cancel op, chat_id) {
-      return serialize<reservation>(self, "cancel", 0, no_hook, op,
+      auto hook = [self](const reservation& x) {
+        self->state.finished = x.id;
+      };
+      return serialize<reservation>(self, "cancel", 0, hook, op,
                                     self->state.id);
     },
     [self](atom::status op, chat_id) {
@@ -187,6 +200,7 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       // Published after the delete committed; a send cannot fail the
       // release, and the chat is never kept locked for a notification.
       auto hook = [self](const reservation_released& x) {
+        self->state.finished = x.reservation;
         self->send(self->state.events, x);
       };
       return serialize<reservation_released>(self, "release", id, hook, op,

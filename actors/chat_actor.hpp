@@ -36,10 +36,13 @@ struct chat_state {
   registry_actor registry; ///< asked for passivation when idle
   events_actor events;     ///< where notices and releases are published
   chat_options options;
-  uint64_t received = 0;         ///< operations received, reported when idle
-  uint64_t generation = 0;       ///< invalidates idle timers armed earlier
-  uint32_t notices_pending = 0;  ///< armed queue-notice timers
-  reservation_id noticed = 0;    ///< last reservation with a notice armed
+  uint64_t received = 0;        ///< operations received, reported when idle
+  uint64_t generation = 0;      ///< invalidates idle timers armed earlier
+  uint32_t notices_pending = 0; ///< armed queue-notice timers
+  reservation_id noticed = 0;   ///< last reservation with a notice armed
+  /// Last reservation this actor saw end (committed, failed, cancelled,
+  /// released): its notice needs no look at Postgres.
+  reservation_id finished = 0;
   caf::response_promise pending; ///< the caller awaiting Postgres, if any
 
   /// A caller never waits for its timeout because this actor went away.

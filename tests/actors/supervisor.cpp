@@ -189,6 +189,21 @@ TEST_SUITE("supervisor") {
     sched.advance_time(options.chat.queue_notice_delay);
     sched.run();
     CHECK(log->events.empty());
+    // The chat actor saw the commit: it did not even ask Postgres.
+    CHECK(std::count(log->calls.begin(), log->calls.end(), "status 9") == 0);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "queue notice: suppressed when another server finished "
+                    "the job (Postgres says so)") {
+    log->active = 1;
+    REQUIRE(
+      ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));
+    log->active = 0; // committed elsewhere: this actor never saw it
+    sched.advance_time(options.chat.queue_notice_delay);
+    sched.run();
+    CHECK(log->events.empty());
+    CHECK(std::count(log->calls.begin(), log->calls.end(), "status 9") == 1);
   }
 
   TEST_CASE_FIXTURE(supervisor_fixture,
