@@ -292,10 +292,12 @@ caf::expected<reservation_id> id_of(const caf::expected<reservation>& x) {
   return x->id;
 }
 
-/// Through the client library, shared by all threads as a gateway would.
-class remote_driver : public driver {
+/// Any API with the client library's blocking calls: the client library
+/// itself, or persistence::store (the same names, one transaction each).
+template <class Api>
+class api_driver : public driver {
 public:
-  explicit remote_driver(client::client& api) : api_(api) {}
+  explicit api_driver(Api& api) : api_(api) {}
   caf::expected<reservation_id> reserve(chat_id chat) override {
     return id_of(api_.reserve(chat, kind::image, {}));
   }
@@ -312,9 +314,12 @@ public:
     return error_of(api_.cancel(chat));
   }
 
-private:
-  client::client& api_;
+protected:
+  Api& api_;
 };
+
+/// Through the client library, shared by all threads as a gateway would.
+using remote_driver = api_driver<client::client>;
 
 /// Straight to the registry in this process: one scoped actor per thread.
 class in_process_driver : public driver {
@@ -352,31 +357,22 @@ private:
   api_actor api_;
 };
 
+/// Owns the baseline's connection; a base of its own so that it is built
+/// before the api_driver that refers to it.
+struct store_owner {
+  explicit store_owner(const std::string& dsn)
+      : db(persistence::store_options{dsn}) {}
+  persistence::store db;
+};
+
 /// The design without actors: each operation one transaction of its own
 /// from the caller's thread, one connection per client.
-class baseline_driver : public driver {
+class baseline_driver : private store_owner,
+                        public api_driver<persistence::store> {
 public:
   explicit baseline_driver(const std::string& dsn)
-      : db_(persistence::store_options{dsn}) {}
-  caf::expected<reservation_id> reserve(chat_id chat) override {
-    return id_of(db_.reserve(chat, kind::image, {}));
-  }
-  caf::error start(chat_id chat, reservation_id id) override {
-    return error_of(db_.start(chat, id));
-  }
-  caf::error commit(chat_id chat, reservation_id id) override {
-    return error_of(db_.commit(chat, id));
-  }
-  caf::error fail(chat_id chat, reservation_id id) override {
-    return error_of(db_.fail(chat, id));
-  }
-  caf::error cancel(chat_id chat) override {
-    return error_of(db_.cancel(chat));
-  }
-  void connect(chat_id probe) override { db_.status(probe); }
-
-private:
-  persistence::store db_;
+      : store_owner(dsn), api_driver(db) {}
+  void connect(chat_id probe) override { db.status(probe); }
 };
 
 using driver_factory = std::function<std::unique_ptr<driver>()>;
