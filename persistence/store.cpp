@@ -14,6 +14,19 @@ store::store(store_options opts) : impl_(std::make_unique<impl>()) {
 
 store::~store() = default;
 
+namespace {
+
+/// One hot operation through the server-side functions: a batch of one.
+template <class T>
+caf::expected<T> single(store& db, batch_operation op) {
+  auto result = db.apply({std::move(op)}).front();
+  if (auto err = std::get_if<caf::error>(&result))
+    return std::move(*err);
+  return std::get<T>(std::move(result));
+}
+
+} // namespace
+
 int store::backend_pid() const {
   return impl_->conn && impl_->conn->is_open() ? impl_->conn->backendpid() : 0;
 }
@@ -48,6 +61,9 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
                                           const std::string& request_id) {
   if (auto err = validate_reserve(chat, k, request_id))
     return err;
+  if (impl_->opts.server_functions)
+    return single<reservation>(*this,
+                               {batch_op::reserve, chat, 0, k, request_id});
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
       // Lock, read, decide, insert: the row lock makes the balance check and
@@ -106,6 +122,9 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
 caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
   if (auto err = validate_reservation(chat, id))
     return err;
+  if (impl_->opts.server_functions)
+    return single<reservation>(*this,
+                               {batch_op::start, chat, id, kind::text, {}});
   return impl_->run<reservation>(
     "start", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
       auto rs = tx.exec_params(
@@ -127,6 +146,9 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
 caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
   if (auto err = validate_reservation(chat, id))
     return err;
+  if (impl_->opts.server_functions)
+    return single<reservation>(*this,
+                               {batch_op::heartbeat, chat, id, kind::text, {}});
   auto lease_ms = static_cast<int64_t>(impl_->opts.lease_duration.count());
   return impl_->run<reservation>(
     "heartbeat", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
@@ -149,6 +171,8 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
 caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
   if (auto err = validate_reservation(chat, id))
     return err;
+  if (impl_->opts.server_functions)
+    return single<receipt>(*this, {batch_op::commit, chat, id, kind::text, {}});
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
       auto locked = tx.exec_params(
@@ -201,6 +225,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
 caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
   if (auto err = validate_reservation(chat, id))
     return err;
+  if (impl_->opts.server_functions)
+    return single<reservation>(*this,
+                               {batch_op::fail, chat, id, kind::text, {}});
   return impl_->run<reservation>(
     "fail", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
       auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
@@ -217,6 +244,9 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
 caf::expected<reservation> store::cancel(chat_id chat) {
   if (auto err = validate_chat(chat))
     return err;
+  if (impl_->opts.server_functions)
+    return single<reservation>(*this,
+                               {batch_op::cancel, chat, 0, kind::text, {}});
   return impl_->run<reservation>(
     "cancel", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
       // Conditional on status: a start that won the row lock first leaves
@@ -242,6 +272,9 @@ caf::expected<reservation> store::cancel(chat_id chat) {
 caf::expected<chat_status> store::status(chat_id chat) {
   if (auto err = validate_chat(chat))
     return err;
+  if (impl_->opts.server_functions)
+    return single<chat_status>(*this,
+                               {batch_op::status, chat, 0, kind::text, {}});
   return impl_->run<chat_status>(
     "status", chat, 0, [&](pqxx::work& tx) { return read_status(tx, chat); });
 }

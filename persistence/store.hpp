@@ -3,6 +3,7 @@
 // from a detached actor or a test thread, never from CAF's scheduler.
 #pragma once
 
+#include "persistence/batch.hpp"
 #include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
@@ -38,6 +39,11 @@ struct store_options {
   std::chrono::milliseconds reactivation_after{std::chrono::hours(24)};
   plan_quota free_plan{10, 3};
   plan_quota premium_plan{10, 10};
+  /// The hot operations (reserve, start, heartbeat, commit, fail, cancel,
+  /// status) through the server-side functions: one round trip each. Off,
+  /// they run as the straightforward lock-select-write statements (what
+  /// chargeonce-bench --baseline measures).
+  bool server_functions = true;
 };
 
 /// One connection, (re)opened lazily. Errors are typed chargeonce::ec values:
@@ -78,6 +84,13 @@ public:
   caf::expected<reservation> cancel(chat_id chat);
 
   caf::expected<chat_status> status(chat_id chat);
+
+  /// Applies operations of different chats in one statement and one commit;
+  /// the answer i belongs to operation i. Each is decided on its own (a busy
+  /// one never fails its neighbours); an outage fails them all with
+  /// storage_unavailable. Operations of one chat keep their order. At most
+  /// batch_operations_max operations.
+  std::vector<batch_result> apply(const std::vector<batch_operation>& ops);
 
   // -- limits and purchases ---------------------------------------------------
 

@@ -20,6 +20,9 @@ namespace detail {
 /// SQLSTATE of unique_violation: the only database error that means busy.
 inline constexpr const char* unique_violation_sqlstate = "23505";
 
+/// The prepared statement that applies a batch (004_functions.sql).
+inline constexpr const char* apply_statement = "chargeonce_apply";
+
 // -- row mapping --------------------------------------------------------------
 
 inline constexpr const char* reservation_columns =
@@ -202,6 +205,9 @@ struct store::impl {
       setup.exec("SET statement_timeout = "
                  + std::to_string(opts.statement_timeout.count()));
       setup.commit();
+      // Prepared lazily on first use, again on every new connection.
+      fresh->prepare(apply_statement,
+                     "SELECT * FROM chargeonce_apply($1::jsonb, $2::bigint)");
       conn = std::move(fresh);
     }
     return *conn;

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hot billing operations as one batch: applied by one statement (one
+// round trip, one commit) through the server-side functions of migration
+// 004_functions.sql.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace chargeonce::persistence {
+
+/// The operations a batch can hold; the rest (create, touch, top-up, ...)
+/// run one transaction each.
+enum class batch_op : uint8_t {
+  reserve,
+  start,
+  heartbeat,
+  commit,
+  fail,
+  cancel,
+  status
+};
+
+const char* to_string(batch_op x);
+
+/// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
+/// `request_id` for reserve.
+struct batch_operation {
+  batch_op op = batch_op::status;
+  chat_id chat = 0;
+  reservation_id id = 0;
+  kind k = kind::text;
+  std::string request_id;
+};
+
+/// What one operation produced: its refusal, or its value (a reservation for
+/// reserve/start/heartbeat/fail/cancel, a receipt for commit, a chat_status
+/// for status).
+using batch_result =
+  std::variant<caf::error, reservation, receipt, chat_status>;
+
+/// At most this many operations share one statement: bounds the statement's
+/// size and the time one chat row lock is held.
+inline constexpr size_t batch_operations_max = 128;
+
+} // namespace chargeonce::persistence

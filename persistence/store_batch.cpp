@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hot operations through the server-side functions: one statement per
+// batch, in autocommit, so a batch costs one round trip and one commit.
+#include "persistence/store_internal.hpp"
+#include "protocol/validation.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+namespace chargeonce::persistence {
+
+const char* to_string(batch_op x) {
+  switch (x) {
+  case batch_op::reserve:
+    return "reserve";
+  case batch_op::start:
+    return "start";
+  case batch_op::heartbeat:
+    return "heartbeat";
+  case batch_op::commit:
+    return "commit";
+  case batch_op::fail:
+    return "fail";
+  case batch_op::cancel:
+    return "cancel";
+  case batch_op::status:
+    return "status";
+  }
+  return "?";
+}
+
+namespace {
+
+caf::error validate(const batch_operation& x) {
+  switch (x.op) {
+  case batch_op::reserve:
+    return validate_reserve(x.chat, x.k, x.request_id);
+  case batch_op::start:
+  case batch_op::heartbeat:
+  case batch_op::commit:
+  case batch_op::fail:
+    return validate_reservation(x.chat, x.id);
+  case batch_op::cancel:
+  case batch_op::status:
+    return validate_chat(x.chat);
+  }
+  return caf::make_error(ec::invalid_argument, "unknown batch operation");
+}
+
+std::string to_json(const std::vector<batch_operation>& ops,
+                    const std::vector<size_t>& order) {
+  auto out = nlohmann::json::array();
+  for (auto i : order) {
+    const auto& x = ops[i];
+    nlohmann::json op{{"op", to_string(x.op)}, {"chat", x.chat}};
+    if (x.op == batch_op::reserve) {
+      op["kind"] = to_string(x.k);
+      op["request_id"] = x.request_id;
+    } else if (x.id != 0) {
+      op["id"] = x.id;
+    }
+    out.push_back(std::move(op));
+  }
+  return out.dump();
+}
+
+caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
+  if (f.is_null())
+    return caf::none;
+  return from_unix_micros(f.as<int64_t>());
+}
+
+reservation reservation_of(const pqxx::row& r) {
+  reservation x;
+  x.id = r["r_id"].as<int64_t>();
+  x.chat = r["r_chat"].as<int64_t>();
+  x.kind = parse_kind(r["r_kind"]);
+  from_string(r["r_status"].as<std::string>(), x.status);
+  x.queue = r["r_queue"].as<std::string>();
+  x.held = {r["r_held_m"].as<int32_t>(), r["r_held_i"].as<int32_t>(),
+            r["r_held_b"].as<int32_t>()};
+  x.request_id = r["r_request_id"].as<std::string>();
+  x.created_at = from_unix_micros(r["r_created_us"].as<int64_t>());
+  x.lease_expires_at = optional_micros(r["r_lease_us"]);
+  return x;
+}
+
+receipt receipt_of(const pqxx::row& r, reservation_id id) {
+  receipt x;
+  x.reservation = id;
+  x.chat = r["c_chat"].as<int64_t>();
+  x.kind = parse_kind(r["c_kind"]);
+  x.charged = {r["c_m"].as<int32_t>(), r["c_i"].as<int32_t>(),
+               r["c_b"].as<int32_t>()};
+  x.committed_at = from_unix_micros(r["c_committed_us"].as<int64_t>());
+  return x;
+}
+
+chat_status status_of(const pqxx::row& r, chat_id chat) {
+  chat_status x;
+  x.chat = chat;
+  x.available = {r["s_m"].as<int32_t>(), r["s_i"].as<int32_t>(),
+                 r["s_b"].as<int32_t>()};
+  x.premium_until = optional_micros(r["s_premium_us"]);
+  x.premium = r["s_premium"].as<bool>();
+  x.started = r["s_started"].as<bool>();
+  x.blocked = r["s_blocked"].as<bool>();
+  x.banned = r["s_banned"].as<bool>();
+  x.window_started_at = optional_micros(r["s_window_us"]);
+  x.last_activity_at = optional_micros(r["s_activity_us"]);
+  if (!r["r_id"].is_null())
+    x.active = reservation_of(r);
+  return x;
+}
+
+batch_result result_of(const pqxx::row& r, const batch_operation& op) {
+  auto outcome = r["outcome"].as<std::string>();
+  if (outcome != "ok") {
+    auto code = ec::storage_unavailable;
+    if (!from_string(outcome, code))
+      code = ec::storage_unavailable; // a function newer than this binary
+    return caf::make_error(code, r["message"].as<std::string>());
+  }
+  switch (op.op) {
+  case batch_op::commit:
+    return receipt_of(r, op.id);
+  case batch_op::status:
+    return status_of(r, op.chat);
+  default:
+    return reservation_of(r);
+  }
+}
+
+/// Errors that say nothing about one operation: the whole batch is safe to
+/// retry one by one (nothing was committed).
+bool isolatable(const pqxx::sql_error& e) {
+  const auto& state = e.sqlstate();
+  // 08: connection exception; 57P: operator intervention (shutdown,
+  // terminated backend). Neither gets better by splitting the batch.
+  return state.rfind("08", 0) != 0 && state.rfind("57P", 0) != 0;
+}
+
+} // namespace
+
+std::vector<batch_result>
+store::apply(const std::vector<batch_operation>& ops) {
+  std::vector<batch_result> out(ops.size(), caf::error{});
+  // Sorted by chat: concurrent batches (other servers too) take chat row
+  // locks in one order and cannot deadlock each other. Stable: one chat's
+  // operations keep their order.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (auto err = validate(ops[i]))
+      out[i] = std::move(err);
+    else
+      order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ops[a].chat < ops[b].chat;
+  });
+  if (order.empty())
+    return out;
+  auto lease_ms = static_cast<int64_t>(impl_->opts.lease_duration.count());
+  auto fail_all = [&](const caf::error& err) {
+    for (auto i : order)
+      out[i] = err;
+  };
+  try {
+    pqxx::nontransaction tx{impl_->connection()};
+    auto rs = tx.exec_prepared(apply_statement, to_json(ops, order), lease_ms);
+    if (rs.size() != order.size())
+      throw std::runtime_error("chargeonce_apply answered "
+                               + std::to_string(rs.size()) + " rows for "
+                               + std::to_string(order.size()) + " operations");
+    for (const auto& row : rs) {
+      auto i = order.at(row["idx"].as<size_t>());
+      out[i] = result_of(row, ops[i]);
+    }
+  } catch (const pqxx::sql_error& e) {
+    // A deadlock or one operation's unexpected error aborted the statement
+    // and wrote nothing: one by one, only the culprit fails.
+    if (order.size() > 1 && isolatable(e)) {
+      spdlog::warn("batch split operations={} sqlstate={} error={}",
+                   order.size(), e.sqlstate(), one_line(e.what()));
+      for (auto i : order)
+        out[i] = std::move(apply({ops[i]}).front());
+      return out;
+    }
+    fail_all(impl_->unavailable("apply", ops[order[0]].chat, ops[order[0]].id,
+                                e.sqlstate(), e.what()));
+  } catch (const std::exception& e) {
+    // Lost connection, in-doubt commit: the outcome is unknown to us; a
+    // retry is safe (reserve by request_id, commit by reservation).
+    fail_all(impl_->unavailable("apply", ops[order[0]].chat, ops[order[0]].id,
+                                {}, e.what()));
+  }
+  return out;
+}
+
+} // namespace chargeonce::persistence

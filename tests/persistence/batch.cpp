@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// Batches of operations in one statement (store::apply) against a real
+// Postgres: each operation decided on its own, one chat's operations in
+// order, no deadlock between concurrent batches, outages fail the batch.
+#include "persistence/store.hpp"
+#include "protocol/errors.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace chargeonce;
+using persistence::batch_op;
+using persistence::batch_operation;
+using persistence::batch_result;
+using persistence::store;
+
+namespace {
+
+chat_id make_chat(store& db, pockets initial) {
+  auto chat = test::fresh_chat();
+  REQUIRE(db.create_chat(chat_spec{chat, initial, caf::none}));
+  return chat;
+}
+
+batch_operation reserve_op(chat_id chat, kind k, std::string request_id = {}) {
+  return {batch_op::reserve, chat, 0, k, std::move(request_id)};
+}
+
+batch_operation op(batch_op type, chat_id chat, reservation_id id = 0) {
+  return {type, chat, id, kind::text, {}};
+}
+
+/// The error of a result, or none if it carries a value.
+caf::error error_of(const batch_result& x) {
+  if (auto err = std::get_if<caf::error>(&x))
+    return *err;
+  return caf::none;
+}
+
+template <class T>
+const T& value_of(const batch_result& x) {
+  INFO("error: ", error_name(error_of(x)));
+  REQUIRE(std::holds_alternative<T>(x));
+  return std::get<T>(x);
+}
+
+long long count(const std::string& table, chat_id chat) {
+  return test::sql_int("SELECT count(*) FROM " + table
+                       + " WHERE chat_id = " + std::to_string(chat));
+}
+
+} // namespace
+
+TEST_SUITE("batch") {
+  TEST_CASE("a busy, an insufficient and an invalid operation never fail "
+            "their neighbours") {
+    store db{test::store_options()};
+    auto held = make_chat(db, {0, 5, 0});
+    auto empty = make_chat(db, {0, 0, 0});
+    auto fine = make_chat(db, {1, 0, 0});
+    REQUIRE(db.reserve(held, kind::image, ""));
+    auto out =
+      db.apply({reserve_op(held, kind::image), reserve_op(empty, kind::image),
+                reserve_op(-0, kind::text), // chat 0 is invalid
+                reserve_op(fine, kind::text, "tap")});
+    REQUIRE(out.size() == 4);
+    CHECK(error_of(out[0]) == ec::busy);
+    CHECK(error_of(out[1]) == ec::insufficient_images);
+    CHECK(error_of(out[2]) == ec::invalid_argument);
+    CHECK(value_of<reservation>(out[3]).held == pockets{1, 0, 0});
+    CHECK(count("reservations", held) == 1);
+    CHECK(count("reservations", empty) == 0);
+    CHECK(count("reservations", fine) == 1);
+  }
+
+  TEST_CASE("one chat's operations apply in their order within a batch") {
+    store db{test::store_options()};
+    auto chat = make_chat(db, {2, 0, 0});
+    auto first =
+      db.apply({reserve_op(chat, kind::text, "a"), op(batch_op::status, chat),
+                op(batch_op::cancel, chat), op(batch_op::status, chat),
+                reserve_op(chat, kind::text, "b")});
+    auto reserved = value_of<reservation>(first[0]);
+    auto seen = value_of<chat_status>(first[1]);
+    REQUIRE(seen.active);
+    CHECK(seen.active->id == reserved.id);
+    CHECK(value_of<reservation>(first[2]).id == reserved.id);
+    CHECK_FALSE(value_of<chat_status>(first[3]).active);
+    auto again = value_of<reservation>(first[4]);
+    CHECK(again.request_id == "b");
+    // start, heartbeat and commit of the second reservation in one batch.
+    auto second = db.apply({op(batch_op::start, chat, again.id),
+                            op(batch_op::heartbeat, chat, again.id),
+                            op(batch_op::commit, chat, again.id),
+                            op(batch_op::commit, chat, again.id)});
+    CHECK(value_of<reservation>(second[0]).status
+          == reservation_status::in_progress);
+    CHECK(value_of<reservation>(second[1]).lease_expires_at);
+    auto receipt_a = value_of<receipt>(second[2]);
+    auto receipt_b = value_of<receipt>(second[3]);
+    CHECK(receipt_a.charged == pockets{1, 0, 0});
+    CHECK(receipt_b.committed_at == receipt_a.committed_at); // the same one
+    CHECK(count("ledger", chat) == 1);
+    CHECK(
+      value_of<chat_status>(db.apply({op(batch_op::status, chat)})[0]).available
+      == pockets{1, 0, 0});
+  }
+
+  TEST_CASE("8 connections applying shuffled batches over the same 50 chats: "
+            "no deadlock, one reservation per chat, the rest busy") {
+    store setup{test::store_options()};
+    constexpr int chats = 50;
+    constexpr int contenders = 8;
+    for (int round = 0; round < 10; ++round) {
+      std::vector<chat_id> ids;
+      for (int i = 0; i < chats; ++i)
+        ids.push_back(make_chat(setup, {1, 0, 0}));
+      std::vector<std::future<std::vector<batch_result>>> results;
+      for (int c = 0; c < contenders; ++c)
+        results.push_back(std::async(std::launch::async, [&, c] {
+          store db{test::store_options()};
+          auto mine = ids;
+          std::shuffle(mine.begin(), mine.end(),
+                       std::mt19937{static_cast<unsigned>(round * 31 + c)});
+          std::vector<batch_operation> ops;
+          for (auto chat : mine)
+            ops.push_back(reserve_op(chat, kind::text));
+          return db.apply(ops);
+        }));
+      int won = 0;
+      int busy = 0;
+      int other = 0;
+      for (auto& f : results)
+        for (auto& x : f.get()) {
+          auto err = error_of(x);
+          if (!err)
+            ++won;
+          else if (err == ec::busy)
+            ++busy;
+          else
+            ++other;
+        }
+      CHECK(won == chats);
+      CHECK(busy == chats * (contenders - 1));
+      CHECK(other == 0);
+      for (auto chat : ids)
+        CHECK(count("reservations", chat) == 1);
+    }
+  }
+
+  TEST_CASE("a batch stuck behind one chat's lock answers the others; only "
+            "that one is storage_unavailable") {
+    auto opts = test::store_options();
+    opts.statement_timeout = std::chrono::milliseconds{300};
+    store db{opts};
+    auto locked = make_chat(db, {1, 0, 0});
+    auto free_a = make_chat(db, {1, 0, 0});
+    auto free_b = make_chat(db, {1, 0, 0});
+    pqxx::connection blocker_conn{test::dsn()};
+    pqxx::work blocker{blocker_conn};
+    blocker.exec("SELECT 1 FROM chats WHERE chat_id = " + std::to_string(locked)
+                 + " FOR UPDATE");
+    auto out =
+      db.apply({reserve_op(free_a, kind::text), reserve_op(locked, kind::text),
+                reserve_op(free_b, kind::text)});
+    blocker.abort();
+    CHECK_FALSE(error_of(out[0]));
+    CHECK(error_of(out[1]) == ec::storage_unavailable);
+    CHECK_FALSE(error_of(out[2]));
+    CHECK(count("reservations", locked) == 0); // nothing half-written
+    CHECK(count("reservations", free_a) == 1);
+    CHECK(count("reservations", free_b) == 1);
+  }
+
+  TEST_CASE("a dead database fails every operation of the batch with "
+            "storage_unavailable, never busy") {
+    store db{{"host=/nonexistent-socket-dir dbname=none connect_timeout=2"}};
+    auto out = db.apply({reserve_op(1, kind::text), op(batch_op::commit, 2, 7),
+                         op(batch_op::status, 3)});
+    for (const auto& x : out)
+      CHECK(error_of(x) == ec::storage_unavailable);
+  }
+
+  TEST_CASE("a backend terminated mid-batch: every operation is "
+            "storage_unavailable and nothing is half-written") {
+    store db{test::store_options()};
+    for (int round = 0; round < 3; ++round) {
+      auto locked = make_chat(db, {1, 0, 0});
+      auto other = make_chat(db, {1, 0, 0});
+      auto pid = db.backend_pid();
+      REQUIRE(pid > 0);
+      pqxx::connection blocker_conn{test::dsn()};
+      pqxx::work blocker{blocker_conn};
+      blocker.exec("SELECT 1 FROM chats WHERE chat_id = "
+                   + std::to_string(locked) + " FOR UPDATE");
+      // `other` sorts first or last: either way it is in the same statement.
+      auto pending = std::async(std::launch::async, [&] {
+        return db.apply(
+          {reserve_op(other, kind::text), reserve_op(locked, kind::text)});
+      });
+      auto waiting = "SELECT count(*) FROM pg_stat_activity WHERE pid = "
+                     + std::to_string(pid) + " AND wait_event_type = 'Lock'";
+      for (int i = 0; i < 500 && test::sql_int(waiting) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      REQUIRE(test::sql_int(waiting) == 1);
+      test::sql("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
+      for (const auto& x : pending.get())
+        CHECK(error_of(x) == ec::storage_unavailable);
+      blocker.abort();
+      CHECK(count("reservations", other) == 0);
+      CHECK(count("reservations", locked) == 0);
+      REQUIRE(db.status(other)); // reconnects
+    }
+  }
+}
