@@ -360,8 +360,13 @@ private:
 /// Owns the baseline's connection; a base of its own so that it is built
 /// before the api_driver that refers to it.
 struct store_owner {
-  explicit store_owner(const std::string& dsn)
-      : db(persistence::store_options{dsn}) {}
+  explicit store_owner(const std::string& dsn) : db(baseline_options(dsn)) {}
+  /// The straightforward SQL: lock, select, write, one statement at a time.
+  static persistence::store_options baseline_options(const std::string& dsn) {
+    persistence::store_options out{dsn};
+    out.server_functions = false;
+    return out;
+  }
   persistence::store db;
 };
 

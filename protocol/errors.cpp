@@ -11,7 +11,7 @@ namespace chargeonce {
 
 namespace {
 
-constexpr std::array<const char*, 13> names = {
+constexpr std::array<const char*, 14> names = {
   "none",
   "busy",
   "insufficient_messages",
@@ -25,6 +25,7 @@ constexpr std::array<const char*, 13> names = {
   "chat_banned",
   "already_exists",
   "expired",
+  "overloaded",
 };
 
 } // namespace

@@ -42,6 +42,9 @@ enum class ec : uint8_t {
   /// The sweeper released this reservation (dead worker, lapsed lease): a
   /// late start, heartbeat or commit is fenced off and charges nothing.
   expired = 12,
+  /// The server's queue for Postgres is full (back-pressure): nothing was
+  /// done; retry later, preferably with a delay.
+  overloaded = 13,
 };
 
 /// The stable name used in logs and in the CLI's `{"error": ...}`.

@@ -32,6 +32,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, premium, "premium")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, flags, "flags")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, reactivate, "reactivate")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, flush, "flush")
 
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::kind))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reservation_status))

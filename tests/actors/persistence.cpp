@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+// The persistence actor over a real Postgres: operations of different chats
+// that arrive together share one transaction (group commit), each is
+// answered on its own, and a full queue answers `overloaded` at once.
+#include "actors/persistence_actor.hpp"
+#include "protocol/errors.hpp"
+#include "tests/actors/threaded_server.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fixture {
+  test::threaded_config cfg;
+  caf::actor_system sys{cfg};
+  persistence::store setup{test::store_options()};
+
+  persistence_actor spawn(persistence_limits limits = {}) {
+    return make_persistence_factory(sys, test::store_options(), limits)();
+  }
+
+  std::vector<chat_id> make_chats(int n) {
+    std::vector<chat_id> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(test::fresh_chat());
+      REQUIRE(setup.create_chat({out.back(), {1, 0, 0}, caf::none}));
+    }
+    return out;
+  }
+
+  static std::string in_list(const std::vector<chat_id>& chats) {
+    std::string out;
+    for (auto chat : chats)
+      out += (out.empty() ? "" : ",") + std::to_string(chat);
+    return "(" + out + ")";
+  }
+
+  /// Holds `chat`'s row lock, so the actor's current batch waits on it while
+  /// the test queues more operations behind it.
+  struct row_lock {
+    pqxx::connection conn{test::dsn()};
+    pqxx::work tx{conn};
+    explicit row_lock(chat_id chat) {
+      tx.exec("SELECT 1 FROM chats WHERE chat_id = " + std::to_string(chat)
+              + " FOR UPDATE");
+    }
+  };
+
+  /// Waits until some backend waits for a lock: the actor is stuck.
+  static void wait_for_lock_waiter() {
+    for (int i = 0; i < 500; ++i) {
+      if (test::sql_int("SELECT count(*) FROM pg_stat_activity "
+                        "WHERE wait_event_type = 'Lock'")
+          > 0)
+        return;
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL("the persistence actor never waited for the row lock");
+  }
+};
+
+} // namespace
+
+TEST_SUITE("actors.persistence") {
+
+  TEST_CASE_FIXTURE(fixture, "operations that arrive together commit in one "
+                             "transaction and are each answered") {
+    auto db = spawn();
+    auto chats = make_chats(101);
+    auto blocker_chat = chats.back();
+    chats.pop_back();
+    caf::scoped_actor self{sys};
+    auto lock = std::make_unique<row_lock>(blocker_chat);
+    self->send(db, atom::reserve_v, blocker_chat, kind::text, std::string{});
+    wait_for_lock_waiter();
+    for (auto chat : chats)
+      self->send(db, atom::reserve_v, chat, kind::text, std::string{});
+    lock.reset(); // the stuck batch ends; the 100 queued ones go together
+    int answered = 0;
+    self->receive_for(answered, 101)(
+      [](reservation&) {},
+      [](caf::error& err) { FAIL("unexpected error: ", error_name(err)); });
+    CHECK(answered == 101);
+    // xmin is the inserting transaction: one for all 100 reservations.
+    CHECK(test::sql_int("SELECT count(DISTINCT xmin::text) FROM reservations "
+                        "WHERE chat_id IN "
+                        + in_list(chats))
+          == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
+                        + in_list(chats))
+          == 100);
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE_FIXTURE(fixture, "a busy operation in a shared batch fails "
+                             "alone; one chat's operations keep their order") {
+    auto db = spawn();
+    auto chats = make_chats(3);
+    REQUIRE(setup.reserve(chats[1], kind::text, ""));
+    caf::scoped_actor self{sys};
+    auto lock = std::make_unique<row_lock>(chats[2]);
+    auto stuck = self->request(db, 20s, atom::reserve_v, chats[2], kind::text,
+                               std::string{});
+    wait_for_lock_waiter();
+    auto fresh = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
+                               std::string{});
+    auto busy = self->request(db, 20s, atom::reserve_v, chats[1], kind::text,
+                              std::string{});
+    auto seen = self->request(db, 20s, atom::status_v, chats[0]);
+    lock.reset();
+    auto expect_ok = [](auto& handle) {
+      handle.receive([](reservation&) {},
+                     [](caf::error& err) { FAIL(error_name(err)); });
+    };
+    expect_ok(stuck);
+    expect_ok(fresh);
+    busy.receive([](reservation&) { FAIL("a second reservation"); },
+                 [](caf::error& err) { CHECK(err == ec::busy); });
+    seen.receive([](chat_status& st) { CHECK(st.active); },
+                 [](caf::error& err) { FAIL(error_name(err)); });
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE_FIXTURE(fixture, "a full queue answers overloaded at once and "
+                             "writes nothing for those operations") {
+    persistence_limits limits;
+    limits.queue_operations_max = 10;
+    auto db = spawn(limits);
+    auto chats = make_chats(31);
+    auto blocker_chat = chats.back();
+    chats.pop_back();
+    caf::scoped_actor self{sys};
+    auto lock = std::make_unique<row_lock>(blocker_chat);
+    self->send(db, atom::reserve_v, blocker_chat, kind::text, std::string{});
+    wait_for_lock_waiter();
+    std::vector<chat_id> refused;
+    std::vector<std::pair<chat_id, decltype(self->request(
+                                     db, 20s, atom::reserve_v, chat_id{},
+                                     kind::text, std::string{}))>>
+      pending;
+    for (auto chat : chats)
+      pending.emplace_back(chat, self->request(db, 20s, atom::reserve_v, chat,
+                                               kind::text, std::string{}));
+    lock.reset();
+    int ok = 0;
+    for (auto& [chat, handle] : pending)
+      handle.receive([&](reservation&) { ++ok; },
+                     [&, chat = chat](caf::error& err) {
+                       CHECK(err == ec::overloaded);
+                       refused.push_back(chat);
+                     });
+    CHECK(ok == 10);
+    CHECK(refused.size() == 20);
+    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
+                        + in_list(refused))
+          == 0);
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+}
