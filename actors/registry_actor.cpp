@@ -19,12 +19,14 @@ chat_self_actor route(self_ptr self, chat_id chat) {
   auto& st = self->state;
   auto i = st.chats.find(chat);
   if (i == st.chats.end()) {
-    // Linked: a registry shutdown takes its chats along; a crashing chat
-    // reaches the exit handler below instead of killing the registry.
-    auto handle = self->spawn<caf::linked>(
+    // Monitored, not linked: an exit with reason `kill` cannot be
+    // intercepted in CAF 0.17, so a link would let one killed chat actor
+    // take down the registry. The registry stops its chats itself.
+    auto handle = self->spawn<caf::monitored>(
       make_chat, chat, st.pool[partition_of(chat, st.pool.size())],
       caf::actor_cast<registry_actor>(self), st.events, st.options);
     i = st.chats.emplace(chat, registry_state::entry{handle, 0}).first;
+    st.by_address.emplace(handle.address(), chat);
   }
   ++i->second.routed;
   return i->second.handle;
@@ -59,17 +61,31 @@ void replace_store(self_ptr self, uint64_t index, persistence_actor store) {
   spdlog::info("persistence replaced partition={}", index);
 }
 
+/// A chat actor ended: passivated (already forgotten), or failed or killed
+/// (forgotten now; the next operation spawns a fresh one).
+void on_down(self_ptr self, caf::down_msg& msg) {
+  auto& st = self->state;
+  auto j = st.by_address.find(msg.source);
+  if (j == st.by_address.end())
+    return;
+  auto chat = j->second;
+  st.by_address.erase(j);
+  auto i = st.chats.find(chat);
+  if (i == st.chats.end() || i->second.handle.address() != msg.source)
+    return;
+  spdlog::error("chat actor failed chat={} reason={}", chat,
+                caf::to_string(msg.reason));
+  st.chats.erase(i);
+}
+
+/// A shutdown from outside (the supervisor's link): the chats go first.
 void on_exit(self_ptr self, caf::exit_msg& msg) {
-  auto& chats = self->state.chats;
-  for (auto i = chats.begin(); i != chats.end(); ++i)
-    if (i->second.handle.address() == msg.source) {
-      spdlog::error("chat actor failed chat={} reason={}", i->first,
-                    caf::to_string(msg.reason));
-      chats.erase(i);
-      return;
-    }
-  if (msg.reason) // a shutdown from outside, not one of our chats
-    self->quit(msg.reason);
+  if (!msg.reason)
+    return;
+  for (auto& [chat, e] : self->state.chats)
+    self->send_exit(e.handle, msg.reason);
+  self->state.chats.clear();
+  self->quit(msg.reason);
 }
 
 /// The chat actor answers, unless validation already did: bad input never
@@ -84,6 +100,12 @@ caf::result<T> to_chat(self_ptr self, caf::error invalid, chat_id chat,
 
 } // namespace
 
+registry_state::~registry_state() {
+  // Killed (no exit handler ran): chat actors must not outlive us.
+  for (auto& [chat, e] : chats)
+    caf::anon_send_exit(e.handle, caf::exit_reason::kill);
+}
+
 size_t partition_of(chat_id chat, size_t pool_size) {
   return static_cast<size_t>(static_cast<uint64_t>(chat) % pool_size);
 }
@@ -97,6 +119,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
   self->state.events = std::move(events);
   self->state.options = options;
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
+  self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   // Every operation: refuse bad input here, else hand it to the chat actor.
   return {
     [self](atom::create op, const chat_spec& spec) -> caf::result<chat_status> {

@@ -21,9 +21,15 @@ struct registry_state {
   };
 
   std::unordered_map<chat_id, entry> chats; ///< live chat actors
-  std::vector<persistence_actor> pool;      ///< partitioned by chat_id
-  events_actor events;                      ///< handed to every chat actor
+  /// Who is who when a monitored chat actor goes down (passivated ones too,
+  /// until their down message arrives).
+  std::unordered_map<caf::actor_addr, chat_id> by_address;
+  std::vector<persistence_actor> pool; ///< partitioned by chat_id
+  events_actor events;                 ///< handed to every chat actor
   chat_options options;
+
+  /// Chat actors never outlive their registry, however it ends.
+  ~registry_state();
 };
 
 /// Answers the whole API by delegating to chat actors. Bad input (zero ids,

@@ -1,27 +1,59 @@
 // SPDX-License-Identifier: Apache-2.0
 // An in-memory database with the semantics of the Postgres schema and of
-// persistence/store.cpp, for the seeded simulation. Every rule here mirrors
-// one in store.cpp; the real one is tested against Postgres elsewhere.
+// persistence/store*.cpp, for the seeded simulation. Every rule here mirrors
+// one in the store; the real one is tested against Postgres elsewhere. It
+// also keeps what the auditor needs and no table holds (every hold ever
+// made, which starts and cancels were applied, refills), and the mutants
+// that prove the auditor catches a broken rule.
 #pragma once
 
 #include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
+#include <caf/actor_addr.hpp>
 #include <caf/expected.hpp>
 
 #include <chrono>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace chargeonce::test {
 
+/// A deliberately broken rule, switched on at run time by the mutant tests:
+/// each one must be caught by the auditor within a few seeds.
+enum class sim_mutant : uint8_t {
+  none,
+  commit_not_idempotent, ///< a retried commit charges again (invariants 1, 2)
+  charge_released,       ///< a released reservation can be committed (3)
+  no_unique_index,       ///< reserve ignores the active reservation (3)
+  cancel_in_progress,    ///< cancel deletes a started job (6)
+  sweep_blind,           ///< the sweep never finds a lapsed lease (4)
+  outage_says_busy,      ///< during an outage, a locked chat is busy (5)
+  /// A commit whose transaction outlived its killed chat actor charges
+  /// twice (invariants 1, 2): only a chat kill mid-operation triggers it.
+  killed_commit_charges_twice,
+};
+
+const char* to_string(sim_mutant x);
+
 struct sim_chat {
   pockets available;
   caf::optional<caf::timestamp> premium_until;
+  bool started = false;
   bool blocked = false;
   bool banned = false;
+  caf::optional<caf::timestamp> window_started_at;
+  caf::optional<caf::timestamp> last_activity_at;
+  caf::optional<caf::timestamp> reactivated_at;
+};
+
+/// The daily quota a refill restores (store_options' plans).
+struct sim_quota {
+  int32_t daily_messages = 0;
+  int32_t daily_images = 0;
 };
 
 struct sim_world {
@@ -34,15 +66,42 @@ struct sim_world {
   reservation_id next_id = 0;
   caf::timespan sweep_timeout = std::chrono::seconds(30);
   caf::timespan lease_duration = std::chrono::seconds(5);
+  caf::timespan refill_interval = std::chrono::seconds(40);
+  caf::timespan reactivation_after = std::chrono::seconds(25);
+  sim_quota free_plan{10, 3};
+  sim_quota premium_plan{10, 10};
+
+  // -- what the auditor needs beyond the tables --
+  std::map<reservation_id, pockets> held_of; ///< every hold ever made
+  std::set<reservation_id> started_applied;  ///< a start changed its status
+  std::set<reservation_id> cancelled_applied;
+  std::set<reservation_id> failed_applied;
+  std::map<chat_id, pockets> refilled; ///< net change made by refills
+  uint64_t refills = 0;                ///< windows refilled, either way
 
   // -- faults, chosen by the seeded generator --
   std::mt19937_64 rng;
-  int fault_percent = 0; ///< per operation: error before or after the write
+  int fault_percent = 0; ///< per persistence operation
   bool outage = false;   ///< every operation fails before writing
-  uint64_t faults_before = 0;
-  uint64_t faults_after = 0;
+  /// Faults injected so far by type (printed, summed over the seeds).
+  std::map<std::string, uint64_t> faults;
+  /// Until then, storage was impaired (a fault, a stall, a restart): the
+  /// deadline check of invariant 4 starts after it.
+  caf::timestamp impaired_until;
+  sim_mutant mutant = sim_mutant::none;
+  /// Upper bound of a delay fault (a stalled transaction).
+  caf::timespan stall_max = std::chrono::seconds(10);
 
-  // -- operations (same answers as store.cpp) --
+  // -- hooks for the driver (weak handles: the world outlives no actor) --
+  chat_id stall_next = 0;       ///< this chat's next operation stalls (forced)
+  caf::actor_addr stalled_chat; ///< who sent that operation
+  std::map<chat_id, caf::actor_addr> actors; ///< last chat actor seen
+  std::set<caf::actor_addr> killed;          ///< chat actors sent an exit
+
+  /// Counts one fault and extends the impaired period to `until`.
+  void impair(const char* type, caf::timestamp until);
+
+  // -- operations (same answers as the store) --
   caf::expected<chat_status> create(const chat_spec& spec, caf::timestamp now);
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id,
@@ -55,6 +114,7 @@ struct sim_world {
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
   caf::expected<reservation> cancel(chat_id chat);
   caf::expected<chat_status> status(chat_id chat, caf::timestamp now);
+  caf::expected<chat_status> touch(chat_id chat, caf::timestamp now);
   caf::expected<reservation_released> release(chat_id chat, reservation_id id,
                                               caf::timestamp now);
   std::vector<sweep_candidate> sweep(const sweep_cursor& after, uint32_t limit,
@@ -62,13 +122,28 @@ struct sim_world {
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
                                        const std::string& payment_id,
                                        caf::timestamp now);
+  caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until,
+                                         caf::timestamp now);
+  caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x,
+                                       caf::timestamp now);
+  reactivation_page reactivate(const reactivation_cursor& after, uint32_t limit,
+                               caf::timestamp now);
+
+  /// The killed_commit_charges_twice mutant: takes the hold of a committed
+  /// reservation once more.
+  void charge_again(chat_id chat, reservation_id id);
 
   /// Past its deadline: older than sweep_timeout, or its lease lapsed.
   bool due(const reservation& r, caf::timestamp now) const;
 
+  /// When `r` becomes due: the earlier of its age limit and its lease.
+  caf::timestamp deadline(const reservation& r) const;
+
+  caf::optional<reservation> active_of(chat_id chat) const;
+
 private:
   caf::error explain_missing(chat_id chat, reservation_id id) const;
-  caf::optional<reservation> active_of(chat_id chat) const;
+  void refill(chat_id chat, sim_chat& c, caf::timestamp now);
 };
 
 } // namespace chargeonce::test
