@@ -2,6 +2,7 @@
 #include "actors/events_actor.hpp"
 
 #include "actors/log_handlers.hpp"
+#include "actors/metrics.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -49,9 +50,19 @@ make_events(events_actor::stateful_pointer<events_state> self) {
       }
       return true;
     },
-    [self](const queue_notice& x) { publish(self, x); },
-    [self](const reservation_released& x) { publish(self, x); },
-    [self](const limits_refilled& x) { publish(self, x); },
+    // Every event of the server passes here: counted once, when published.
+    [self](const queue_notice& x) {
+      metrics::count_queue_notice();
+      publish(self, x);
+    },
+    [self](const reservation_released& x) {
+      metrics::count_release(x.reason);
+      publish(self, x);
+    },
+    [self](const limits_refilled& x) {
+      metrics::count_reactivations(1);
+      publish(self, x);
+    },
   };
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/facade_actor.hpp"
 
+#include "actors/batch_relay.hpp"
 #include "actors/log_handlers.hpp"
+#include "actors/metrics.hpp"
 
 #include <caf/all.hpp>
 
@@ -15,24 +17,111 @@ namespace {
 /// answers first); finite, so a relay always ends.
 constexpr auto relay_timeout = std::chrono::seconds(60);
 
+// The metrics label of each operation, by its atom.
+using op = metrics::operation;
+// clang-format off
+constexpr op operation_of(atom::create) { return op::create; }
+constexpr op operation_of(atom::reserve) { return op::reserve; }
+constexpr op operation_of(atom::start) { return op::start; }
+constexpr op operation_of(atom::heartbeat) { return op::heartbeat; }
+constexpr op operation_of(atom::commit) { return op::commit; }
+constexpr op operation_of(atom::fail) { return op::fail; }
+constexpr op operation_of(atom::cancel) { return op::cancel; }
+constexpr op operation_of(atom::status) { return op::status; }
+constexpr op operation_of(atom::touch) { return op::touch; }
+constexpr op operation_of(atom::top_up) { return op::top_up; }
+constexpr op operation_of(atom::premium) { return op::set_premium; }
+constexpr op operation_of(atom::flags) { return op::set_flags; }
+constexpr op operation_of(atom::subscribe) { return op::subscribe; }
+// clang-format on
+
 /// Asks the registry and answers the client itself. Never `delegate`: a
 /// delegated answer carries the internal actor's handle to the client, which
-/// could then call that actor directly, past this facade's role.
-template <class T, class Self, class... Ts>
-caf::result<T> relay(Self* self, const api_actor& api, Ts... xs) {
+/// could then call that actor directly, past this facade's role. Every
+/// client operation passes here, so this is where it is counted and timed
+/// (on the actor clock: simulated time in deterministic tests).
+template <class T, class Self, class Atom, class... Ts>
+caf::result<T> relay(Self* self, const api_actor& api, Atom a, Ts... xs) {
   auto rp = self->template make_response_promise<T>();
-  self->request(api, relay_timeout, xs...)
-    .then([rp](T& x) mutable { rp.deliver(std::move(x)); },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  auto done = [self, kind = operation_of(a),
+               t0 = self->clock().now()](const caf::error& err) {
+    metrics::record_operation(kind, err, self->clock().now() - t0);
+  };
+  self->request(api, relay_timeout, a, xs...)
+    .then(
+      [rp, done](T& x) mutable {
+        done(caf::error{});
+        rp.deliver(std::move(x));
+      },
+      [rp, done](caf::error& err) mutable {
+        done(err);
+        rp.deliver(std::move(err));
+      });
   return rp;
 }
 
 } // namespace
 
+api_facade_actor::behavior_type
+make_api_facade(api_facade_actor::pointer self, api_actor api) {
+  install_log_handlers(self);
+  return {
+    [self, api](atom::batch, std::vector<operation> ops) {
+      return relay_batch(self, api, relay_timeout, std::move(ops),
+                         any_operation);
+    },
+    [self, api](atom::create op, const chat_spec& spec) {
+      return relay<chat_status>(self, api, op, spec);
+    },
+    [self, api](atom::reserve op, chat_id chat, kind k,
+                const std::string& request_id) {
+      return relay<reservation>(self, api, op, chat, k, request_id);
+    },
+    [self, api](atom::start op, chat_id chat, reservation_id id) {
+      return relay<reservation>(self, api, op, chat, id);
+    },
+    [self, api](atom::heartbeat op, chat_id chat, reservation_id id) {
+      return relay<reservation>(self, api, op, chat, id);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id) {
+      return relay<receipt>(self, api, op, chat, id);
+    },
+    [self, api](atom::fail op, chat_id chat, reservation_id id) {
+      return relay<reservation>(self, api, op, chat, id);
+    },
+    [self, api](atom::cancel op, chat_id chat) {
+      return relay<reservation>(self, api, op, chat);
+    },
+    [self, api](atom::status op, chat_id chat) {
+      return relay<chat_status>(self, api, op, chat);
+    },
+    [self, api](atom::touch op, chat_id chat) {
+      return relay<chat_status>(self, api, op, chat);
+    },
+    [self, api](atom::top_up op, chat_id chat, int64_t credits,
+                const std::string& payment_id) {
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id);
+    },
+    [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
+      return relay<chat_status>(self, api, op, chat, until);
+    },
+    [self, api](atom::flags op, chat_id chat, const flags_update& x) {
+      return relay<chat_status>(self, api, op, chat, x);
+    },
+    [self, api](atom::subscribe op, caf::actor who) {
+      return relay<bool>(self, api, op, std::move(who));
+    },
+  };
+}
+
 gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
                                           api_actor api) {
   install_log_handlers(self);
   return {
+    [self, api](atom::batch, std::vector<operation> ops) {
+      return relay_batch(self, api, relay_timeout, std::move(ops),
+                         gateway_operation);
+    },
     [self, api](atom::touch op, chat_id chat) {
       return relay<chat_status>(self, api, op, chat);
     },
@@ -56,6 +145,10 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
                                         api_actor api) {
   install_log_handlers(self);
   return {
+    [self, api](atom::batch, std::vector<operation> ops) {
+      return relay_batch(self, api, relay_timeout, std::move(ops),
+                         worker_operation);
+    },
     [self, api](atom::start op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
     },

@@ -37,8 +37,16 @@ void flush(self_ptr self) {
     for (const auto& x : batch)
       ops.push_back(x.op);
     auto results = st.db->apply(ops);
-    for (size_t i = 0; i < n; ++i)
+    metrics::observe_persistence_batch(n);
+    st.depth.set(static_cast<int64_t>(st.queue.size()));
+    bool outage = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (auto err = std::get_if<caf::error>(&results[i]))
+        outage = outage || *err == ec::storage_unavailable;
       batch[i].answer(std::move(results[i]));
+    }
+    if (outage)
+      metrics::count_storage_error();
   }
 }
 
@@ -61,6 +69,7 @@ caf::result<T> enqueue(self_ptr self, batch_operation op) {
                         else
                           promise.deliver(std::get<T>(std::move(x)));
                       }});
+  st.depth.set(static_cast<int64_t>(st.queue.size()));
   if (!st.flush_pending) {
     st.flush_pending = true;
     self->send(self, atom::flush_v);
@@ -73,7 +82,10 @@ caf::result<T> enqueue(self_ptr self, batch_operation op) {
 template <class F>
 auto in_order(self_ptr self, F&& run) {
   flush(self);
-  return run(*self->state.db);
+  auto result = run(*self->state.db);
+  if (!result && result.error() == ec::storage_unavailable)
+    metrics::count_storage_error();
+  return result;
 }
 
 } // namespace
@@ -133,6 +145,9 @@ make_persistence(self_ptr self, persistence::store_options opts,
     },
     [self](atom::prune) -> caf::result<uint64_t> {
       return in_order(self, [](store& db) { return db.prune(); });
+    },
+    [self](atom::count) -> caf::result<int64_t> {
+      return in_order(self, [](store& db) { return db.count_active(); });
     },
     [self](atom::touch, chat_id chat) -> caf::result<chat_status> {
       return in_order(self, [&](store& db) { return db.touch(chat); });

@@ -5,6 +5,7 @@
 // commit); each is still answered on its own.
 #pragma once
 
+#include "actors/metrics.hpp"
 #include "persistence/store.hpp"
 #include "protocol/interfaces.hpp"
 
@@ -40,6 +41,7 @@ struct persistence_state {
   persistence_limits limits;
   std::vector<queued_operation> queue; ///< waiting for the next batch
   bool flush_pending = false;          ///< a flush message is in the mailbox
+  metrics::queue_depth_share depth;    ///< this actor's share of the gauge
 
   /// Nobody waits for their timeout because this actor went away.
   ~persistence_state();

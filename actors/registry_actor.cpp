@@ -2,6 +2,7 @@
 #include "actors/registry_actor.hpp"
 
 #include "actors/log_handlers.hpp"
+#include "actors/metrics.hpp"
 #include "protocol/validation.hpp"
 
 #include <caf/all.hpp>
@@ -25,6 +26,10 @@ chat_self_actor route(self_ptr self, chat_id chat) {
     auto handle = self->spawn<caf::monitored>(
       make_chat, chat, st.pool[partition_of(chat, st.pool.size())],
       caf::actor_cast<registry_actor>(self), st.events, st.options);
+    // The gauge follows the actor's real lifetime, whatever ends it.
+    metrics::chat_actor_started();
+    caf::actor_cast<caf::abstract_actor*>(handle)->attach_functor(
+      [] { metrics::chat_actor_stopped(); });
     i = st.chats.emplace(chat, registry_state::entry{handle, 0}).first;
     st.by_address.emplace(handle.address(), chat);
   }
@@ -45,6 +50,7 @@ void passivate(self_ptr self, chat_id chat, uint64_t received) {
     return; // a message is on its way; the actor re-arms its timer
   self->send(i->second.handle, atom::stop_v);
   self->state.chats.erase(i);
+  metrics::count_passivation();
 }
 
 /// A restarted persistence actor replaces its predecessor for new chat

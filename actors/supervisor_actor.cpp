@@ -3,6 +3,7 @@
 
 #include "actors/events_actor.hpp"
 #include "actors/log_handlers.hpp"
+#include "actors/metrics.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/errors.hpp"
 
@@ -40,6 +41,7 @@ void schedule_restart(self_ptr self, size_t index) {
   if (now - st.last_restart[index] > st.options.restart_backoff_max)
     st.backoff[index] = st.options.restart_backoff_min;
   auto delay = st.backoff[index];
+  metrics::count_persistence_restart();
   st.backoff[index] = std::min(delay * 2, st.options.restart_backoff_max);
   spdlog::error(
     "persistence failed partition={} restart_in_ms={}", index,
@@ -84,6 +86,7 @@ void finish_scan(scan_state& scan);
 
 void finish_sweep(self_ptr self) {
   auto& st = self->state;
+  metrics::count_sweep();
   if (st.sweep.count > 0)
     spdlog::info("sweep done released={}", st.sweep.count);
   finish_scan(st.sweep);
@@ -97,6 +100,14 @@ void finish_sweep(self_ptr self) {
       [](caf::error& err) {
         spdlog::warn("prune failed error={}", error_name(err));
       });
+  // The gauge counts what Postgres holds (all servers), not our operations.
+  self
+    ->request(sweeper_store(self), st.options.chat.store_timeout, atom::count_v)
+    .then([](int64_t n) { metrics::set_active_reservations(n); },
+          [](caf::error& err) {
+            spdlog::warn("counting active reservations failed error={}",
+                         error_name(err));
+          });
 }
 
 /// The next page after `after`, or the next phase, or the end.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/client.hpp"
 
+#include "client/batcher.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/interfaces.hpp"
@@ -9,6 +10,7 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -46,11 +48,17 @@ bool offers(caf::actor_system& sys, role r, const std::set<std::string>& ifs) {
   }
 }
 
+/// A connection, and whether its endpoint takes batches.
+struct connected {
+  caf::actor handle;
+  bool batches = false;
+};
+
 /// What `remote_actor` does, but bounded by `timeout`: remote_actor waits
 /// forever for a peer that accepts TCP and never finishes the handshake.
-caf::expected<caf::actor> connect(caf::actor_system& sys, const endpoint& to,
-                                  role r, bool tls, caf::timespan timeout) {
-  caf::expected<caf::actor> out{caf::sec::none};
+caf::expected<connected> connect(caf::actor_system& sys, const endpoint& to,
+                                 role r, bool tls, caf::timespan timeout) {
+  caf::expected<connected> out{caf::sec::none};
   caf::scoped_actor self{sys};
   auto manager =
     tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
@@ -64,7 +72,9 @@ caf::expected<caf::actor> connect(caf::actor_system& sys, const endpoint& to,
           out = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
                                 "this port does not offer the command's role");
         else
-          out = caf::actor_cast<caf::actor>(std::move(ptr));
+          out =
+            connected{caf::actor_cast<caf::actor>(std::move(ptr)),
+                      sys.assignable<caf::typed_actor<batch_signature>>(ifs)};
       },
       [&](caf::error& err) { out = std::move(err); });
   return out;
@@ -72,6 +82,36 @@ caf::expected<caf::actor> connect(caf::actor_system& sys, const endpoint& to,
 
 bool is_service_error(const caf::error& err) {
   return err.category() == caf::atom(error_category_name);
+}
+
+/// The value an operation's outcome carries for the caller's type.
+template <class T>
+caf::expected<T> value_of(outcome&& x, caf::optional<T> outcome::*member) {
+  if (x.error)
+    return std::move(x.error);
+  if (!(x.*member))
+    return caf::make_error(caf::sec::unexpected_response,
+                           "the batch answer lacks the operation's value");
+  return std::move(*(x.*member));
+}
+
+/// Administration never travels in a batch (call passes no operation).
+template <class T>
+caf::expected<T> from_outcome(outcome&&, T*) {
+  return caf::make_error(caf::sec::unexpected_response,
+                         "this operation does not travel in batches");
+}
+
+caf::expected<reservation> from_outcome(outcome&& x, reservation*) {
+  return value_of(std::move(x), &outcome::reservation);
+}
+
+caf::expected<receipt> from_outcome(outcome&& x, receipt*) {
+  return value_of(std::move(x), &outcome::receipt);
+}
+
+caf::expected<chat_status> from_outcome(outcome&& x, chat_status*) {
+  return value_of(std::move(x), &outcome::status);
 }
 
 } // namespace
@@ -83,12 +123,18 @@ struct client::impl {
   options opts;
   std::mutex mtx;
   std::vector<caf::actor> connections; ///< by server index; null: none yet
+  std::vector<bool> batches;           ///< by server index: takes batches
+  std::unique_ptr<batcher> batching;   ///< null when batching is off
   std::function<void(const endpoint&)> lost;
   caf::actor watcher; ///< monitors connections, forgets the dead ones
 
   impl(caf::actor_system& sys, options opts)
-      : sys(sys), opts(std::move(opts)),
-        connections(this->opts.servers.size()) {}
+      : sys(sys), opts(std::move(opts)), connections(this->opts.servers.size()),
+        batches(this->opts.servers.size()) {
+    if (this->opts.batching)
+      batching = std::make_unique<batcher>(
+        sys, batcher_options{this->opts.timeout, 4, 256});
+  }
 
   /// Called by the watcher: the server at `addr` went away.
   void forget(const caf::actor_addr& addr) {
@@ -121,27 +167,61 @@ struct client::impl {
     auto fresh =
       connect(sys, opts.servers[server], opts.facade, opts.tls, opts.timeout);
     if (!fresh)
-      return fresh;
-    caf::anon_send(watcher, *fresh);
+      return fresh.error();
+    caf::anon_send(watcher, fresh->handle);
     std::lock_guard<std::mutex> guard{mtx};
-    connections[server] = *fresh;
-    return fresh;
+    connections[server] = fresh->handle;
+    batches[server] = fresh->batches;
+    return fresh->handle;
+  }
+
+  bool takes_batches(size_t server) {
+    std::lock_guard<std::mutex> guard{mtx};
+    return batching != nullptr && batches[server];
+  }
+
+  /// One operation through the batcher: shares a message with whatever
+  /// other threads send to the same server meanwhile.
+  template <class T>
+  caf::expected<T> batched(const caf::actor& to, const operation& op) {
+    auto answer = batching->submit(to, op);
+    // The batch request has its own timeout; this bound only guards
+    // against a sender that went away.
+    if (answer.wait_for(opts.timeout + std::chrono::seconds(1))
+        != std::future_status::ready)
+      return caf::make_error(caf::sec::request_timeout);
+    try {
+      return from_outcome(answer.get(), static_cast<T*>(nullptr));
+    } catch (const std::future_error&) {
+      return caf::make_error(caf::sec::request_timeout,
+                             "the client's batch sender stopped");
+    }
+  }
+
+  /// One request of its own.
+  template <class T, class... Ts>
+  caf::expected<T> single(const caf::actor& to, const Ts&... xs) {
+    caf::expected<T> out{caf::sec::none};
+    caf::scoped_actor self{sys};
+    self->request(to, opts.timeout, xs...)
+      .receive([&](T& x) { out = std::move(x); },
+               [&](caf::error& err) { out = std::move(err); });
+    return out;
   }
 
   /// Sends to the chat's home; on a connection error, forgets that
   /// connection and, if the operation is safe to repeat, tries the chat's
   /// next server.
+  /// `op`, when given, lets the operation travel in a batch.
   template <class T, class... Ts>
-  caf::expected<T> call(chat_id chat, bool retry_safe, const Ts&... xs) {
+  caf::expected<T> call(chat_id chat, bool retry_safe,
+                        const caf::optional<operation>& op, const Ts&... xs) {
     caf::error last = caf::make_error(caf::sec::no_actor_published_at_port);
     for (auto server : rank(opts.servers, chat)) {
       auto to = connection(server);
       if (to) {
-        caf::expected<T> out{caf::sec::none};
-        caf::scoped_actor self{sys};
-        self->request(*to, opts.timeout, xs...)
-          .receive([&](T& x) { out = std::move(x); },
-                   [&](caf::error& err) { out = std::move(err); });
+        auto out = op && takes_batches(server) ? batched<T>(*to, *op)
+                                               : single<T>(*to, xs...);
         if (out || is_service_error(out.error()))
           return out;
         last = out.error();
@@ -169,6 +249,11 @@ caf::behavior connection_watcher(caf::event_based_actor* self,
   };
 }
 
+/// A batchable operation without a kind or request_id.
+operation op(operation_type type, chat_id chat, reservation_id id = 0) {
+  return {type, chat, id, kind::text, {}};
+}
+
 } // namespace
 
 client::client(caf::actor_system& sys, options opts)
@@ -188,64 +273,84 @@ const endpoint& client::home(chat_id chat) const {
   return impl_->opts.servers[rank(impl_->opts.servers, chat).front()];
 }
 
+std::pair<uint64_t, uint64_t> client::batches_sent() const {
+  if (!impl_->batching)
+    return {0, 0};
+  auto x = impl_->batching->sent();
+  return {x.batches, x.operations};
+}
+
 void client::on_server_lost(std::function<void(const endpoint&)> f) {
   std::lock_guard<std::mutex> guard{impl_->mtx};
   impl_->lost = std::move(f);
 }
 
 caf::expected<chat_status> client::touch(chat_id chat) {
-  return impl_->call<chat_status>(chat, true, atom::touch_v, chat);
+  return impl_->call<chat_status>(chat, true, op(operation_type::touch, chat),
+                                  atom::touch_v, chat);
 }
 
 caf::expected<reservation> client::reserve(chat_id chat, kind k,
                                            const std::string& request_id) {
   // Without a request_id a repeat would be a second request (busy).
-  return impl_->call<reservation>(chat, !request_id.empty(), atom::reserve_v,
-                                  chat, k, request_id);
+  return impl_->call<reservation>(
+    chat, !request_id.empty(),
+    operation{operation_type::reserve, chat, 0, k, request_id}, atom::reserve_v,
+    chat, k, request_id);
 }
 
 caf::expected<reservation> client::cancel(chat_id chat) {
-  return impl_->call<reservation>(chat, false, atom::cancel_v, chat);
+  return impl_->call<reservation>(chat, false, op(operation_type::cancel, chat),
+                                  atom::cancel_v, chat);
 }
 
 caf::expected<chat_status> client::status(chat_id chat) {
-  return impl_->call<chat_status>(chat, true, atom::status_v, chat);
+  return impl_->call<chat_status>(chat, true, op(operation_type::status, chat),
+                                  atom::status_v, chat);
 }
 
 caf::expected<reservation> client::start(chat_id chat, reservation_id id) {
-  return impl_->call<reservation>(chat, true, atom::start_v, chat, id);
+  return impl_->call<reservation>(
+    chat, true, op(operation_type::start, chat, id), atom::start_v, chat, id);
 }
 
 caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id) {
-  return impl_->call<reservation>(chat, true, atom::heartbeat_v, chat, id);
+  return impl_->call<reservation>(chat, true,
+                                  op(operation_type::heartbeat, chat, id),
+                                  atom::heartbeat_v, chat, id);
 }
 
 caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
-  return impl_->call<receipt>(chat, true, atom::commit_v, chat, id);
+  return impl_->call<receipt>(chat, true, op(operation_type::commit, chat, id),
+                              atom::commit_v, chat, id);
 }
 
 caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
-  return impl_->call<reservation>(chat, true, atom::fail_v, chat, id);
+  return impl_->call<reservation>(
+    chat, true, op(operation_type::fail, chat, id), atom::fail_v, chat, id);
 }
 
 caf::expected<chat_status> client::create(const chat_spec& spec) {
-  return impl_->call<chat_status>(spec.chat, false, atom::create_v, spec);
+  return impl_->call<chat_status>(spec.chat, false, caf::none, atom::create_v,
+                                  spec);
 }
 
 caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
                                              const std::string& payment_id) {
-  return impl_->call<top_up_receipt>(chat, true, atom::top_up_v, chat, credits,
-                                     payment_id);
+  return impl_->call<top_up_receipt>(chat, true, caf::none, atom::top_up_v,
+                                     chat, credits, payment_id);
 }
 
 caf::expected<chat_status> client::set_premium(chat_id chat,
                                                caf::timestamp until) {
-  return impl_->call<chat_status>(chat, true, atom::premium_v, chat, until);
+  return impl_->call<chat_status>(chat, true, caf::none, atom::premium_v, chat,
+                                  until);
 }
 
 caf::expected<chat_status> client::set_flags(chat_id chat,
                                              const flags_update& x) {
-  return impl_->call<chat_status>(chat, true, atom::flags_v, chat, x);
+  return impl_->call<chat_status>(chat, true, caf::none, atom::flags_v, chat,
+                                  x);
 }
 
 caf::expected<size_t> client::subscribe(const caf::actor& who) {

@@ -42,6 +42,10 @@ struct options {
   role facade = role::all;
   caf::timespan timeout = std::chrono::seconds(15); ///< connect and request
   bool tls = false; ///< the system was prepared with tls_files
+  /// Operations of concurrent callers headed for one server share a message
+  /// (touch, reserve, cancel, status, start, heartbeat, commit, fail), on
+  /// servers that offer it. Nothing waits for a batch to fill.
+  bool batching = true;
 };
 
 /// Blocking calls, safe to use from several threads. Service errors (busy,
@@ -84,6 +88,10 @@ public:
 
   /// Where `chat`'s requests go first.
   const endpoint& home(chat_id chat) const;
+
+  /// How many batch messages this client sent and how many operations they
+  /// held (both 0 with batching off).
+  std::pair<uint64_t, uint64_t> batches_sent() const;
 
   struct impl;
 

@@ -4,6 +4,7 @@
 #include "actors/facade_actor.hpp"
 #include "actors/persistence_actor.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "main/http_server.hpp"
 #include "main/server_config.hpp"
 #include "persistence/cluster.hpp"
 #include "persistence/migrations.hpp"
@@ -145,7 +146,8 @@ caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
   // lets a peer address any actor this node has published by its id, so an
   // all-roles endpoint next to the facades would undo their separation.
   if (!cfg.split_ports())
-    if (auto err = add(open_listener(sys, "api", api, cfg.port, "127.0.0.1")))
+    if (auto err = add(open_listener(
+          sys, "api", sys.spawn(make_api_facade, api), cfg.port, "127.0.0.1")))
       return err;
   if (cfg.gateway_port >= 0)
     if (auto err =
@@ -165,8 +167,9 @@ caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
 }
 
 /// Line 1: the all-roles API port, 0 when role ports replace it (scripts
-/// read `head -n1`); then `role=port` lines.
-void write_port_file(const std::string& path, const std::vector<listener>& xs) {
+/// read `head -n1`); then `role=port` lines, and `http=port` if served.
+void write_port_file(const std::string& path, const std::vector<listener>& xs,
+                     const http::server* web) {
   auto tmp = path + ".tmp";
   {
     std::ofstream out{tmp};
@@ -174,6 +177,8 @@ void write_port_file(const std::string& path, const std::vector<listener>& xs) {
     for (const auto& x : xs)
       if (x.role != "api")
         out << x.role << '=' << x.port << '\n';
+    if (web != nullptr)
+      out << "http=" << web->port() << '\n';
   }
   std::rename(tmp.c_str(), path.c_str()); // readers never see half a file
 }
@@ -189,22 +194,31 @@ void close_listeners(caf::actor_system& sys, const std::vector<listener>& xs) {
           .receive([] {}, [](caf::error&) {});
     else
       sys.middleman().unpublish(x.handle, x.port);
-    if (x.role != "api") // facades are ours; the registry is the supervisor's
-      caf::anon_send_exit(x.handle, caf::exit_reason::user_shutdown);
+    // Every published handle is a facade of ours (never the registry).
+    caf::anon_send_exit(x.handle, caf::exit_reason::user_shutdown);
   }
 }
 
 int serve(caf::actor_system& sys, const server_config& cfg,
           const std::string& dsn, const sigset_t& signals) {
-  auto factory = make_persistence_factory(sys, store_options_of(cfg, dsn));
+  auto factory = make_persistence_factory(
+    sys, store_options_of(cfg, dsn),
+    persistence_limits{cfg.persistence_batch_max, cfg.persistence_queue_max});
   supervisor_actor root =
     sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   int rc = 0;
   auto api = api_of(sys, root);
   auto listeners = api ? open_listeners(sys, cfg, *api)
                        : caf::expected<std::vector<listener>>{api.error()};
-  if (!listeners) {
-    spdlog::critical("cannot listen error={}", sys.render(listeners.error()));
+  // The HTTP adapter (off unless --http-port); stopped before the listeners.
+  auto web =
+    listeners ? http::server::start(sys, cfg, *api, dsn)
+              : caf::expected<std::unique_ptr<http::server>>{listeners.error()};
+  if (listeners && !web)
+    close_listeners(sys, *listeners);
+  if (!listeners || !web) {
+    spdlog::critical("cannot listen error={}",
+                     sys.render(listeners ? web.error() : listeners.error()));
     rc = 1;
   } else {
     spdlog::info("serving connections={} sweep_timeout={} "
@@ -216,10 +230,11 @@ int serve(caf::actor_system& sys, const server_config& cfg,
                    "anyone who reaches these ports can bill",
                    cfg.bind, cfg.admin_bind);
     if (!cfg.port_file.empty())
-      write_port_file(cfg.port_file, *listeners);
+      write_port_file(cfg.port_file, *listeners, web->get());
     int sig = 0;
     sigwait(&signals, &sig);
     spdlog::info("shutting down signal={}", sig);
+    web->reset();
     close_listeners(sys, *listeners);
   }
   // Linked: the registry, its chats, the event bus and the pool follow.

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/server_config.hpp"
 
+#include "persistence/batch.hpp"
 #include "protocol/config.hpp"
 
 #include <caf/deep_to_string.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <fstream>
+#include <tuple>
 
 namespace chargeonce {
 
@@ -39,6 +44,12 @@ server_config::server_config() {
          "directory of the embedded Postgres cluster (var/postgres)")
     .add(connections, "connections",
          "Postgres connections serving chats, partitioned by chat (4)")
+    .add(persistence_batch_max, "persistence-batch-max",
+         "operations of different chats sharing one statement and commit, "
+         "at most (128)")
+    .add(persistence_queue_max, "persistence-queue-max",
+         "operations waiting per connection, at most; beyond it callers get "
+         "overloaded at once (4096)")
     .add(idle_timeout, "idle-timeout",
          "passivate a chat actor after this long without operations (60s)")
     .add(store_timeout, "store-timeout",
@@ -75,6 +86,33 @@ server_config::server_config() {
          "premium text is free (10)")
     .add(premium_daily_images, "premium-daily-images",
          "premium plan: daily image quota (10)")
+    .add(http_port, "http-port",
+         "HTTP/JSON adapter; -1 off, 0 any free port (-1)")
+    .add(http_bind, "http-bind",
+         "address of the HTTP port; beyond loopback it needs tls-cert/tls-key "
+         "or allow-plain-tcp (127.0.0.1)")
+    .add(http_gateway_token, "http-gateway-token",
+         "bearer token of the gateway HTTP routes (at least 16 characters); "
+         "empty: those routes answer 403")
+    .add(http_worker_token, "http-worker-token",
+         "bearer token of the worker HTTP routes")
+    .add(http_admin_token, "http-admin-token",
+         "bearer token of the admin HTTP routes")
+    .add(http_gateway_token_file, "http-gateway-token-file",
+         "read http-gateway-token from this file (first line)")
+    .add(http_worker_token_file, "http-worker-token-file",
+         "read http-worker-token from this file (first line)")
+    .add(http_admin_token_file, "http-admin-token-file",
+         "read http-admin-token from this file (first line)")
+    .add(http_threads, "http-threads",
+         "HTTP worker threads: connections served at once (8)")
+    .add(http_max_streams, "http-max-streams",
+         "concurrent GET /v1/events streams, below http-threads (4)")
+    .add(http_max_body, "http-max-body",
+         "largest HTTP request body in bytes; larger ones get 413 (65536)")
+    .add(http_timeout, "http-timeout",
+         "HTTP read, write and keep-alive idle timeout: a client stalling "
+         "longer is dropped (5s)")
     .add(log_level, "log-level", "trace|debug|info|warn|error|off (info)")
     .add(port_file, "port-file", "write the bound port to this file");
   register_protocol(*this);
@@ -101,7 +139,63 @@ bool positive(caf::timespan x) {
   return x > caf::timespan{0};
 }
 
+/// The first line of `path` without trailing whitespace, or an error text.
+std::string read_token_file(const std::string& path, std::string& token) {
+  std::ifstream in{path};
+  if (!in)
+    return "cannot read " + path;
+  std::getline(in, token);
+  while (!token.empty()
+         && std::isspace(static_cast<unsigned char>(token.back())))
+    token.pop_back();
+  return {};
+}
+
 } // namespace
+
+std::string server_config::finalize_http() {
+  if (http_port < -1 || http_port > 65535)
+    return "http-port must be -1 (off) or 0 to 65535";
+  for (auto [name, token, file] :
+       {std::tuple{"http-gateway-token", &http_gateway_token,
+                   &http_gateway_token_file},
+        std::tuple{"http-worker-token", &http_worker_token,
+                   &http_worker_token_file},
+        std::tuple{"http-admin-token", &http_admin_token,
+                   &http_admin_token_file}}) {
+    if (!file->empty()) {
+      if (!token->empty())
+        return std::string{name} + " and " + name + "-file are exclusive";
+      if (auto problem = read_token_file(*file, *token); !problem.empty())
+        return std::string{name} + "-file: " + problem;
+      if (token->empty())
+        return std::string{name} + "-file: " + *file + " is empty";
+    }
+    // A short token can be guessed; 16 characters is the least we take.
+    if (!token->empty() && token->size() < 16)
+      return std::string{name} + " must have at least 16 characters";
+  }
+  // One token for two roles would let a gateway commit.
+  const auto& g = http_gateway_token;
+  const auto& w = http_worker_token;
+  const auto& a = http_admin_token;
+  if ((!g.empty() && (g == w || g == a)) || (!w.empty() && w == a))
+    return "the HTTP tokens of different roles must differ";
+  if (http_threads < 2)
+    return "http-threads must be at least 2";
+  if (http_max_streams >= http_threads)
+    return "http-max-streams must be below http-threads (streams hold a "
+           "thread each)";
+  if (http_max_body < 1024)
+    return "http-max-body must be at least 1024";
+  if (http_timeout < std::chrono::seconds(1))
+    return "http-timeout must be at least 1s";
+  if (http() && !is_loopback(http_bind) && !tls() && !allow_plain_tcp)
+    return "refusing plain HTTP on " + http_bind
+           + ": bind to loopback, give tls-cert/tls-key/tls-ca, or pass "
+             "--allow-plain-tcp (e.g. behind a TLS reverse proxy)";
+  return {};
+}
 
 std::string server_config::finalize() {
   if (sweep_timeout == caf::timespan{0})
@@ -157,6 +251,14 @@ std::string server_config::finalize() {
              + ": bind to loopback or pass --allow-plain-tcp";
   if (connections == 0)
     return "connections must be at least 1";
+  if (persistence_batch_max == 0
+      || persistence_batch_max > persistence::batch_operations_max)
+    return "persistence-batch-max must be 1.."
+           + std::to_string(persistence::batch_operations_max);
+  if (persistence_queue_max == 0)
+    return "persistence-queue-max must be at least 1";
+  if (auto problem = finalize_http(); !problem.empty())
+    return problem;
   if (spdlog::level::from_str(log_level) == spdlog::level::off
       && log_level != "off")
     return "unknown log-level '" + log_level + "'";

@@ -38,6 +38,10 @@ struct server_config : caf::actor_system_config {
   caf::timespan store_timeout = std::chrono::seconds(10);
   caf::timespan statement_timeout = std::chrono::seconds(5);
   size_t connections = 4;
+  /// Operations of different chats sharing one Postgres statement at most.
+  size_t persistence_batch_max = 128;
+  /// Operations waiting per connection at most; beyond: `overloaded`.
+  size_t persistence_queue_max = 4096;
   caf::timespan sweep_interval = std::chrono::seconds(60);
   caf::timespan max_job_duration = std::chrono::seconds(60);
   caf::timespan sweep_timeout = caf::timespan{0}; ///< 0: 3 x max-job-duration
@@ -52,11 +56,35 @@ struct server_config : caf::actor_system_config {
   int32_t premium_daily_messages = 10;
   int32_t premium_daily_images = 10;
 
+  // -- HTTP/JSON adapter (main/http_server.hpp) ------------------------------
+  int32_t http_port = -1;              ///< -1: off; 0: any free port
+  std::string http_bind = "127.0.0.1"; ///< beyond loopback only with TLS
+  /// Bearer tokens per role; empty: that role's HTTP routes answer 403.
+  /// The *_file variants read the token from a file (first line).
+  std::string http_gateway_token;
+  std::string http_worker_token;
+  std::string http_admin_token;
+  std::string http_gateway_token_file;
+  std::string http_worker_token_file;
+  std::string http_admin_token_file;
+  size_t http_threads = 8;      ///< httplib worker threads (connections served)
+  size_t http_max_streams = 4;  ///< concurrent /v1/events streams
+  size_t http_max_body = 65536; ///< bytes; larger bodies get 413
+  /// Read, write and keep-alive idle timeout of HTTP connections.
+  caf::timespan http_timeout = std::chrono::seconds(5);
+
+  /// HTTP served: --http-port is not -1.
+  bool http() const { return http_port >= 0; }
+
   server_config();
 
   /// Fills derived defaults and checks the options against each other;
   /// returns a message for the operator, empty when the config is usable.
   std::string finalize();
+
+private:
+  /// The HTTP part of finalize(): reads token files and checks limits.
+  std::string finalize_http();
 };
 
 } // namespace chargeonce

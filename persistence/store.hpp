@@ -132,6 +132,9 @@ public:
   /// returns how many rows were deleted.
   caf::expected<uint64_t> prune();
 
+  /// Active reservations in Postgres, of every server (the metrics gauge).
+  caf::expected<int64_t> count_active();
+
   /// The server process id of the current connection (0 if none); lets tests
   /// kill exactly this backend.
   int backend_pid() const;

@@ -74,6 +74,13 @@ caf::expected<reservation_released> store::release(chat_id chat,
     });
 }
 
+caf::expected<int64_t> store::count_active() {
+  return impl_->run<int64_t>(
+    "count_active", 0, 0, [](pqxx::work& tx) -> caf::expected<int64_t> {
+      return tx.exec("SELECT count(*) FROM reservations")[0][0].as<int64_t>();
+    });
+}
+
 caf::expected<uint64_t> store::prune() {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call

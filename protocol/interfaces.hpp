@@ -2,6 +2,7 @@
 // Typed actor interfaces shared by the server, its clients and the tests.
 #pragma once
 
+#include "protocol/batch.hpp"
 #include "protocol/type_ids.hpp"
 #include "protocol/types.hpp"
 
@@ -61,7 +62,18 @@ using release_signature =
 using api_actor = billing_actor::extend<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
 
+/// Many operations in one message (client batching). Each is answered as if
+/// it had come alone, in the batch's order; one outside the endpoint's role
+/// is refused with invalid_argument; more than batch_operations_max refuse
+/// the whole batch.
+using batch_signature =
+  caf::replies_to<atom::batch,
+                  std::vector<operation>>::with<std::vector<outcome>>;
+
 // -- role facades: what each kind of client may call -------------------------
+
+/// Every role's operations (the loopback --port), plus batches.
+using api_facade_actor = api_actor::extend<batch_signature>;
 
 /// Gateway nodes: they receive user updates.
 using gateway_actor = caf::typed_actor<
@@ -69,10 +81,11 @@ using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
   caf::replies_to<atom::status, chat_id>::with<chat_status>,
-  caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>, batch_signature>;
 
 /// Workers: they run the jobs. A worker cannot top up.
 using worker_actor = caf::typed_actor<
+  batch_signature,
   caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
@@ -96,6 +109,8 @@ using persistence_actor = billing_actor::extend<
   /// Forgets released reservations older than release-retention; returns
   /// how many rows were deleted.
   caf::replies_to<atom::prune>::with<uint64_t>,
+  /// Active reservations in Postgres, of every server.
+  caf::replies_to<atom::count>::with<int64_t>,
   /// Refills the next page of quiet chats after a cursor and returns them.
   caf::replies_to<atom::reactivate, reactivation_cursor,
                   uint32_t>::with<reactivation_page>>;

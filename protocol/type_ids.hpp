@@ -2,6 +2,7 @@
 // Atoms and the one type-ID block: every type that crosses an actor boundary.
 #pragma once
 
+#include "protocol/batch.hpp"
 #include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
@@ -33,6 +34,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, flags, "flags")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, reactivate, "reactivate")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, flush, "flush")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, batch, "batch")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, count, "count")
 
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::kind))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reservation_status))
@@ -52,5 +55,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::top_up_receipt))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reactivation_cursor))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reactivation_page))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::operation_type))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::operation))
+  CAF_ADD_TYPE_ID(chargeonce, (std::vector<chargeonce::operation>))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::outcome))
+  CAF_ADD_TYPE_ID(chargeonce, (std::vector<chargeonce::outcome>))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -96,4 +96,40 @@ TEST_SUITE("facade") {
     }
   }
 
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "a batch is answered in order; an operation of another "
+                    "role in it is refused and never reaches the store") {
+    std::vector<operation> ops{
+      {operation_type::status, 1, 0, kind::text, {}},
+      {operation_type::commit, 2, 9, kind::text, {}}, // a worker's
+      {operation_type::reserve, 3, 0, kind::image, "tap"},
+      {operation_type::status, 0, 0, kind::text, {}}, // invalid chat
+    };
+    auto answers = ask<std::vector<outcome>>(gateway, atom::batch_v, ops);
+    REQUIRE(answers);
+    REQUIRE(answers->size() == 4);
+    CHECK((*answers)[0].status);
+    CHECK((*answers)[1].error == ec::invalid_argument);
+    CHECK((*answers)[2].reservation);
+    CHECK((*answers)[3].error == ec::invalid_argument);
+    CHECK(log->calls == std::vector<std::string>{"status 1", "reserve 3"});
+    auto worker_side = ask<std::vector<outcome>>(
+      worker, atom::batch_v,
+      std::vector<operation>{{operation_type::touch, 1, 0, kind::text, {}},
+                             {operation_type::start, 1, 5, kind::text, {}}});
+    REQUIRE(worker_side);
+    CHECK((*worker_side)[0].error == ec::invalid_argument);
+    CHECK((*worker_side)[1].reservation);
+  }
+
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "an oversized batch is refused whole, nothing runs") {
+    std::vector<operation> ops(batch_operations_max + 1,
+                               {operation_type::status, 1, 0, kind::text, {}});
+    auto answers = ask<std::vector<outcome>>(gateway, atom::batch_v, ops);
+    REQUIRE_FALSE(answers);
+    CHECK(answers.error() == ec::invalid_argument);
+    CHECK(log->calls.empty());
+  }
+
 } // TEST_SUITE

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sweeping through the real actors over a real Postgres: many stuck
 // reservations, concurrent commits, and subscribers that fail.
+#include "actors/metrics.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/threaded_server.hpp"
 #include "tests/persistence/test_db.hpp"
@@ -148,6 +149,26 @@ TEST_SUITE("actors.sweep") {
     for (chat_id chat = base; chat < base + 3; ++chat)
       CHECK(server.ask<reservation>(atom::reserve_v, chat, kind::image,
                                     std::string{}));
+  }
+
+  TEST_CASE("after a sweep the active-reservations gauge shows what Postgres "
+            "holds") {
+    test::threaded_server server{options()};
+    make_stuck(test::fresh_chat_block(2), 2);
+    test::insert_stuck_reservations(test::fresh_chat_block(3), 3, "1 second");
+    REQUIRE(server.sweep());
+    auto expected = test::sql_int("SELECT count(*) FROM reservations");
+    CHECK(expected >= 3); // the young ones stay
+    auto gauge = [] {
+      auto text = metrics::render();
+      auto at = text.find("\nchargeonce_active_reservations ");
+      if (at == std::string::npos)
+        return -1.0;
+      return std::stod(text.substr(text.find(' ', at + 1) + 1));
+    };
+    for (int i = 0; i < 100 && gauge() != expected; ++i)
+      std::this_thread::sleep_for(50ms); // counted right after the sweep
+    CHECK(gauge() == expected);
   }
 
   TEST_CASE("a commit racing its sweep is charged exactly once, never both "

@@ -3,6 +3,7 @@
 // threads over a real Postgres, driven from test threads.
 #pragma once
 
+#include "actors/facade_actor.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "persistence/store.hpp"
 #include "protocol/config.hpp"
@@ -37,7 +38,11 @@ struct threaded_server {
                [](caf::error&) {});
   }
 
+  std::vector<caf::actor> facades; ///< published, stopped with the server
+
   ~threaded_server() {
+    for (auto& x : facades)
+      caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   }
 
@@ -57,9 +62,13 @@ struct threaded_server {
     return ask_actor<T>(api, xs...);
   }
 
-  /// Publishes the API on 127.0.0.1 (0: any free port); the bound port.
-  uint16_t publish(uint16_t port = 0) {
-    auto bound = sys.middleman().publish(api, port, "127.0.0.1", true);
+  /// Publishes a facade on 127.0.0.1 (0: any free port), as the server
+  /// does: all roles by default; the bound port.
+  template <class Facade = decltype(make_api_facade)>
+  uint16_t publish(uint16_t port = 0, Facade make = make_api_facade) {
+    auto facade = sys.spawn(make, api);
+    facades.push_back(caf::actor_cast<caf::actor>(facade));
+    auto bound = sys.middleman().publish(facade, port, "127.0.0.1", true);
     return bound ? *bound : 0;
   }
 

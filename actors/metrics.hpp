@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// Process-wide metrics in Prometheus' text exposition format. Actors record
+// into lock-free counters; the HTTP adapter renders them on GET /metrics.
+//
+// Every series is a fixed slot in a static array (no lookup, no lock on the
+// recording path): labels are enums or small closed sets, resolved to an
+// index when recorded. Counters and gauges are relaxed atomics; rendering
+// reads them while actors keep recording, which Prometheus tolerates.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace chargeonce::metrics {
+
+// -- operations (recorded by the facades) -------------------------------------
+
+/// The client operations, one `operation` label value each.
+enum class operation : uint8_t {
+  create,
+  reserve,
+  start,
+  heartbeat,
+  commit,
+  fail,
+  cancel,
+  status,
+  touch,
+  top_up,
+  set_premium,
+  set_flags,
+  subscribe,
+};
+
+inline constexpr size_t operation_count = 13;
+
+/// The label value: the name the chat actor logs (`create`, `top_up`,
+/// `set_premium`, ...).
+const char* to_string(operation op);
+
+/// One operation answered to a client after `elapsed`: counted in
+/// chargeonce_operations_total{operation, outcome} (outcome `ok` for an empty
+/// error, else error_name(err): our codes, `request_timeout`,
+/// `request_receiver_down`, or `other`) and observed in
+/// chargeonce_operation_duration_seconds{operation}.
+void record_operation(operation op, const caf::error& err,
+                      std::chrono::nanoseconds elapsed);
+
+// -- events, scans and actors -------------------------------------------------
+
+/// A queue_notice was published.
+void count_queue_notice();
+
+/// A reservation was released by the sweeper; `reason` as Postgres records
+/// it (`lease_expired`, `sweep_timeout`), anything else counts as `other`.
+void count_release(std::string_view reason);
+
+/// The reactivation scan refilled `chats` quiet chats.
+void count_reactivations(uint64_t chats);
+
+/// One sweep run ended (whether it released anything or its scan failed).
+void count_sweep();
+
+/// A dead persistence actor (and its Postgres connection) is being
+/// restarted.
+void count_persistence_restart();
+
+/// Postgres failed an operation (lost connection, timeout, SQL error other
+/// than the busy index): the persistence layer answered storage_unavailable.
+void count_storage_error();
+
+/// The registry passivated an idle chat actor.
+void count_passivation();
+
+/// A chat actor was spawned / has terminated (gauge of resident actors).
+void chat_actor_started();
+void chat_actor_stopped();
+
+// -- persistence --------------------------------------------------------------
+
+/// One Postgres round trip carried `operations` client operations.
+void observe_persistence_batch(size_t operations);
+
+/// One persistence actor's share of chargeonce_persistence_queue_depth (the
+/// sum over the pool): `set` replaces this share, the destructor withdraws it,
+/// so a dead actor never leaves its backlog in the gauge. Keep one in the
+/// actor's state; not thread-safe on its own (one owner).
+class queue_depth_share {
+public:
+  queue_depth_share() = default;
+  queue_depth_share(const queue_depth_share&) = delete;
+  queue_depth_share& operator=(const queue_depth_share&) = delete;
+  ~queue_depth_share();
+
+  /// Operations waiting in this actor right now.
+  void set(int64_t depth);
+
+private:
+  int64_t current_ = 0;
+};
+
+/// Active reservations as Postgres counts them (all servers); the gauge is
+/// absent until someone sets it. Not derived from this process' operations:
+/// a reserve on one server and a commit on another, or an idempotent replay,
+/// would make such a count drift.
+void set_active_reservations(int64_t n);
+
+// -- exposition ---------------------------------------------------------------
+
+/// Every metric of this process, in Prometheus text format 0.0.4.
+std::string render();
+
+/// The Content-Type header that goes with render().
+inline constexpr const char* content_type =
+  "text/plain; version=0.0.4; charset=utf-8";
+
+namespace detail {
+
+/// Label value escaping of the text format: backslash, double quote and
+/// line feed.
+std::string escape_label_value(std::string_view x);
+
+/// HELP text escaping: backslash and line feed.
+std::string escape_help(std::string_view x);
+
+/// A sample value: integral numbers without exponent, +Inf/-Inf/NaN spelled
+/// as Prometheus does.
+std::string format_value(double x);
+
+} // namespace detail
+
+} // namespace chargeonce::metrics

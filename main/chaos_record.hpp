@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-chaos's record: every request it sent and every answer it got
+// (with ids and amounts), every fault it injected and when Postgres was
+// known to be down. The auditor judges Postgres against this record.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace chargeonce::chaos {
+
+/// Microseconds since the epoch (the system clock, which Postgres' now()
+/// shares on this machine).
+int64_t now_us();
+
+enum class op : uint8_t {
+  touch,
+  reserve,
+  cancel,
+  status,
+  start,
+  heartbeat,
+  commit,
+  fail,
+  create,
+  top_up,
+  premium,
+};
+constexpr size_t op_count = 11;
+const char* to_string(op x);
+
+/// The answer: ok, one of our error codes (ec, 1…), or a transport problem
+/// (no answer: the outcome is unknown).
+enum class outcome : uint8_t { ok = 0, transport = 200, pending = 201 };
+std::string outcome_name(uint8_t code);
+
+/// One request and its answer. `id` is the reservation the request named,
+/// or the one the answer returned (reserve, cancel).
+struct op_record {
+  int64_t sent_us = 0;
+  int64_t acked_us = 0;   ///< when the answer (or the transport error) came
+  int64_t created_us = 0; ///< a returned reservation's created_at
+  chat_id chat = 0;
+  reservation_id id = 0;
+  uint64_t key = 0; ///< request_id / payment_id number
+  pockets amounts;  ///< held (reserve, start, fail, cancel) or charged
+  int32_t credits = 0;
+  uint32_t actor = 0; ///< gateway/worker/admin thread or worker process
+  op what = op::status;
+  uint8_t result = static_cast<uint8_t>(outcome::pending);
+  kind job = kind::text;
+
+  bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
+};
+
+/// Sets `r.result` (and `r.acked_us`) from an error.
+void set_error(op_record& r, const caf::error& err);
+
+enum class fault : uint8_t {
+  kill_server,
+  terminate_backend,
+  restart_postgres,
+  pause_postgres,
+  drop_connection,
+  kill_worker,
+};
+constexpr size_t fault_count = 6;
+const char* to_string(fault x);
+bool fault_from_string(const std::string& name, fault& out);
+
+/// One injected fault; `detail` says what exactly (server index, pids, …).
+struct fault_record {
+  fault what = fault::kill_server;
+  int64_t begin_us = 0;
+  int64_t end_us = 0;
+  std::string detail;
+};
+
+/// [from, to]: Postgres was stopped or frozen for the whole interval.
+struct outage {
+  int64_t from_us = 0;
+  int64_t to_us = 0;
+};
+
+/// Thread-safe; appended to during the run, read only after it.
+class recorder {
+public:
+  void add(const op_record& r);
+  void add(fault_record f);
+  void add(outage o);
+  void add_process_release(reservation_id id); ///< a killed worker's job
+
+  std::vector<op_record> ops;
+  std::vector<fault_record> faults;
+  std::vector<outage> outages;
+  std::vector<reservation_id> killed_jobs;
+
+private:
+  std::mutex mtx_;
+};
+
+} // namespace chargeonce::chaos

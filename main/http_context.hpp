@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the HTTP adapter's routes share: the facades they call, the limits
+// they enforce, and one request in flight. Internal to main/http_*.cpp.
+#pragma once
+
+#include "protocol/interfaces.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace httplib {
+struct Request;
+struct Response;
+} // namespace httplib
+
+namespace chargeonce::http {
+
+/// Who may call a route; `open` needs no token (health and metrics).
+enum class role : uint8_t { open = 0, gateway = 1, worker = 2, admin = 3 };
+
+const char* to_string(role x);
+
+/// The last /readyz answer: probes within `ready_cache_duration` share it, so
+/// a flood of unauthenticated probes opens at most one connection a second.
+struct readiness_cache {
+  std::mutex mtx; ///< also serializes the checks themselves
+  std::chrono::steady_clock::time_point checked_at;
+  bool checked = false;
+  bool ready = false;
+  std::string reason;
+};
+
+/// The server side of every route: handles, limits and shared state. Lives
+/// as long as the httplib server that calls the routes.
+struct backend {
+  caf::actor_system* sys = nullptr;
+  /// The same facades as the CAF role ports: each relays only its role's
+  /// operations to the registry.
+  gateway_actor gateway;
+  worker_actor worker;
+  admin_actor admin;
+  /// One CAF request per HTTP request waits at most this long; longer than
+  /// the chat actors' store-timeout so that they answer first.
+  caf::timespan request_timeout = std::chrono::seconds(15);
+  std::string dsn; ///< for /readyz
+  /// Bearer tokens by role (index = role); empty: that role's routes are off.
+  std::array<std::string, 4> tokens;
+  size_t streams_max = 4;         ///< concurrent /v1/events streams
+  size_t stream_buffer_max = 256; ///< events queued per stream before a drop
+  std::atomic<size_t> streams{0}; ///< open /v1/events streams
+  readiness_cache readiness;
+};
+
+/// One request in flight.
+struct exchange {
+  backend& be;
+  const httplib::Request& req;
+  const std::string& body; ///< read by http_server.cpp, at most http-max-body
+  httplib::Response& res;
+  std::map<std::string, std::string> params; ///< path parameters by name
+};
+
+} // namespace chargeonce::http

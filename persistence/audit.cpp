@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "persistence/audit.hpp"
+
+#include "protocol/errors.hpp"
+
+#include <pqxx/pqxx>
+
+namespace chargeonce::persistence {
+
+namespace {
+
+caf::error unavailable(const char* what, const std::exception& e) {
+  return caf::make_error(ec::storage_unavailable,
+                         std::string{what} + ": " + e.what());
+}
+
+constexpr const char* micros = "(extract(epoch FROM {}) * 1000000)::bigint";
+
+/// `micros` with the column filled in.
+std::string micros_of(const std::string& column) {
+  std::string out = micros;
+  return out.replace(out.find("{}"), 2, column);
+}
+
+void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                audit_snapshot& out) {
+  auto rs = tx.exec_params("SELECT chat_id, daily_messages, daily_images, "
+                           "balance FROM chats WHERE chat_id > $1 AND "
+                           "chat_id <= $2 ORDER BY chat_id",
+                           first, first + count);
+  for (const auto& r : rs)
+    out.chats.push_back(
+      audit_chat{r[0].as<int64_t>(),
+                 {r[1].as<int32_t>(), r[2].as<int32_t>(), r[3].as<int32_t>()}});
+}
+
+void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                 audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT id, entry = 'charge', coalesce(reservation_id, 0), chat_id, "
+    "charged_daily_messages, charged_daily_images, charged_balance, "
+    "credited_balance, coalesce(payment_id, ''), "
+      + micros_of("committed_at")
+      + " FROM ledger WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
+    first, first + count);
+  for (const auto& r : rs) {
+    audit_ledger_row x;
+    x.id = r[0].as<int64_t>();
+    x.charge = r[1].as<bool>();
+    x.reservation = r[2].as<int64_t>();
+    x.chat = r[3].as<int64_t>();
+    x.charged = {r[4].as<int32_t>(), r[5].as<int32_t>(), r[6].as<int32_t>()};
+    x.credited = r[7].as<int32_t>();
+    x.payment_id = r[8].as<std::string>();
+    x.at_us = r[9].as<int64_t>();
+    out.ledger.push_back(std::move(x));
+  }
+}
+
+void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                       audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT id, chat_id, status = 'in_progress', held_daily_messages, "
+    "held_daily_images, held_balance, "
+      + micros_of("created_at")
+      + " FROM reservations WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
+    first, first + count);
+  for (const auto& r : rs)
+    out.reservations.push_back(audit_reservation{
+      r[0].as<int64_t>(),
+      r[1].as<int64_t>(),
+      r[2].as<bool>(),
+      {r[3].as<int32_t>(), r[4].as<int32_t>(), r[5].as<int32_t>()},
+      r[6].as<int64_t>()});
+}
+
+void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                   audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT id, chat_id, reason, " + micros_of("released_at")
+      + " FROM released_reservations WHERE chat_id > $1 AND chat_id <= $2 "
+        "ORDER BY id",
+    first, first + count);
+  for (const auto& r : rs)
+    out.releases.push_back(audit_release{r[0].as<int64_t>(), r[1].as<int64_t>(),
+                                         r[2].as<std::string>(),
+                                         r[3].as<int64_t>()});
+}
+
+} // namespace
+
+caf::expected<audit_snapshot>
+read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::transaction<pqxx::isolation_level::repeatable_read> tx{conn};
+    audit_snapshot out;
+    read_chats(tx, first, count, out);
+    read_ledger(tx, first, count, out);
+    read_reservations(tx, first, count, out);
+    read_releases(tx, first, count, out);
+    tx.commit();
+    return out;
+  } catch (const std::exception& e) {
+    return unavailable("reading the audit snapshot", e);
+  }
+}
+
+caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
+                                          int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::nontransaction tx{conn};
+    auto rs = tx.exec_params("SELECT count(*) FROM reservations WHERE "
+                             "chat_id > $1 AND chat_id <= $2",
+                             first, first + count);
+    return rs[0][0].as<int64_t>();
+  } catch (const std::exception& e) {
+    return unavailable("counting reservations", e);
+  }
+}
+
+caf::expected<int64_t> terminate_backends(const std::string& dsn,
+                                          const std::string& application_name) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::nontransaction tx{conn};
+    auto rs = tx.exec_params(
+      "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
+      "FROM pg_stat_activity WHERE application_name = $1 "
+      "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+      application_name);
+    return rs[0][0].as<int64_t>();
+  } catch (const std::exception& e) {
+    return unavailable("terminating backends", e);
+  }
+}
+
+caf::error forge_charge(const std::string& dsn, chat_id chat,
+                        reservation_id forged) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    tx.exec_params("INSERT INTO ledger (reservation_id, chat_id, kind, "
+                   "charged_daily_messages, charged_daily_images, "
+                   "charged_balance) VALUES ($1, $2, 'image', 0, 0, 1)",
+                   forged, chat);
+    tx.commit();
+    return caf::none;
+  } catch (const std::exception& e) {
+    return unavailable("forging a ledger row", e);
+  }
+}
+
+} // namespace chargeonce::persistence

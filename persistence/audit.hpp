@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// What chargeonce-chaos reads and does to Postgres from the outside: the
+// rows its auditor checks against its own record, and the backend kills it
+// injects as faults. All the chaos tool's SQL lives here.
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chargeonce::persistence {
+
+/// One chat's pockets as Postgres has them now.
+struct audit_chat {
+  chat_id chat = 0;
+  pockets available;
+};
+
+/// One ledger row: a charge (reservation set) or a top-up (payment_id set).
+struct audit_ledger_row {
+  int64_t id = 0;
+  bool charge = true;             ///< entry = 'charge'; false: 'top_up'
+  reservation_id reservation = 0; ///< charges only
+  chat_id chat = 0;
+  pockets charged;        ///< charges only
+  int32_t credited = 0;   ///< top-ups only
+  std::string payment_id; ///< top-ups only
+  int64_t at_us = 0;      ///< committed_at, microseconds since the epoch
+};
+
+/// A reservation still in the table.
+struct audit_reservation {
+  reservation_id id = 0;
+  chat_id chat = 0;
+  bool started = false;
+  pockets held;
+  int64_t created_us = 0;
+};
+
+/// A reservation the sweeper released (released_reservations).
+struct audit_release {
+  reservation_id id = 0;
+  chat_id chat = 0;
+  std::string reason;
+  int64_t released_us = 0; ///< the releasing transaction's start
+};
+
+/// Everything the auditor compares with its record, for chats in
+/// (first, first + count].
+struct audit_snapshot {
+  std::vector<audit_chat> chats;
+  std::vector<audit_ledger_row> ledger;
+  std::vector<audit_reservation> reservations;
+  std::vector<audit_release> releases;
+};
+
+/// Reads chats, ledger, reservations and releases of the chat range in one
+/// repeatable-read transaction, so the four agree with each other.
+caf::expected<audit_snapshot> read_audit_snapshot(const std::string& dsn,
+                                                  chat_id first, int64_t count);
+
+/// How many reservations the chat range still has.
+caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
+                                          int64_t count);
+
+/// pg_terminate_backend of every client backend whose application_name is
+/// `application_name` (the chaos tool's servers); how many were terminated.
+caf::expected<int64_t> terminate_backends(const std::string& dsn,
+                                          const std::string& application_name);
+
+/// Self-test of the auditor only: writes a ledger charge for `chat` that no
+/// commit made (reservation id `forged`), so the audit must report it.
+caf::error forge_charge(const std::string& dsn, chat_id chat,
+                        reservation_id forged);
+
+} // namespace chargeonce::persistence

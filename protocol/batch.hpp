@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// Client batches: operations of many callers headed for one server travel
+// as one message and come back as one. The server answers each operation as
+// if it had come alone (same actors, same guarantees).
+#pragma once
+
+#include "protocol/types.hpp"
+
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace chargeonce {
+
+/// The operations a batch may carry: the gateways' and the workers' hot
+/// path. Administration goes one request at a time.
+enum class operation_type : uint8_t {
+  touch = 0,
+  reserve = 1,
+  cancel = 2,
+  status = 3,
+  start = 4,
+  heartbeat = 5,
+  commit = 6,
+  fail = 7,
+};
+
+const char* to_string(operation_type x);
+
+/// True for the enumerators a peer may legally send.
+bool is_valid(operation_type x);
+
+/// True for the operations of the gateway role (touch, reserve, cancel,
+/// status); the others are the worker role's.
+bool is_gateway_operation(operation_type x);
+
+/// One operation of a batch.
+struct operation {
+  operation_type type = operation_type::status;
+  chat_id chat = 0;
+  reservation_id reservation = 0;     ///< start, heartbeat, commit, fail
+  chargeonce::kind kind = kind::text; ///< reserve
+  std::string request_id;             ///< reserve
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, operation& x) {
+  return f(caf::meta::type_name("operation"), x.type, x.chat, x.reservation,
+           x.kind, x.request_id);
+}
+
+/// The answer to one operation: its error, or the value its type returns
+/// (a chat_status for touch and status, a receipt for commit, a reservation
+/// for the rest).
+struct outcome {
+  caf::error error;
+  caf::optional<chargeonce::reservation> reservation;
+  caf::optional<chargeonce::receipt> receipt;
+  caf::optional<chat_status> status;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, outcome& x) {
+  return f(caf::meta::type_name("outcome"), x.error, x.reservation, x.receipt,
+           x.status);
+}
+
+/// Operations in one batch message at most; a larger batch is refused with
+/// invalid_argument as a whole.
+inline constexpr size_t batch_operations_max = 1024;
+
+} // namespace chargeonce
