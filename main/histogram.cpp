@@ -3,10 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 namespace chargeonce {
 
 namespace {
+
+/// The first word of a serialized histogram; a new format gets a new tag.
+constexpr const char* serial_tag = "hist1";
 
 /// Below this every value has a bucket of its own.
 constexpr uint64_t linear_limit = 2 * histogram::sub_buckets;
@@ -89,6 +95,51 @@ uint64_t histogram::percentile(double p) const {
       return std::clamp(highest_equivalent(i), min_, max_);
   }
   return max_;
+}
+
+std::string histogram::serialize() const {
+  std::ostringstream out;
+  // %La writes the sum in hexadecimal floating point: exact, so that the
+  // mean of merged processes equals the mean of one.
+  char sum[64];
+  std::snprintf(sum, sizeof(sum), "%La", sum_);
+  size_t used = 0;
+  for (auto n : counts_)
+    used += n > 0 ? 1 : 0;
+  out << serial_tag << ' ' << count_ << ' ' << min_ << ' ' << max_ << ' ' << sum
+      << ' ' << used;
+  for (size_t i = 0; i < counts_.size(); ++i)
+    if (counts_[i] > 0)
+      out << ' ' << i << ' ' << counts_[i];
+  return out.str();
+}
+
+std::optional<histogram> histogram::deserialize(const std::string& text) {
+  std::istringstream in{text};
+  std::string tag;
+  std::string sum;
+  histogram out;
+  size_t used = 0;
+  if (!(in >> tag >> out.count_ >> out.min_ >> out.max_ >> sum >> used)
+      || tag != serial_tag || used > out.counts_.size())
+    return std::nullopt;
+  char* end = nullptr;
+  out.sum_ = std::strtold(sum.c_str(), &end);
+  if (end != sum.c_str() + sum.size())
+    return std::nullopt;
+  uint64_t total = 0;
+  for (size_t k = 0; k < used; ++k) {
+    size_t i = 0;
+    uint64_t n = 0;
+    if (!(in >> i >> n) || i >= out.counts_.size() || n == 0)
+      return std::nullopt;
+    out.counts_[i] += n;
+    total += n;
+  }
+  std::string rest;
+  if (in >> rest || total != out.count_)
+    return std::nullopt;
+  return out;
 }
 
 } // namespace chargeonce

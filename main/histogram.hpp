@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace chargeonce {
@@ -42,6 +44,15 @@ public:
   /// values are <= v, up to the bucket's precision; never below min() nor
   /// above max(). 0 when empty. `p` in (0, 100].
   uint64_t percentile(double p) const;
+
+  /// One line of text (no newline) that deserialize() turns back into an
+  /// equal histogram: how a bench client process hands its latencies to
+  /// the parent. Only non-empty buckets are written.
+  std::string serialize() const;
+
+  /// The histogram serialize() wrote; nullopt for any other text (a wrong
+  /// tag, a bucket out of range, counts that do not add up).
+  static std::optional<histogram> deserialize(const std::string& text);
 
   /// The bucket a value falls into.
   static size_t index_of(uint64_t value);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # chargeonce-bench works: a short remote run with the baseline and every mix,
-# then an in-process run, both against CHARGEONCE_TEST_DSN. Checks the JSON's
-# shape and that every run completed cycles; never how fast.
+# the same with two client processes, then an in-process run in sequential
+# chat order, all against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that
+# every run completed cycles and that memory is reported; never how fast.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN and jq)
 set -euo pipefail
 
@@ -83,13 +84,37 @@ jq -e '.runs[] | select(.mode == "remote") | .outcomes_by_op
 jq -e '.ratios | length == 1 and .[0].clients == 2 and .[0].cycles_per_s > 0' \
   "$tmp/remote.json" >/dev/null || die "no ratio: $(jq -c .ratios "$tmp/remote.json")"
 
+# Two client processes: their figures come back merged; the server's
+# memory is reported after the run.
+run_bench "$tmp/processes.json" --servers="$servers" --baseline --clients=3 \
+  --processes=2 --chats=1000 --duration=2 --warmup=0 \
+  --mix=cancel:10,fail:10,double:10 --server-pid="$server_pid"
+check_runs "$tmp/processes.json" "remote,baseline"
+jq -e '.config.processes == 2 and all(.runs[]; .processes == 2)
+      and (.runs[] | select(.mode == "remote") | .rss_process == "server"
+           and .peak_rss_kib > 0 and .rss_kib > 0)
+      and (.runs[] | select(.mode == "remote") | .outcomes_by_op
+           | (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
+  "$tmp/processes.json" >/dev/null ||
+  die "--processes=2: $(cat "$tmp/processes.json")"
+
+# Sequential order counts the chats it touched; in-process reports the
+# bench's own peak RSS.
 run_bench "$tmp/in_process.json" --in-process --clients=2 --chats=1000 \
-  --duration=2 --warmup=0
+  --duration=2 --warmup=0 --chat-order=sequential --idle-timeout=1
 check_runs "$tmp/in_process.json" "in_process"
+jq -e '.config.chat_order == "sequential" and (.runs[0]
+      | .chats_touched > 0 and .chats_touched <= 1000
+        and .rss_process == "bench" and .peak_rss_kib >= .rss_kib
+        and .rss_kib > 0)' "$tmp/in_process.json" >/dev/null ||
+  die "sequential in-process: $(cat "$tmp/in_process.json")"
 
 # Usage errors exit 2.
 status=0
 "$bench" --postgres="$dsn" --in-process --clients=zero >/dev/null 2>&1 || status=$?
 [[ $status == 2 ]] || die "a bad --clients exited $status, expected 2"
+status=0
+"$bench" --postgres="$dsn" --in-process --processes=2 >/dev/null 2>&1 || status=$?
+[[ $status == 2 ]] || die "--in-process --processes=2 exited $status, expected 2"
 
 echo "bench_smoke: OK"

@@ -130,4 +130,57 @@ TEST_SUITE("main.histogram") {
     CHECK(histogram::index_of(histogram::trackable_max * 4)
           == histogram::bucket_count() - 1);
   }
+
+  TEST_CASE("a serialized histogram comes back equal, merges included") {
+    std::mt19937_64 rng{11};
+    std::lognormal_distribution<double> latency{6.0, 1.5};
+    histogram a;
+    histogram b;
+    for (int i = 0; i < 20000; ++i) {
+      a.record(static_cast<uint64_t>(latency(rng)));
+      b.record(static_cast<uint64_t>(latency(rng)) * 3);
+    }
+    auto a2 = histogram::deserialize(a.serialize());
+    REQUIRE(a2);
+    CHECK(a2->serialize() == a.serialize());
+    CHECK(a2->count() == a.count());
+    CHECK(a2->min() == a.min());
+    CHECK(a2->max() == a.max());
+    CHECK(a2->mean() == a.mean());
+    for (double p : {50.0, 99.0, 99.9})
+      CHECK(a2->percentile(p) == a.percentile(p));
+    auto b2 = histogram::deserialize(b.serialize());
+    REQUIRE(b2);
+    histogram direct;
+    direct.merge(a);
+    direct.merge(b);
+    a2->merge(*b2);
+    CHECK(a2->serialize() == direct.serialize());
+  }
+
+  TEST_CASE("an empty histogram survives serialization") {
+    histogram h;
+    auto back = histogram::deserialize(h.serialize());
+    REQUIRE(back);
+    CHECK(back->count() == 0);
+    CHECK(back->percentile(99) == 0);
+  }
+
+  TEST_CASE("deserialize refuses text serialize did not write") {
+    histogram h;
+    h.record(5);
+    h.record(500);
+    auto good = h.serialize();
+    REQUIRE(histogram::deserialize(good));
+    CHECK_FALSE(histogram::deserialize(""));
+    CHECK_FALSE(histogram::deserialize("hist2" + good.substr(5)));
+    CHECK_FALSE(histogram::deserialize(good + " 7"));
+    CHECK_FALSE(histogram::deserialize(good.substr(0, good.size() - 2)));
+    // The counts no longer add up to the total.
+    CHECK_FALSE(histogram::deserialize("hist1 3" + good.substr(7)));
+    // A bucket beyond the last one.
+    CHECK_FALSE(histogram::deserialize(
+      "hist1 1 1 1 0x8p-3 1 " + std::to_string(histogram::bucket_count())
+      + " 1"));
+  }
 }

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-bench's report: a table for people, one JSON object for
+// programs, with chargeonce's ratio over the baseline per client count.
+#pragma once
+
+#include "main/bench_loop.hpp"
+#include "main/bench_options.hpp"
+
+#include <vector>
+
+namespace chargeonce::bench {
+
+/// One JSON object on stdout.
+void print_json(const bench_options& o, const std::vector<run_result>& runs);
+
+/// The summary, ratios, per-operation percentiles, outcomes and memory.
+void print_table(const bench_options& o, const std::vector<run_result>& runs);
+
+} // namespace chargeonce::bench
