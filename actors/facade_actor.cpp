@@ -62,8 +62,8 @@ caf::result<T> relay(Self* self, const api_actor& api, Atom a, Ts... xs) {
 
 } // namespace
 
-api_facade_actor::behavior_type
-make_api_facade(api_facade_actor::pointer self, api_actor api) {
+api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
+                                                api_actor api) {
   install_log_handlers(self);
   return {
     [self, api](atom::batch, std::vector<operation> ops) {

@@ -12,8 +12,8 @@ namespace chargeonce {
 /// Every role's operations (the loopback --port): relays like the role
 /// facades, so that operations on every port are counted and timed in one
 /// place and no internal handle reaches a client.
-api_facade_actor::behavior_type
-make_api_facade(api_facade_actor::pointer self, api_actor api);
+api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
+                                                api_actor api);
 
 gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
                                           api_actor api);

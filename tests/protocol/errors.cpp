@@ -16,7 +16,8 @@ TEST_SUITE("errors") {
 
   TEST_CASE("every code's name round-trips and names are unique") {
     std::set<std::string> seen;
-    for (int i = 1; i <= static_cast<int>(ec::overloaded); ++i) { // the last code
+    for (int i = 1; i <= static_cast<int>(ec::overloaded);
+         ++i) { // the last code
       auto code = static_cast<ec>(i);
       std::string name = to_string(code);
       CHECK(seen.insert(name).second);
