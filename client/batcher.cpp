@@ -114,7 +114,7 @@ caf::behavior sender(caf::event_based_actor* self, state_ptr st) {
 } // namespace
 
 batcher::batcher(caf::actor_system& sys, batcher_options opts)
-    : sys_(sys), state_(std::make_shared<state>()) {
+    : state_(std::make_shared<state>()) {
   state_->opts = opts;
   sender_ = sys.spawn(sender, state_);
 }

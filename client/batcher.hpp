@@ -45,7 +45,6 @@ public:
   struct state;
 
 private:
-  caf::actor_system& sys_;
   std::shared_ptr<state> state_;
   caf::actor sender_;
 };

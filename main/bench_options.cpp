@@ -17,19 +17,6 @@ constexpr size_t connections_max = 64;
 constexpr size_t processes_max = 64;
 constexpr int64_t pid_max = 1 << 22; // Linux's PID_MAX_LIMIT
 
-template <class T>
-T parse_int(const std::string& name, const std::string& text, T low, T high) {
-  T out{};
-  auto last = text.data() + text.size();
-  auto res = std::from_chars(text.data(), last, out);
-  if (text.empty() || res.ec != std::errc{} || res.ptr != last || out < low
-      || out > high)
-    throw usage_error("--" + name + " must be an integer in "
-                      + std::to_string(low) + ".." + std::to_string(high)
-                      + ", got '" + text + "'");
-  return out;
-}
-
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
   size_t from = 0;

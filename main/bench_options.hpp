@@ -3,6 +3,7 @@
 #pragma once
 
 #include "client/client.hpp"
+#include "main/flags.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -20,10 +21,6 @@ constexpr int exit_usage = 2;
 
 /// Per request; far above any latency we expect, below "hung forever".
 constexpr auto request_timeout = std::chrono::seconds(30);
-
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 /// Percent of cycles taking each variant; the rest are plain cycles.
 struct workload_mix {

@@ -39,19 +39,6 @@ Exit status: 0 no violation, 1 a violation (or the harness failed), 2 usage.
 
 namespace {
 
-template <class T>
-T parse_int(const std::string& name, const std::string& text, T low, T high) {
-  T out{};
-  auto last = text.data() + text.size();
-  auto res = std::from_chars(text.data(), last, out);
-  if (text.empty() || res.ec != std::errc{} || res.ptr != last || out < low
-      || out > high)
-    throw usage_error("--" + name + " must be an integer in "
-                      + std::to_string(low) + ".." + std::to_string(high)
-                      + ", got '" + text + "'");
-  return out;
-}
-
 std::vector<fault> parse_faults(const std::string& text) {
   std::vector<fault> out;
   size_t from = 0;

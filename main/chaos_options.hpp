@@ -5,17 +5,13 @@
 
 #include "main/chaos_record.hpp"
 #include "main/chaos_worker_process.hpp"
+#include "main/flags.hpp"
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace chargeonce::chaos {
-
-/// A mistake on the command line (exit 2).
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct chaos_options {
   uint64_t seed = 1;

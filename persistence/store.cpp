@@ -59,11 +59,11 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
 
 caf::expected<reservation> store::reserve(chat_id chat, kind k,
                                           const std::string& request_id) {
-  if (auto err = validate_reserve(chat, k, request_id))
-    return err;
   if (impl_->opts.server_functions)
     return single<reservation>(*this,
                                {batch_op::reserve, chat, 0, k, request_id});
+  if (auto err = validate_reserve(chat, k, request_id))
+    return err;
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
       // Lock, read, decide, insert: the row lock makes the balance check and
@@ -120,11 +120,11 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
 }
 
 caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
-  if (auto err = validate_reservation(chat, id))
-    return err;
   if (impl_->opts.server_functions)
     return single<reservation>(*this,
                                {batch_op::start, chat, id, kind::text, {}});
+  if (auto err = validate_reservation(chat, id))
+    return err;
   return impl_->run<reservation>(
     "start", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
       auto rs = tx.exec_params(
@@ -144,11 +144,11 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
-  if (auto err = validate_reservation(chat, id))
-    return err;
   if (impl_->opts.server_functions)
     return single<reservation>(*this,
                                {batch_op::heartbeat, chat, id, kind::text, {}});
+  if (auto err = validate_reservation(chat, id))
+    return err;
   auto lease_ms = static_cast<int64_t>(impl_->opts.lease_duration.count());
   return impl_->run<reservation>(
     "heartbeat", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
@@ -169,10 +169,10 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
 }
 
 caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
-  if (auto err = validate_reservation(chat, id))
-    return err;
   if (impl_->opts.server_functions)
     return single<receipt>(*this, {batch_op::commit, chat, id, kind::text, {}});
+  if (auto err = validate_reservation(chat, id))
+    return err;
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
       auto locked = tx.exec_params(
@@ -223,11 +223,11 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
-  if (auto err = validate_reservation(chat, id))
-    return err;
   if (impl_->opts.server_functions)
     return single<reservation>(*this,
                                {batch_op::fail, chat, id, kind::text, {}});
+  if (auto err = validate_reservation(chat, id))
+    return err;
   return impl_->run<reservation>(
     "fail", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
       auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
@@ -242,11 +242,11 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> store::cancel(chat_id chat) {
-  if (auto err = validate_chat(chat))
-    return err;
   if (impl_->opts.server_functions)
     return single<reservation>(*this,
                                {batch_op::cancel, chat, 0, kind::text, {}});
+  if (auto err = validate_chat(chat))
+    return err;
   return impl_->run<reservation>(
     "cancel", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
       // Conditional on status: a start that won the row lock first leaves
@@ -270,11 +270,11 @@ caf::expected<reservation> store::cancel(chat_id chat) {
 }
 
 caf::expected<chat_status> store::status(chat_id chat) {
-  if (auto err = validate_chat(chat))
-    return err;
   if (impl_->opts.server_functions)
     return single<chat_status>(*this,
                                {batch_op::status, chat, 0, kind::text, {}});
+  if (auto err = validate_chat(chat))
+    return err;
   return impl_->run<chat_status>(
     "status", chat, 0, [&](pqxx::work& tx) { return read_status(tx, chat); });
 }
