@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// The batch function keeps using its indexes when the plans PL/pgSQL cached
+// per connection were made on empty tables (a fresh deployment), and the
+// tables then grow without an ANALYZE (005_plans.sql).
+#include "persistence/migrations.hpp"
+#include "tests/persistence/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+/// Applies one operation through chargeonce_apply on `conn`, in the current
+/// transaction; returns the outcome and the reservation id.
+std::pair<std::string, long long> apply_one(pqxx::work& tx,
+                                            const std::string& op_json) {
+  auto rs = tx.exec("SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply('["
+                    + op_json + "]'::jsonb, 30000)");
+  REQUIRE(rs.size() == 1);
+  return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
+}
+
+std::string chat_op(const char* op, long long chat, long long id = 0) {
+  return std::string{"{\"op\":\""} + op + "\",\"chat\":" + std::to_string(chat)
+         + ",\"id\":" + std::to_string(id)
+         + ",\"kind\":\"image\",\"request_id\":\"\"}";
+}
+
+/// One full cycle in three transactions, as the persistence actor runs them.
+void cycle(pqxx::connection& conn, long long chat) {
+  long long id = 0;
+  {
+    pqxx::work tx{conn};
+    auto [outcome, r] = apply_one(tx, chat_op("reserve", chat));
+    REQUIRE(outcome == "ok");
+    id = r;
+    tx.commit();
+  }
+  for (auto op : {"start", "commit"}) {
+    pqxx::work tx{conn};
+    REQUIRE(apply_one(tx, chat_op(op, chat, id)).first == "ok");
+    tx.commit();
+  }
+}
+
+/// A database of its own: the plans must be made while its tables are
+/// empty, which the shared test database never is again.
+struct scratch_database {
+  std::string name = "chargeonce_plans_" + std::to_string(::getpid());
+  std::string dsn = chargeonce::test::dsn() + " dbname=" + name;
+
+  scratch_database() {
+    drop();
+    admin("CREATE DATABASE " + name);
+    REQUIRE(chargeonce::persistence::migrate(dsn));
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // No ANALYZE may replan behind the test's back.
+    for (auto table :
+         {"chats", "reservations", "ledger", "released_reservations"})
+      tx.exec(std::string{"ALTER TABLE "} + table
+              + " SET (autovacuum_enabled = false)");
+    tx.commit();
+    // What autovacuum leaves on a quiet deployment: statistics saying
+    // "empty", which the planner believes.
+    pqxx::nontransaction vacuum{conn};
+    vacuum.exec("VACUUM ANALYZE reservations, ledger, released_reservations");
+  }
+
+  ~scratch_database() { drop(); }
+
+  void admin(const std::string& statement) {
+    pqxx::connection conn{chargeonce::test::dsn()};
+    pqxx::nontransaction tx{conn};
+    tx.exec(statement);
+  }
+
+  void drop() { admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); }
+};
+
+} // namespace
+
+TEST_SUITE("plans") {
+  TEST_CASE("plans cached on empty tables never scan the ledger, the "
+            "reservations or the chats once they have grown") {
+    scratch_database db;
+    {
+      pqxx::connection seed{db.dsn};
+      pqxx::work tx{seed};
+      tx.exec("INSERT INTO chats (chat_id, balance) "
+              "SELECT g, 10 FROM generate_series(1, 60000) AS g");
+      tx.commit();
+    }
+    pqxx::connection conn{db.dsn};
+    // More than PL/pgSQL's five custom plans: the generic ones are cached
+    // while the ledger and the reservations hold a handful of rows.
+    for (long long chat = 1; chat <= 12; ++chat)
+      cycle(conn, chat);
+    {
+      // The tables grow past any seq-scan-friendly size: 50,000 ledger
+      // rows, 50,000 dead reservations, 50,000 released ones.
+      pqxx::connection other{db.dsn};
+      pqxx::work tx{other};
+      tx.exec("INSERT INTO ledger (reservation_id, chat_id, kind, "
+              "charged_daily_messages, charged_daily_images, charged_balance) "
+              "SELECT 1000000 + g, 100 + g, 'image', 0, 0, 0 "
+              "FROM generate_series(1, 50000) AS g");
+      tx.exec("INSERT INTO reservations (chat_id, kind, held_daily_messages, "
+              "held_daily_images, held_balance, queue) "
+              "SELECT 100 + g, 'image', 0, 0, 1, 'image_generation' "
+              "FROM generate_series(1, 50000) AS g");
+      tx.exec("DELETE FROM reservations WHERE chat_id > 100");
+      tx.exec("INSERT INTO released_reservations (id, chat_id, reason) "
+              "SELECT 2000000 + g, 100 + g, 'sweep_timeout' "
+              "FROM generate_series(1, 50000) AS g");
+      tx.commit();
+    }
+    pqxx::work tx{conn};
+    auto [outcome, id] = apply_one(tx, chat_op("reserve", 50));
+    REQUIRE(outcome == "ok");
+    CHECK(apply_one(tx, chat_op("start", 50, id)).first == "ok");
+    CHECK(apply_one(tx, chat_op("commit", 50, id)).first == "ok");
+    // Refusals walk explain_missing: reservations, ledger, released.
+    CHECK(apply_one(tx, chat_op("commit", 50, 999999999)).first == "not_found");
+    CHECK(apply_one(tx, chat_op("start", 51, 2000001)).first
+          == "invalid_argument");
+    CHECK(apply_one(tx, chat_op("cancel", 52)).first == "not_found");
+    CHECK(apply_one(tx, chat_op("status", 53)).first == "ok");
+    auto scans =
+      tx.exec("SELECT relname, seq_scan FROM pg_stat_xact_user_tables "
+              "WHERE relname IN ('chats', 'reservations', 'ledger', "
+              "'released_reservations') ORDER BY relname");
+    REQUIRE(scans.size() == 4);
+    for (const auto& row : scans) {
+      INFO("table ", row[0].as<std::string>());
+      CHECK(row[1].as<long long>() == 0);
+    }
+  }
+}
