@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
@@ -218,5 +219,172 @@ TEST_SUITE("batch") {
       CHECK(count("reservations", locked) == 0);
       REQUIRE(db.status(other)); // reconnects
     }
+  }
+}
+
+namespace {
+
+/// Twin chats: `batched` goes through one set-based batch per round,
+/// `single` through the per-statement SQL (store.cpp), one operation at a
+/// time. Both started equal and got the same operations.
+struct twin {
+  chat_id batched = 0;
+  chat_id single = 0;
+  reservation_id batched_id = 0; ///< last reservation each side was given
+  reservation_id single_id = 0;
+};
+
+/// What must agree between the two: the error code, and the amounts and
+/// states the value carries (ids and timestamps differ by construction).
+std::string summary(const batch_result& x) {
+  if (auto err = std::get_if<caf::error>(&x))
+    return std::string{"error "} + error_name(*err);
+  auto held = [](const pockets& p) {
+    return std::to_string(p.daily_messages) + "/"
+           + std::to_string(p.daily_images) + "/" + std::to_string(p.balance);
+  };
+  if (auto r = std::get_if<reservation>(&x))
+    return std::string{"reservation "} + to_string(r->kind) + " "
+           + to_string(r->status) + " " + r->queue + " " + held(r->held) + " "
+           + r->request_id + (r->lease_expires_at ? " leased" : "");
+  if (auto c = std::get_if<receipt>(&x))
+    return std::string{"receipt "} + to_string(c->kind) + " "
+           + held(c->charged);
+  const auto& s = std::get<chat_status>(x);
+  return "status " + held(s.available) + (s.active ? " active" : "")
+         + (s.premium ? " premium" : "") + (s.blocked ? " blocked" : "")
+         + (s.banned ? " banned" : "");
+}
+
+template <class T>
+batch_result as_result(caf::expected<T> x) {
+  if (!x)
+    return x.error();
+  return std::move(*x);
+}
+
+/// The per-statement store's answer to `op` (with its own reservation id).
+batch_result apply_single(store& db, const batch_operation& op) {
+  switch (op.op) {
+  case batch_op::reserve:
+    return as_result(db.reserve(op.chat, op.k, op.request_id));
+  case batch_op::start:
+    return as_result(db.start(op.chat, op.id));
+  case batch_op::heartbeat:
+    return as_result(db.heartbeat(op.chat, op.id));
+  case batch_op::commit:
+    return as_result(db.commit(op.chat, op.id));
+  case batch_op::fail:
+    return as_result(db.fail(op.chat, op.id));
+  case batch_op::cancel:
+    return as_result(db.cancel(op.chat));
+  case batch_op::status:
+    return as_result(db.status(op.chat));
+  }
+  return caf::make_error(ec::invalid_argument, "unknown operation");
+}
+
+/// The id of a reservation answer, else `fallback`.
+reservation_id id_of(const batch_result& x, reservation_id fallback) {
+  if (auto r = std::get_if<reservation>(&x))
+    return r->id;
+  return fallback;
+}
+
+} // namespace
+
+TEST_SUITE("batch") {
+  TEST_CASE("a set-based batch decides every operation as the per-statement "
+            "SQL decides it one by one (60 chats, 40 random rounds)") {
+    constexpr int chats = 60;
+    constexpr int rounds = 40;
+    store batched{test::store_options()};
+    auto single_opts = test::store_options();
+    single_opts.server_functions = false;
+    store single{single_opts};
+    std::mt19937 rng{20261130};
+    std::vector<twin> twins(chats);
+    for (auto& t : twins) {
+      // Empty, text only, images only, credits only, or some of each.
+      pockets initial{static_cast<int32_t>(rng() % 3),
+                      static_cast<int32_t>(rng() % 3),
+                      static_cast<int32_t>(rng() % 3)};
+      t.batched = make_chat(batched, initial);
+      t.single = make_chat(single, initial);
+      auto roll = rng() % 10;
+      if (roll == 0) {
+        auto until = caf::make_timestamp() + std::chrono::hours{1};
+        REQUIRE(batched.set_premium(t.batched, until));
+        REQUIRE(single.set_premium(t.single, until));
+      } else if (roll == 1 || roll == 2) {
+        flags_update f;
+        (roll == 1 ? f.blocked : f.banned) = true;
+        REQUIRE(batched.set_flags(t.batched, f));
+        REQUIRE(single.set_flags(t.single, f));
+      }
+    }
+    std::map<std::string, int> seen; // outcome kinds, to show the coverage
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<batch_operation> ops;
+      std::vector<batch_operation> twin_ops;
+      for (auto& t : twins) {
+        auto pick = rng() % 12;
+        // A known reservation most of the time, else one that is not theirs.
+        bool bogus = rng() % 8 == 0;
+        auto b_id = bogus ? t.single_id + 1000000000 : t.batched_id;
+        auto s_id = bogus ? t.single_id + 1000000000 : t.single_id;
+        if (b_id == 0 || s_id == 0)
+          b_id = s_id = 999999999999;
+        batch_operation a;
+        if (pick < 3)
+          a = reserve_op(t.batched, pick == 0 ? kind::text : kind::image,
+                         pick == 2 ? "tap" : "");
+        else if (pick < 6)
+          a = op(batch_op::start, t.batched, b_id);
+        else if (pick < 9)
+          a = op(batch_op::commit, t.batched, b_id);
+        else
+          a = op(pick == 9    ? batch_op::fail
+                 : pick == 10 ? batch_op::cancel
+                              : batch_op::status,
+                 t.batched, b_id);
+        auto b = a;
+        b.chat = t.single;
+        b.id = s_id;
+        ops.push_back(a);
+        twin_ops.push_back(b);
+      }
+      // An admin script emptying some chats between reserve and commit:
+      // commits must clamp what they charge at what is left.
+      std::string emptied;
+      for (const auto& t : twins)
+        if (rng() % 10 == 0)
+          emptied += (emptied.empty() ? "" : ",") + std::to_string(t.batched)
+                     + "," + std::to_string(t.single);
+      if (!emptied.empty())
+        test::sql("UPDATE chats SET daily_messages = 0, daily_images = 0, "
+                  "balance = 0 WHERE chat_id IN ("
+                  + emptied + ")");
+      auto out = batched.apply(ops);
+      REQUIRE(out.size() == ops.size());
+      for (size_t i = 0; i < ops.size(); ++i) {
+        auto theirs = apply_single(single, twin_ops[i]);
+        INFO("round ", round, " operation ", to_string(ops[i].op));
+        CHECK(summary(out[i]) == summary(theirs));
+        ++seen[std::string{to_string(ops[i].op)} + " -> "
+               + summary(out[i]).substr(0, summary(out[i]).find(' ', 6))];
+        twins[i].batched_id = id_of(out[i], twins[i].batched_id);
+        twins[i].single_id = id_of(theirs, twins[i].single_id);
+      }
+    }
+    for (const auto& t : twins) {
+      CHECK(summary(batched.status(t.batched).value())
+            == summary(single.status(t.single).value()));
+      CHECK(count("ledger", t.batched) == count("ledger", t.single));
+    }
+    for (const auto& [what, n] : seen)
+      MESSAGE(what, ": ", n);
+    // The rounds must have reached the set-based paths and the refusals.
+    CHECK(seen.size() >= 15);
   }
 }
