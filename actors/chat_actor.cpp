@@ -13,10 +13,37 @@ namespace {
 
 using self_ptr = chat_self_actor::stateful_pointer<chat_state>;
 
-/// Restarts the idle countdown; an older timer finds its generation stale.
+/// Restarts the idle countdown. One timer at most is pending per actor: a
+/// timer per operation would keep millions of stale timers in the clock at
+/// a few thousand operations per second (each also a message when it
+/// fires). The pending one re-arms itself if there was activity since.
 void arm_idle_timer(self_ptr self) {
-  auto gen = ++self->state.generation;
-  self->delayed_send(self, self->state.options.idle_timeout, atom::idle_v, gen);
+  auto& st = self->state;
+  st.last_activity = self->clock().now();
+  if (st.idle_timer_pending)
+    return;
+  st.idle_timer_pending = true;
+  self->delayed_send(self, st.options.idle_timeout, atom::idle_v,
+                     ++st.generation);
+}
+
+/// The idle timer fired: passivation is asked for only after a full
+/// idle-timeout without operations and with no queue notice armed (its
+/// handler re-arms the countdown when done).
+void on_idle_timer(self_ptr self, uint64_t gen) {
+  auto& st = self->state;
+  if (gen != st.generation)
+    return;
+  st.idle_timer_pending = false;
+  auto quiet = self->clock().now() - st.last_activity;
+  if (quiet < st.options.idle_timeout) {
+    st.idle_timer_pending = true;
+    self->delayed_send(self, st.options.idle_timeout - quiet, atom::idle_v,
+                       ++st.generation);
+    return;
+  }
+  if (st.notices_pending == 0)
+    self->send(st.registry, atom::idle_v, st.id, st.received);
 }
 
 /// One notice per reservation, even if a reserve is answered twice with it.
@@ -227,11 +254,7 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       self->state.store = std::move(store);
     },
     [self](atom::notice, reservation_id id) { check_queue_notice(self, id); },
-    [self](atom::idle, uint64_t gen) {
-      if (gen == self->state.generation && self->state.notices_pending == 0)
-        self->send(self->state.registry, atom::idle_v, self->state.id,
-                   self->state.received);
-    },
+    [self](atom::idle, uint64_t gen) { on_idle_timer(self, gen); },
     [self](atom::stop) { self->quit(); },
   };
 }

@@ -4,6 +4,7 @@
 
 #include "protocol/interfaces.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/timespan.hpp>
 
@@ -36,8 +37,11 @@ struct chat_state {
   registry_actor registry; ///< asked for passivation when idle
   events_actor events;     ///< where notices and releases are published
   chat_options options;
-  uint64_t received = 0;        ///< operations received, reported when idle
-  uint64_t generation = 0;      ///< invalidates idle timers armed earlier
+  uint64_t received = 0;   ///< operations received, reported when idle
+  uint64_t generation = 0; ///< names the pending idle timer
+  bool idle_timer_pending = false;
+  /// The last operation's end: the idle countdown runs from here.
+  caf::actor_clock::time_point last_activity;
   uint32_t notices_pending = 0; ///< armed queue-notice timers
   reservation_id noticed = 0;   ///< last reservation with a notice armed
   /// Last reservation this actor saw end (committed, failed, cancelled,

@@ -33,8 +33,10 @@ struct tls_files {
 };
 
 /// What every client's actor system needs: our message types, the
-/// middleman (and OpenSSL with `tls`), and heartbeats so that a silent
-/// server is noticed in seconds rather than at each request's timeout.
+/// middleman (and OpenSSL with `tls`), heartbeats so that a silent server
+/// is noticed in seconds rather than at each request's timeout, and the
+/// sharing scheduler for latency. Call it before parsing the application's
+/// own settings, which then override these.
 void prepare_config(caf::actor_system_config& cfg, const tls_files& tls = {});
 
 struct options {

@@ -43,7 +43,7 @@ server_config::server_config() {
     .add(data_dir, "data-dir",
          "directory of the embedded Postgres cluster (var/postgres)")
     .add(connections, "connections",
-         "Postgres connections serving chats, partitioned by chat (4)")
+         "Postgres connections serving chats, partitioned by chat (1)")
     .add(persistence_batch_max, "persistence-batch-max",
          "operations of different chats sharing one statement and commit, "
          "at most (128)")
@@ -122,6 +122,12 @@ server_config::server_config() {
   // server; a client's connection-timeout only works if the server sends
   // them. Overridable as --middleman.heartbeat-interval.
   set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
+  // Every operation crosses threads (network, chat actors, persistence):
+  // the sharing scheduler wakes a sleeping worker at once, where work
+  // stealing polls with sleeps first. Measured at 1 client: cycle p50
+  // 2.3 ms instead of 3.5 ms, same throughput at 64 clients. Overridable as
+  // --scheduler.policy=stealing.
+  set("scheduler.policy", caf::atom("sharing"));
 }
 
 namespace {

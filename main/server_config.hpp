@@ -37,7 +37,7 @@ struct server_config : caf::actor_system_config {
   caf::timespan idle_timeout = std::chrono::seconds(60);
   caf::timespan store_timeout = std::chrono::seconds(10);
   caf::timespan statement_timeout = std::chrono::seconds(5);
-  size_t connections = 4;
+  size_t connections = 1;
   /// Operations of different chats sharing one Postgres statement at most.
   size_t persistence_batch_max = 128;
   /// Operations waiting per connection at most; beyond: `overloaded`.

@@ -33,6 +33,13 @@ struct registry_fixture : deterministic_fixture {
   }
 
   size_t running() { return sys.registry().running(); }
+
+  /// Runs the request to its answer without advancing time.
+  template <class Request>
+  bool receive_now(Request req) {
+    sched.run();
+    return static_cast<bool>(receive<chat_status>(req));
+  }
 };
 
 } // namespace
@@ -84,6 +91,38 @@ TEST_SUITE("chat") {
     CHECK(receive<chat_status>(second));
     CHECK(running() == before + 1);
     CHECK(log->calls == std::vector<std::string>{"status 7", "status 7"});
+  }
+
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "a busy chat actor is passivated one idle timeout after "
+                    "its last operation, not its first") {
+    auto before = running();
+    CHECK(receive_now(status(7)));
+    sched.advance_time(40s);
+    CHECK(receive_now(status(7)));
+    sched.advance_time(20s); // the first timer fires: 20 s quiet, re-armed
+    sched.run();
+    CHECK(running() == before + 1);
+    sched.advance_time(39s);
+    sched.run();
+    CHECK(running() == before + 1);
+    sched.advance_time(1s); // 60 s after the last operation
+    sched.run();
+    CHECK(running() == before);
+  }
+
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "1,000 operations of one chat leave one idle timer "
+                    "pending, not one per operation") {
+    CHECK(receive_now(status(7)));
+    auto pending = sched.clock().schedule().size();
+    for (int i = 0; i < 1000; ++i)
+      REQUIRE(receive_now(status(7)));
+    // CAF 0.17 keeps a request's timeout until it expires, answered or not:
+    // let those of the store requests pass first.
+    sched.advance_time(options.store_timeout + 1s);
+    sched.run();
+    CHECK(sched.clock().schedule().size() <= pending);
   }
 
   TEST_CASE_FIXTURE(registry_fixture,
