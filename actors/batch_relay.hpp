@@ -60,7 +60,7 @@ inline metrics::operation metric_of(operation_type x) {
 
 /// One operation of the batch to the registry; `done` gets its outcome.
 template <class T, class Self, class Done, class... Ts>
-void relay_one(Self* self, const api_actor& api, caf::timespan timeout,
+void relay_one(Self* self, const api_actor& api, const caf::duration& timeout,
                Done done, Ts... xs) {
   self->request(api, timeout, xs...)
     .then(
@@ -69,7 +69,7 @@ void relay_one(Self* self, const api_actor& api, caf::timespan timeout,
 }
 
 template <class Self, class Done>
-void dispatch(Self* self, const api_actor& api, caf::timespan timeout,
+void dispatch(Self* self, const api_actor& api, const caf::duration& timeout,
               const operation& op, Done done) {
   switch (op.type) {
   case operation_type::touch:
@@ -106,7 +106,7 @@ void dispatch(Self* self, const api_actor& api, caf::timespan timeout,
 /// reaches the registry.
 template <class Self>
 caf::result<std::vector<outcome>>
-relay_batch(Self* self, const api_actor& api, caf::timespan timeout,
+relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
             std::vector<operation> ops, bool (*allowed)(operation_type)) {
   if (ops.size() > batch_operations_max)
     return caf::make_error(ec::invalid_argument,

@@ -132,4 +132,21 @@ TEST_SUITE("facade") {
     CHECK(log->calls.empty());
   }
 
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "answered batches leave no timer behind: 100 batches of "
+                    "10 operations, one idle timer per chat actor") {
+    auto batch = [] {
+      std::vector<operation> ops;
+      for (chat_id chat = 1; chat <= 10; ++chat)
+        ops.push_back({operation_type::status, chat, 0, kind::text, {}});
+      return ops;
+    }();
+    for (int i = 0; i < 100; ++i)
+      REQUIRE(ask<std::vector<outcome>>(gateway, atom::batch_v, batch));
+    // The chat actors' store requests keep theirs until they expire.
+    sched.advance_time(6s);
+    sched.run();
+    CHECK(sched.clock().schedule().size() <= 10 + 2);
+  }
+
 } // TEST_SUITE
