@@ -132,7 +132,10 @@ auto no_hook = [](const auto&) {
 /// (the job may have finished, or another server may have committed it).
 void check_queue_notice(self_ptr self, reservation_id id) {
   --self->state.notices_pending;
-  if (id == self->state.finished) { // ended through this actor: no notice
+  // Ended through this actor, or this actor reserved a newer one since
+  // (one active reservation per chat: the older one has ended): no notice,
+  // and no need to ask Postgres.
+  if (id == self->state.finished || id != self->state.noticed) {
     arm_idle_timer(self);
     return;
   }

@@ -50,7 +50,7 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
     },
     [=](atom::reserve, chat_id chat, kind, const std::string&) {
       return answer(self, log, name("reserve", chat),
-                    make_reservation(chat, 1));
+                    make_reservation(chat, log->reserve_id));
     },
     [=](atom::start, chat_id chat, reservation_id id) {
       return answer(self, log, name("start", chat), make_reservation(chat, id));

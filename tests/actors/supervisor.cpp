@@ -194,6 +194,23 @@ TEST_SUITE("supervisor") {
   }
 
   TEST_CASE_FIXTURE(supervisor_fixture,
+                    "queue notice: not even asked for when this actor made a "
+                    "newer reservation since (the older one has ended)") {
+    for (reservation_id id : {1, 2}) {
+      log->reserve_id = id;
+      REQUIRE(ask<reservation>(atom::reserve_v, chat_id{9}, kind::text,
+                               std::string{}));
+      REQUIRE(ask<receipt>(atom::commit_v, chat_id{9}, id));
+      sched.advance_time(1s);
+      sched.run();
+    }
+    sched.advance_time(options.chat.queue_notice_delay);
+    sched.run();
+    CHECK(log->events.empty());
+    CHECK(std::count(log->calls.begin(), log->calls.end(), "status 9") == 0);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
                     "queue notice: suppressed when another server finished "
                     "the job (Postgres says so)") {
     log->active = 1;
