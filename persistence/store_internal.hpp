@@ -20,7 +20,7 @@ namespace detail {
 /// SQLSTATE of unique_violation: the only database error that means busy.
 inline constexpr const char* unique_violation_sqlstate = "23505";
 
-/// The prepared statement that applies a batch (004_functions.sql).
+/// The prepared statement that applies a batch (007_lean_batches.sql).
 inline constexpr const char* apply_statement = "chargeonce_apply";
 
 // -- row mapping --------------------------------------------------------------
@@ -207,7 +207,9 @@ struct store::impl {
       setup.commit();
       // Prepared lazily on first use, again on every new connection.
       fresh->prepare(apply_statement,
-                     "SELECT * FROM chargeonce_apply($1::jsonb, $2::bigint)");
+                     "SELECT * FROM chargeonce_apply_batch($1::text[], "
+                     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
+                     "$6::bigint)");
       conn = std::move(fresh);
     }
     return *conn;
