@@ -194,7 +194,7 @@ store::apply(const std::vector<batch_operation>& ops) {
                           [](const auto& x) { return x.request_id; }),
       lease_ms);
     if (rs.size() != order.size())
-      throw std::runtime_error("chargeonce_apply answered "
+      throw std::runtime_error("chargeonce_apply_batch answered "
                                + std::to_string(rs.size()) + " rows for "
                                + std::to_string(order.size()) + " operations");
     for (const auto& row : rs) {

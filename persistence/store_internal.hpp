@@ -21,7 +21,7 @@ namespace detail {
 inline constexpr const char* unique_violation_sqlstate = "23505";
 
 /// The prepared statement that applies a batch (007_lean_batches.sql).
-inline constexpr const char* apply_statement = "chargeonce_apply";
+inline constexpr const char* apply_statement = "chargeonce_apply_batch";
 
 // -- row mapping --------------------------------------------------------------
 
