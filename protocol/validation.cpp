@@ -3,6 +3,7 @@
 
 #include "protocol/errors.hpp"
 
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -11,6 +12,37 @@ namespace chargeonce {
 namespace {
 
 constexpr size_t request_id_bytes_max = 256;
+
+/// Valid UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF) without NUL: what Postgres text can hold. Anything else would
+/// reach the database and come back as an outage instead of bad input.
+bool is_storable_text(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0)
+      return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
+    if (n == 0 || c > 0xf4 || i + n >= s.size())
+      return false;
+    uint32_t cp = c & (0x3f >> n);
+    for (size_t j = 1; j <= n; ++j) {
+      auto d = static_cast<unsigned char>(s[i + j]);
+      if ((d & 0xc0) != 0x80)
+        return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    static constexpr uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
 
 } // namespace
 
@@ -41,6 +73,9 @@ caf::error validate_reserve(chat_id chat, kind k,
   if (request_id.size() > request_id_bytes_max)
     return caf::make_error(ec::invalid_argument,
                            "request_id longer than 256 bytes");
+  if (!is_storable_text(request_id))
+    return caf::make_error(ec::invalid_argument,
+                           "request_id must be UTF-8 without NUL bytes");
   return caf::none;
 }
 
@@ -55,6 +90,9 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
   if (payment_id.empty() || payment_id.size() > request_id_bytes_max)
     return caf::make_error(ec::invalid_argument,
                            "payment_id must have 1 to 256 bytes");
+  if (!is_storable_text(payment_id))
+    return caf::make_error(ec::invalid_argument,
+                           "payment_id must be UTF-8 without NUL bytes");
   return caf::none;
 }
 

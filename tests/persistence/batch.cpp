@@ -81,6 +81,31 @@ TEST_SUITE("batch") {
     CHECK(count("reservations", fine) == 1);
   }
 
+  TEST_CASE("request ids travel through a batch byte for byte (quotes, "
+            "backslashes, commas, braces, non-ASCII); unstorable ones are "
+            "invalid_argument alone") {
+    using namespace std::string_literals;
+    store db{test::store_options()};
+    std::vector<std::string> ids{
+      "\"",        "\\",
+      "a,b",       "{x}",
+      "NULL",      "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87 1",
+      "tab\there", std::string(256, 'z')};
+    std::vector<batch_operation> ops;
+    for (const auto& id : ids)
+      ops.push_back(reserve_op(make_chat(db, {1, 0, 0}), kind::text, id));
+    auto bad_chat = make_chat(db, {1, 0, 0});
+    ops.push_back(reserve_op(bad_chat, kind::text, "a\0b"s));
+    ops.push_back(reserve_op(make_chat(db, {1, 0, 0}), kind::text, "\xff"));
+    auto out = db.apply(ops);
+    REQUIRE(out.size() == ids.size() + 2);
+    for (size_t i = 0; i < ids.size(); ++i)
+      CHECK(value_of<reservation>(out[i]).request_id == ids[i]);
+    CHECK(error_of(out[ids.size()]) == ec::invalid_argument);
+    CHECK(error_of(out[ids.size() + 1]) == ec::invalid_argument);
+    CHECK(count("reservations", bad_chat) == 0);
+  }
+
   TEST_CASE("one chat's operations apply in their order within a batch") {
     store db{test::store_options()};
     auto chat = make_chat(db, {2, 0, 0});
