@@ -23,23 +23,19 @@ void arm_idle_timer(self_ptr self) {
   if (st.idle_timer_pending)
     return;
   st.idle_timer_pending = true;
-  self->delayed_send(self, st.options.idle_timeout, atom::idle_v,
-                     ++st.generation);
+  self->delayed_send(self, st.options.idle_timeout, atom::idle_v);
 }
 
 /// The idle timer fired: passivation is asked for only after a full
 /// idle-timeout without operations and with no queue notice armed (its
 /// handler re-arms the countdown when done).
-void on_idle_timer(self_ptr self, uint64_t gen) {
+void on_idle_timer(self_ptr self) {
   auto& st = self->state;
-  if (gen != st.generation)
-    return;
   st.idle_timer_pending = false;
   auto quiet = self->clock().now() - st.last_activity;
   if (quiet < st.options.idle_timeout) {
     st.idle_timer_pending = true;
-    self->delayed_send(self, st.options.idle_timeout - quiet, atom::idle_v,
-                       ++st.generation);
+    self->delayed_send(self, st.options.idle_timeout - quiet, atom::idle_v);
     return;
   }
   if (st.notices_pending == 0)
@@ -257,7 +253,7 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       self->state.store = std::move(store);
     },
     [self](atom::notice, reservation_id id) { check_queue_notice(self, id); },
-    [self](atom::idle, uint64_t gen) { on_idle_timer(self, gen); },
+    [self](atom::idle) { on_idle_timer(self); },
     [self](atom::stop) { self->quit(); },
   };
 }

@@ -25,9 +25,9 @@ struct chat_options {
 };
 
 /// Adds the chat actor's own timer messages to its interface: the idle
-/// countdown (with its generation) and the queue notice (per reservation).
+/// countdown and the queue notice (per reservation).
 using chat_self_actor =
-  chat_actor::extend<caf::reacts_to<atom::idle, uint64_t>,
+  chat_actor::extend<caf::reacts_to<atom::idle>,
                      caf::reacts_to<atom::notice, reservation_id>>;
 
 struct chat_state {
@@ -37,9 +37,8 @@ struct chat_state {
   registry_actor registry; ///< asked for passivation when idle
   events_actor events;     ///< where notices and releases are published
   chat_options options;
-  uint64_t received = 0;   ///< operations received, reported when idle
-  uint64_t generation = 0; ///< names the pending idle timer
-  bool idle_timer_pending = false;
+  uint64_t received = 0;           ///< operations received, reported when idle
+  bool idle_timer_pending = false; ///< at most one idle timer at a time
   /// The last operation's end: the idle countdown runs from here.
   caf::actor_clock::time_point last_activity;
   uint32_t notices_pending = 0; ///< armed queue-notice timers

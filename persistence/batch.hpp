@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The hot billing operations as one batch: applied by one statement (one
 // round trip, one commit) through the server-side functions of migrations
-// 004_functions.sql (per operation) and 007_lean_batches.sql (the batch).
+// 004_functions.sql (per operation) and 006_set_based.sql (the batch).
 #pragma once
 
 #include "protocol/types.hpp"

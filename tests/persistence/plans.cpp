@@ -2,7 +2,7 @@
 // The batch function keeps using its indexes, and only for the batch's own
 // rows, when the plans PL/pgSQL cached per connection were made on empty
 // tables (a fresh deployment) and the tables then grow without an ANALYZE
-// (005_plans.sql, 007_lean_batches.sql).
+// (005_plans.sql, 006_set_based.sql).
 #include "persistence/migrations.hpp"
 #include "tests/persistence/test_db.hpp"
 
