@@ -87,15 +87,16 @@ caf::error as_storage_error(const char* op_name, caf::error err) {
 /// Sends one operation to Postgres and suspends the behavior until the answer
 /// arrives (await), so no other operation of this chat can interleave.
 /// `on_success` runs after the transaction committed, before the reply.
+/// No timeout of its own: the persistence actor answers within
+/// store-timeout (and CAF answers for it if it dies), while a CAF request
+/// timeout would cost the clock thread two wake-ups per operation.
 template <class T, class OnSuccess, class... Ts>
 caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
                          OnSuccess on_success, Ts&&... xs) {
   ++self->state.received;
   self->state.pending = self->make_response_promise();
   auto result = self->state.pending;
-  self
-    ->request(self->state.store, self->state.options.store_timeout,
-              std::forward<Ts>(xs)...)
+  self->request(self->state.store, caf::infinite, std::forward<Ts>(xs)...)
     .await(
       [self, op_name, on_success](T& x) {
         spdlog::info("{} ok chat={} reservation={}", op_name, self->state.id,

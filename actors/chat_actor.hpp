@@ -15,8 +15,8 @@ namespace chargeonce {
 
 /// Timing of a chat actor, from the server's configuration.
 struct chat_options {
-  /// How long an operation may wait for Postgres before the caller gets
-  /// storage_unavailable; above the store's statement timeout.
+  /// How long the queue notice's status lookup waits. (Operations wait as
+  /// long as the persistence actor's store-timeout, which it enforces.)
   caf::timespan store_timeout = std::chrono::seconds(10);
   /// Without operations for this long, the actor asks to be passivated.
   caf::timespan idle_timeout = std::chrono::seconds(60);

@@ -7,6 +7,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace chargeonce {
 
 namespace {
@@ -15,100 +18,248 @@ using self_ptr = persistence_self_actor::stateful_pointer<persistence_state>;
 using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::batch_result;
+using persistence::store;
+using time_point = caf::actor_clock::time_point;
 
 batch_operation op_on(batch_op op, chat_id chat, reservation_id id = 0) {
   return {op, chat, id, kind::text, {}};
 }
 
-/// Applies everything queued in one statement and answers each operation.
-/// Runs when the flush message comes up: every operation that arrived
-/// before it is in the batch, and nothing waits for a batch to fill.
-void flush(self_ptr self) {
+/// The name of an operation in logs and errors.
+const char* name_of(const queued_operation& x) {
+  return x.name ? x.name : to_string(x.op.op);
+}
+
+void publish_depth(self_ptr self) {
+  self->state.depth.set(static_cast<int64_t>(self->state.queue.size()));
+}
+
+// -- deadlines ----------------------------------------------------------------
+
+/// Answers one operation that Postgres did not answer in time.
+void time_out(queued_operation& x, const char* what_happened) {
+  spdlog::warn("store_timeout op={} chat={} reservation={} {}", name_of(x),
+               x.op.chat, x.op.id, what_happened);
+  x.answer(caf::make_error(ec::storage_unavailable,
+                           std::string{name_of(x)}
+                             + ": Postgres did not answer in time; "
+                             + what_happened));
+  x.answer = nullptr;
+}
+
+std::optional<time_point> earliest_deadline(const persistence_state& st) {
+  std::optional<time_point> out;
+  // Operations join a job in arrival order: the first unanswered one is the
+  // job's earliest, and the job's are earlier than the queue's.
+  auto i = std::find_if(st.running.begin(), st.running.end(),
+                        [](const auto& x) { return bool{x.answer}; });
+  if (i != st.running.end())
+    out = i->deadline;
+  else if (!st.queue.empty())
+    out = st.queue.front().deadline;
+  return out;
+}
+
+/// One expire message at most is on its way, for the earliest deadline: a
+/// CAF timer per operation would cost the clock thread a wake-up each.
+void arm_expiry(self_ptr self) {
   auto& st = self->state;
-  while (!st.queue.empty()) {
-    auto n = std::min(st.queue.size(), st.limits.batch_operations_max);
-    std::vector<queued_operation> batch;
-    batch.reserve(n);
-    std::move(st.queue.begin(), st.queue.begin() + n,
-              std::back_inserter(batch));
-    st.queue.erase(st.queue.begin(), st.queue.begin() + n);
-    std::vector<batch_operation> ops;
-    ops.reserve(n);
-    for (const auto& x : batch)
-      ops.push_back(x.op);
-    auto results = st.db->apply(ops);
-    metrics::observe_persistence_batch(n);
-    st.depth.set(static_cast<int64_t>(st.queue.size()));
+  if (st.expiry_pending)
+    return;
+  auto earliest = earliest_deadline(st);
+  if (!earliest)
+    return;
+  st.expiry_pending = true;
+  auto delay =
+    std::max(*earliest - self->clock().now(), time_point::duration::zero());
+  self->delayed_send(self, delay, atom::expire_v);
+}
+
+void expire(self_ptr self) {
+  auto& st = self->state;
+  st.expiry_pending = false;
+  auto now = self->clock().now();
+  for (auto& x : st.running)
+    if (x.answer && x.deadline <= now)
+      time_out(x, "it may still commit");
+  // The queue is in arrival order, so are its deadlines.
+  while (!st.queue.empty() && st.queue.front().deadline <= now) {
+    time_out(st.queue.front(), "nothing was written");
+    st.queue.pop_front();
+  }
+  publish_depth(self);
+  arm_expiry(self);
+}
+
+// -- batches ------------------------------------------------------------------
+
+/// Hands the head of the queue to the connection: one operation that runs
+/// alone, or the hot operations up to the next such one (at most
+/// batch_operations_max).
+void start_job(self_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.job;
+  job.ops.clear();
+  job.results.clear();
+  job.run = nullptr;
+  st.running.clear();
+  if (st.queue.front().run) {
+    job.run = st.queue.front().run;
+    st.running.push_back(std::move(st.queue.front()));
+    st.queue.pop_front();
+  } else {
+    while (!st.queue.empty() && !st.queue.front().run
+           && st.running.size() < st.limits.batch_operations_max) {
+      job.ops.push_back(st.queue.front().op);
+      st.running.push_back(std::move(st.queue.front()));
+      st.queue.pop_front();
+    }
+  }
+  st.busy = true;
+  self->send(st.connection, atom::apply_v);
+}
+
+/// Runs when the flush message comes up or the connection is done: every
+/// operation that arrived before it is queued, and nothing waits for a
+/// batch to fill.
+void dispatch(self_ptr self) {
+  auto& st = self->state;
+  if (!st.busy && !st.queue.empty())
+    start_job(self);
+  publish_depth(self);
+}
+
+/// The connection finished its job: answer what is still waiting for it.
+void on_done(self_ptr self) {
+  auto& st = self->state;
+  if (!st.busy)
+    return;
+  auto& job = *st.job;
+  if (job.run) {
+    for (auto& x : st.running)
+      if (x.answer)
+        x.finish();
+  } else {
+    metrics::observe_persistence_batch(st.running.size());
     bool outage = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (auto err = std::get_if<caf::error>(&results[i]))
+    for (size_t i = 0; i < st.running.size(); ++i) {
+      if (auto err = std::get_if<caf::error>(&job.results[i]))
         outage = outage || *err == ec::storage_unavailable;
-      batch[i].answer(std::move(results[i]));
+      if (st.running[i].answer)
+        st.running[i].answer(std::move(job.results[i]));
     }
     if (outage)
       metrics::count_storage_error();
   }
+  st.running.clear();
+  st.busy = false;
+  dispatch(self);
+}
+
+// -- queueing -----------------------------------------------------------------
+
+caf::error overloaded(self_ptr self, const queued_operation& x) {
+  auto& st = self->state;
+  spdlog::warn("overloaded op={} chat={} reservation={} queued={}", name_of(x),
+               x.op.chat, x.op.id, st.queue.size());
+  return caf::make_error(ec::overloaded, "persistence queue full ("
+                                           + std::to_string(st.queue.size())
+                                           + " operations waiting)");
+}
+
+void push(self_ptr self, queued_operation x) {
+  auto& st = self->state;
+  x.deadline = self->clock().now() + st.limits.store_timeout;
+  st.queue.push_back(std::move(x));
+  publish_depth(self);
+  if (!st.flush_pending) {
+    st.flush_pending = true;
+    self->send(self, atom::flush_v);
+  }
+  arm_expiry(self);
 }
 
 /// Queues one hot operation for the next batch; `overloaded` when the queue
 /// is full.
 template <class T>
 caf::result<T> enqueue(self_ptr self, batch_operation op) {
-  auto& st = self->state;
-  if (st.queue.size() >= st.limits.queue_operations_max) {
-    spdlog::warn("overloaded op={} chat={} reservation={} queued={}",
-                 to_string(op.op), op.chat, op.id, st.queue.size());
-    return caf::make_error(ec::overloaded, "persistence queue full ("
-                                             + std::to_string(st.queue.size())
-                                             + " operations waiting)");
-  }
+  queued_operation x;
+  x.op = std::move(op);
+  if (self->state.queue.size() >= self->state.limits.queue_operations_max)
+    return overloaded(self, x);
   auto promise = self->make_response_promise<T>();
-  st.queue.push_back({std::move(op), [promise](batch_result&& x) mutable {
-                        if (auto err = std::get_if<caf::error>(&x))
-                          promise.deliver(std::move(*err));
-                        else
-                          promise.deliver(std::get<T>(std::move(x)));
-                      }});
-  st.depth.set(static_cast<int64_t>(st.queue.size()));
-  if (!st.flush_pending) {
-    st.flush_pending = true;
-    self->send(self, atom::flush_v);
-  }
+  x.answer = [promise](batch_result&& r) mutable {
+    if (auto err = std::get_if<caf::error>(&r))
+      promise.deliver(std::move(*err));
+    else
+      promise.deliver(std::get<T>(std::move(r)));
+  };
+  push(self, std::move(x));
   return promise;
 }
 
-/// Everything else runs on its own, after what was queued before it, so the
-/// actor still answers in arrival order.
-template <class F>
-auto in_order(self_ptr self, F&& run) {
-  flush(self);
-  auto result = run(*self->state.db);
-  if (!result && result.error() == ec::storage_unavailable)
-    metrics::count_storage_error();
-  return result;
+/// Queues an operation that runs alone, after what was queued before it
+/// (with one connection, the actor answers in arrival order).
+template <class T, class F>
+caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
+                             reservation_id id, F run) {
+  queued_operation x;
+  x.name = name;
+  x.op = op_on(batch_op::status, chat, id);
+  if (self->state.queue.size() >= self->state.limits.queue_operations_max)
+    return overloaded(self, x);
+  auto promise = self->make_response_promise<T>();
+  auto slot = std::make_shared<caf::expected<T>>(caf::sec::none);
+  x.run = [slot, run](store& db) {
+    *slot = run(db);
+  };
+  x.answer = [promise](batch_result&& r) mutable {
+    promise.deliver(std::get<caf::error>(std::move(r)));
+  };
+  x.finish = [promise, slot]() mutable {
+    if (*slot) {
+      promise.deliver(std::move(**slot));
+      return;
+    }
+    if (slot->error() == ec::storage_unavailable)
+      metrics::count_storage_error();
+    promise.deliver(slot->error());
+  };
+  push(self, std::move(x));
+  return promise;
 }
 
 } // namespace
 
 persistence_state::~persistence_state() {
+  auto stopped = [](queued_operation& x, const char* what_happened) {
+    if (x.answer)
+      x.answer(caf::make_error(ec::storage_unavailable,
+                               std::string{"persistence actor stopped "}
+                                 + what_happened));
+  };
+  for (auto& x : running)
+    stopped(x, "while Postgres worked; the outcome is unknown");
   for (auto& x : queue)
-    x.answer(caf::make_error(ec::storage_unavailable,
-                             "persistence actor stopped before the batch "
-                             "ran; nothing was written"));
+    stopped(x, "before the batch ran; nothing was written");
 }
 
 persistence_self_actor::behavior_type
 make_persistence(self_ptr self, persistence::store_options opts,
                  persistence_limits limits) {
   install_log_handlers(self);
-  self->state.db = std::make_unique<persistence::store>(std::move(opts));
-  self->state.limits = limits;
-  using persistence::store;
+  auto& st = self->state;
+  st.limits = limits;
+  st.job = std::make_shared<connection_job>(std::move(opts));
+  st.connection = self->spawn<caf::detached + caf::linked>(
+    make_connection, st.job, caf::actor_cast<connection_owner>(self));
   return {
     [self](atom::flush) {
       self->state.flush_pending = false;
-      flush(self);
+      dispatch(self);
     },
+    [self](atom::done) { on_done(self); },
+    [self](atom::expire) { expire(self); },
     [self](atom::reserve, chat_id chat, kind k, const std::string& request_id) {
       return enqueue<reservation>(self,
                                   {batch_op::reserve, chat, 0, k, request_id});
@@ -131,45 +282,55 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::status, chat_id chat) {
       return enqueue<chat_status>(self, op_on(batch_op::status, chat));
     },
-    [self](atom::create, const chat_spec& spec) -> caf::result<chat_status> {
-      return in_order(self, [&](store& db) { return db.create_chat(spec); });
+    [self](atom::create, const chat_spec& spec) {
+      return enqueue_alone<chat_status>(
+        self, "create", spec.chat, 0,
+        [spec](store& db) { return db.create_chat(spec); });
     },
-    [self](atom::release, chat_id chat,
-           reservation_id id) -> caf::result<reservation_released> {
-      return in_order(self, [&](store& db) { return db.release(chat, id); });
+    [self](atom::release, chat_id chat, reservation_id id) {
+      return enqueue_alone<reservation_released>(
+        self, "release", chat, id,
+        [chat, id](store& db) { return db.release(chat, id); });
     },
-    [self](atom::sweep, const sweep_cursor& after,
-           uint32_t limit) -> caf::result<std::vector<sweep_candidate>> {
-      return in_order(self,
-                      [&](store& db) { return db.sweep_chunk(after, limit); });
+    [self](atom::sweep, const sweep_cursor& after, uint32_t limit) {
+      return enqueue_alone<std::vector<sweep_candidate>>(
+        self, "sweep", 0, 0,
+        [after, limit](store& db) { return db.sweep_chunk(after, limit); });
     },
-    [self](atom::prune) -> caf::result<uint64_t> {
-      return in_order(self, [](store& db) { return db.prune(); });
+    [self](atom::prune) {
+      return enqueue_alone<uint64_t>(self, "prune", 0, 0,
+                                     [](store& db) { return db.prune(); });
     },
-    [self](atom::count) -> caf::result<int64_t> {
-      return in_order(self, [](store& db) { return db.count_active(); });
+    [self](atom::count) {
+      return enqueue_alone<int64_t>(
+        self, "count", 0, 0, [](store& db) { return db.count_active(); });
     },
-    [self](atom::touch, chat_id chat) -> caf::result<chat_status> {
-      return in_order(self, [&](store& db) { return db.touch(chat); });
+    [self](atom::touch, chat_id chat) {
+      return enqueue_alone<chat_status>(
+        self, "touch", chat, 0, [chat](store& db) { return db.touch(chat); });
     },
     [self](atom::top_up, chat_id chat, int64_t credits,
-           const std::string& payment_id) -> caf::result<top_up_receipt> {
-      return in_order(
-        self, [&](store& db) { return db.top_up(chat, credits, payment_id); });
+           const std::string& payment_id) {
+      return enqueue_alone<top_up_receipt>(
+        self, "top_up", chat, 0, [chat, credits, payment_id](store& db) {
+          return db.top_up(chat, credits, payment_id);
+        });
     },
-    [self](atom::premium, chat_id chat,
-           caf::timestamp until) -> caf::result<chat_status> {
-      return in_order(self,
-                      [&](store& db) { return db.set_premium(chat, until); });
+    [self](atom::premium, chat_id chat, caf::timestamp until) {
+      return enqueue_alone<chat_status>(
+        self, "set_premium", chat, 0,
+        [chat, until](store& db) { return db.set_premium(chat, until); });
     },
-    [self](atom::flags, chat_id chat,
-           const flags_update& x) -> caf::result<chat_status> {
-      return in_order(self, [&](store& db) { return db.set_flags(chat, x); });
+    [self](atom::flags, chat_id chat, const flags_update& x) {
+      return enqueue_alone<chat_status>(
+        self, "set_flags", chat, 0,
+        [chat, x](store& db) { return db.set_flags(chat, x); });
     },
-    [self](atom::reactivate, const reactivation_cursor& after,
-           uint32_t limit) -> caf::result<reactivation_page> {
-      return in_order(
-        self, [&](store& db) { return db.reactivation_chunk(after, limit); });
+    [self](atom::reactivate, const reactivation_cursor& after, uint32_t limit) {
+      return enqueue_alone<reactivation_page>(
+        self, "reactivate", 0, 0, [after, limit](store& db) {
+          return db.reactivation_chunk(after, limit);
+        });
     },
   };
 }
@@ -178,7 +339,7 @@ persistence_factory make_persistence_factory(caf::actor_system& sys,
                                              persistence::store_options opts,
                                              persistence_limits limits) {
   return [&sys, opts, limits]() -> persistence_actor {
-    return sys.spawn<caf::detached>(make_persistence, opts, limits);
+    return sys.spawn(make_persistence, opts, limits);
   };
 }
 

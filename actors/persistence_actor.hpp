@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// The persistence actor: owns one Postgres connection and answers each
-// operation after its transaction committed. The hot operations of different
-// chats that arrive together share one statement and one commit (group
-// commit); each is still answered on its own.
+// The persistence actor: queues operations for its Postgres connection and
+// answers each after its transaction committed. The hot operations of
+// different chats that arrive together share one statement and one commit
+// (group commit); each is still answered on its own. It never blocks (its
+// connection actor does), so it also answers within store-timeout when
+// Postgres does not.
 #pragma once
 
+#include "actors/connection_actor.hpp"
 #include "actors/metrics.hpp"
 #include "persistence/store.hpp"
 #include "protocol/interfaces.hpp"
 
+#include <caf/actor_clock.hpp>
+#include <caf/timespan.hpp>
+
+#include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -23,25 +31,52 @@ struct persistence_limits {
   /// Operations waiting for the next batch at most; beyond it, callers get
   /// `overloaded` at once instead of waiting for their timeout.
   size_t queue_operations_max = 4096;
+  /// An operation not answered by Postgres this long after it arrived is
+  /// answered storage_unavailable (it may still commit later).
+  caf::timespan store_timeout = std::chrono::seconds(10);
 };
 
-/// Adds the actor's own flush message to its interface.
+/// Adds the actor's own messages to its interface: flush (batch what has
+/// arrived), done (its connection finished a job), expire (deadlines).
 using persistence_self_actor =
-  persistence_actor::extend<caf::reacts_to<atom::flush>>;
+  persistence_actor::extend<caf::reacts_to<atom::flush>,
+                            caf::reacts_to<atom::done>,
+                            caf::reacts_to<atom::expire>>;
 
-/// One operation waiting for the next batch, with the way to answer it.
+/// One operation waiting for Postgres, with the way to answer it.
 struct queued_operation {
   persistence::batch_operation op;
+  /// The operation's name in logs for those that run alone.
+  const char* name = nullptr;
+  /// Set for the operations that run alone (everything but the hot ones).
+  std::function<void(persistence::store&)> run;
+  /// Answers the caller: with the batch's result for a hot operation, with
+  /// an error for any operation. Empty once answered.
   std::function<void(persistence::batch_result&&)> answer;
+  /// Answers an operation that ran alone with the result it keeps.
+  std::function<void()> finish;
+  caf::actor_clock::time_point deadline;
+};
+
+/// One connection as the persistence actor sees it.
+struct connection_slot {
+  connection_actor actor;
+  std::shared_ptr<connection_job> job;   ///< shared with `actor`
+  std::vector<queued_operation> running; ///< the job's operations, if busy
+  bool busy = false;
 };
 
 struct persistence_state {
   static inline const char* name = "persistence";
-  std::unique_ptr<persistence::store> db; ///< blocking: hence detached
   persistence_limits limits;
-  std::vector<queued_operation> queue; ///< waiting for the next batch
-  bool flush_pending = false;          ///< a flush message is in the mailbox
-  metrics::queue_depth_share depth;    ///< this actor's share of the gauge
+  std::deque<queued_operation> queue;    ///< waiting for the connection
+  connection_actor connection;           ///< runs one job at a time
+  std::shared_ptr<connection_job> job;   ///< shared with `connection`
+  std::vector<queued_operation> running; ///< the job's operations, if busy
+  bool busy = false;                     ///< the connection runs a job
+  bool flush_pending = false;            ///< a flush message is in the mailbox
+  bool expiry_pending = false;           ///< an expire message is on its way
+  metrics::queue_depth_share depth;      ///< this actor's share of the gauge
 
   /// Nobody waits for their timeout because this actor went away.
   ~persistence_state();
@@ -55,8 +90,8 @@ persistence_self_actor::behavior_type make_persistence(
 /// every restart. Tests substitute fakes.
 using persistence_factory = std::function<persistence_actor()>;
 
-/// Spawns detached persistence actors (blocking libpqxx calls must not
-/// stall CAF's scheduler threads), one connection each.
+/// Spawns persistence actors, each with its detached connection actor
+/// (blocking libpqxx calls must not stall CAF's scheduler threads).
 persistence_factory make_persistence_factory(caf::actor_system& sys,
                                              persistence::store_options opts,
                                              persistence_limits limits = {});

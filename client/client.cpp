@@ -31,11 +31,9 @@ void prepare_config(caf::actor_system_config& cfg, const tls_files& tls) {
           caf::timespan{std::chrono::seconds(1)});
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::seconds(5)});
-  // A request and its answer cross threads several times; the sharing
-  // scheduler wakes a sleeping worker at once instead of after a poll
-  // interval (about 0.3 ms less per cycle at one client). Settings parsed
-  // after this call override it.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  // A request and its answer cross threads several times: see
+  // prefer_few_workers. Settings parsed after this call override it.
+  prefer_few_workers(cfg);
 }
 
 namespace {

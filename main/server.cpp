@@ -203,7 +203,8 @@ int serve(caf::actor_system& sys, const server_config& cfg,
           const std::string& dsn, const sigset_t& signals) {
   auto factory = make_persistence_factory(
     sys, store_options_of(cfg, dsn),
-    persistence_limits{cfg.persistence_batch_max, cfg.persistence_queue_max});
+    persistence_limits{cfg.persistence_batch_max, cfg.persistence_queue_max,
+                       cfg.store_timeout});
   supervisor_actor root =
     sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   int rc = 0;

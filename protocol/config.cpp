@@ -6,6 +6,9 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include <algorithm>
+#include <thread>
+
 namespace chargeonce {
 
 void register_protocol(caf::actor_system_config& cfg) {
@@ -21,6 +24,12 @@ void register_protocol(caf::actor_system_config& cfg) {
       }
       return out;
     });
+}
+
+void prefer_few_workers(caf::actor_system_config& cfg) {
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads",
+          std::max(size_t{1}, size_t{std::thread::hardware_concurrency()} / 2));
 }
 
 } // namespace chargeonce

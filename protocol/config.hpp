@@ -11,4 +11,12 @@ namespace chargeonce {
 /// both ends of a connection.
 void register_protocol(caf::actor_system_config& cfg);
 
+/// Sets the scheduler of a server or client process: the sharing policy
+/// (a sleeping worker is woken at once instead of polling first) and half
+/// the cores as worker threads, at least one. Chargeonce's actors do little
+/// work per message; more workers than that mostly add wake-ups and leave
+/// fewer cores to Postgres and the other processes. Overridable with
+/// --scheduler.policy and --scheduler.max-threads (parsed afterwards).
+void prefer_few_workers(caf::actor_system_config& cfg);
+
 } // namespace chargeonce

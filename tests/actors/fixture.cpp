@@ -9,6 +9,9 @@ namespace chargeonce::test {
 
 namespace {
 
+/// The fake's own deadline for one held answer.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+
 /// Answers now, or later when the log holds answers.
 template <class T>
 caf::result<T> answer(caf::event_based_actor* self,
@@ -19,9 +22,14 @@ caf::result<T> answer(caf::event_based_actor* self,
   if (!log->hold)
     return value;
   auto rp = self->make_response_promise();
-  log->owed.push_back({caf::actor{self}, [rp, value]() mutable {
-                         rp.deliver(value);
-                       }});
+  auto ticket = ++log->tickets;
+  log->owed.push_back(
+    {caf::actor{self}, [rp, value]() mutable { rp.deliver(value); }, ticket,
+     [rp]() mutable {
+       rp.deliver(caf::make_error(ec::storage_unavailable,
+                                  "Postgres did not answer in time"));
+     }});
+  self->delayed_send(self, log->store_timeout, expire_atom::value, ticket);
   return rp;
 }
 
@@ -92,6 +100,17 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return page;
     },
     [=](atom::prune) { return uint64_t{0}; },
+    [=](expire_atom, uint64_t ticket) {
+      auto& owed = log->owed;
+      auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {
+        return x.ticket == ticket;
+      });
+      if (mine == owed.end())
+        return;
+      auto time_out = std::move(mine->time_out);
+      owed.erase(mine);
+      time_out();
+    },
     [=](deliver_atom) {
       auto& owed = log->owed;
       auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {

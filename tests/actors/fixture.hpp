@@ -27,9 +27,15 @@ struct fake_log {
   struct owed_answer {
     caf::actor owner;
     std::function<void()> deliver;
+    uint64_t ticket = 0;            ///< names the fake's timeout message
+    std::function<void()> time_out; ///< storage_unavailable instead
   };
-  std::deque<owed_answer> owed;      ///< held answers, oldest first
-  bool hold = false;                 ///< keep answers until delivered
+  std::deque<owed_answer> owed; ///< held answers, oldest first
+  bool hold = false;            ///< keep answers until delivered
+  /// Like the real persistence actor, a held answer becomes
+  /// storage_unavailable this long after the call.
+  caf::timespan store_timeout = std::chrono::seconds(10);
+  uint64_t tickets = 0;              ///< held answers so far
   caf::strong_actor_ptr last_sender; ///< the chat actor that asked
   reservation_id active = 0;         ///< status: the active reservation
   reservation_id reserve_id = 1;     ///< what reserve answers

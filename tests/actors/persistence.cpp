@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The persistence actor over a real Postgres: operations of different chats
 // that arrive together share one transaction (group commit), each is
-// answered on its own, and a full queue answers `overloaded` at once.
+// answered on its own, a full queue answers `overloaded` at once, and a
+// caller waits for Postgres at most store-timeout.
 #include "actors/persistence_actor.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/threaded_server.hpp"
@@ -36,6 +37,11 @@ struct fixture {
       REQUIRE(setup.create_chat({out.back(), {1, 0, 0}, caf::none}));
     }
     return out;
+  }
+
+  int64_t reservations_of(const std::vector<chat_id>& chats) {
+    return test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
+                         + in_list(chats));
   }
 
   static std::string in_list(const std::vector<chat_id>& chats) {
@@ -165,5 +171,68 @@ TEST_SUITE("actors.persistence") {
                         + in_list(refused))
           == 0);
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE_FIXTURE(fixture, "Postgres not answering within store-timeout is "
+                             "storage_unavailable; what waited behind it is "
+                             "not written and later operations go ahead") {
+    persistence_limits limits;
+    limits.store_timeout = 300ms;
+    auto db = spawn(limits);
+    auto chats = make_chats(4);
+    std::vector<chat_id> behind{chats[1], chats[2]};
+    caf::scoped_actor self{sys};
+    auto lock = std::make_unique<row_lock>(chats[0]);
+    auto t0 = std::chrono::steady_clock::now();
+    auto stuck = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
+                               std::string{});
+    wait_for_lock_waiter();
+    std::vector<decltype(stuck)> waiting;
+    for (auto chat : behind)
+      waiting.push_back(self->request(db, 20s, atom::reserve_v, chat,
+                                      kind::text, std::string{}));
+    auto expect_unavailable = [](auto& handle) {
+      handle.receive(
+        [](reservation&) { FAIL("Postgres answered"); },
+        [](caf::error& err) { CHECK(err == ec::storage_unavailable); });
+    };
+    expect_unavailable(stuck);
+    for (auto& handle : waiting)
+      expect_unavailable(handle);
+    // Long before the row lock ends or statement_timeout (5 s) cancels.
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+    CHECK(reservations_of(behind) == 0);
+    lock.reset();
+    // The stuck transaction was not cancelled: it may still commit.
+    for (int i = 0; i < 500 && reservations_of({chats[0]}) == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    CHECK(reservations_of({chats[0]}) == 1);
+    self->request(db, 20s, atom::reserve_v, chats[3], kind::text, std::string{})
+      .receive([](reservation&) {},
+               [](caf::error& err) { FAIL(error_name(err)); });
+    CHECK(reservations_of(behind) == 0);
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE_FIXTURE(fixture, "a persistence actor stopped while Postgres "
+                             "works answers every caller at once") {
+    auto db = spawn();
+    auto chats = make_chats(2);
+    caf::scoped_actor self{sys};
+    auto lock = std::make_unique<row_lock>(chats[0]);
+    auto stuck = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
+                               std::string{});
+    wait_for_lock_waiter();
+    auto queued = self->request(db, 20s, atom::reserve_v, chats[1], kind::text,
+                                std::string{});
+    auto t0 = std::chrono::steady_clock::now();
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+    for (auto* handle : {&stuck, &queued})
+      handle->receive(
+        [](reservation&) { FAIL("Postgres answered"); },
+        [](caf::error& err) { CHECK(err == ec::storage_unavailable); });
+    // Not after the row lock or the 10 s store-timeout.
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+    CHECK(reservations_of({chats[1]}) == 0);
   }
 }

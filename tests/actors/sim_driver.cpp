@@ -22,6 +22,7 @@ simulation::simulation(uint64_t seed, sim_mutant mutant,
   options_.reactivation_interval = 15s;
   options_.chat = chat_options{5s, 3s, 2s}; // short idle: passivation races
   world->stall_max = 2 * options_.chat.store_timeout;
+  world->store_timeout = options_.chat.store_timeout;
   auditor.sweep_interval = options_.sweep_interval;
   auditor.store_timeout = options_.chat.store_timeout;
   auto factory = [this] {

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 
 namespace chargeonce::test {
 
@@ -14,6 +15,26 @@ namespace {
 
 /// Ends a stall: the delayed transaction answers now.
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+
+/// An operation's store-timeout passed.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+
+/// Answers once: like the real persistence actor, a caller still waiting
+/// after store-timeout gets storage_unavailable, and the late answer is
+/// dropped.
+template <class T>
+struct sim_promise {
+  caf::typed_response_promise<T> rp;
+  std::shared_ptr<bool> answered = std::make_shared<bool>(false);
+
+  template <class U>
+  void deliver(U&& x) {
+    if (*answered)
+      return;
+    *answered = true;
+    rp.deliver(std::forward<U>(x));
+  }
+};
 
 struct sim_db_state {
   static inline const char* name = "sim-persistence";
@@ -23,11 +44,17 @@ struct sim_db_state {
   std::function<void()> late_write; ///< the stalled write, if still to come
   std::function<void()> answer;     ///< the stalled reply
   caf::timestamp reconnected_at;    ///< refuses everything until then
+  /// Deadline answers by ticket, until their expire message comes.
+  std::map<uint64_t, std::function<void()>> deadlines;
+  uint64_t tickets = 0;
 
-  /// Killed with a write in flight: Postgres committed it or not.
+  /// Killed with a write in flight: Postgres committed it or not. Like the
+  /// real persistence actor, it answers everyone still waiting.
   ~sim_db_state() {
     if (late_write && w->rng() % 2 == 0)
       late_write();
+    for (auto& [ticket, time_out] : deadlines)
+      time_out();
   }
 };
 
@@ -48,7 +75,7 @@ caf::actor_addr sender_of(self_ptr self) {
 }
 
 template <class T>
-void deliver(caf::typed_response_promise<T>& rp, caf::expected<T>& x) {
+void deliver(sim_promise<T>& rp, caf::expected<T>& x) {
   if (x)
     rp.deliver(std::move(*x));
   else
@@ -60,7 +87,7 @@ using apply_fn = std::function<caf::expected<T>()>;
 
 /// Stalls this connection for a while; the write happens now or at the end.
 template <class T>
-void stall(self_ptr self, caf::typed_response_promise<T> rp, chat_id chat,
+void stall(self_ptr self, sim_promise<T> rp, chat_id chat,
            const caf::actor_addr& sender, apply_fn<T> apply) {
   auto& st = self->state;
   auto& w = *st.w;
@@ -91,7 +118,7 @@ void stall(self_ptr self, caf::typed_response_promise<T> rp, chat_id chat,
 
 /// One transaction, with the fault the generator picks.
 template <class T>
-void run(self_ptr self, caf::typed_response_promise<T> rp, chat_id chat,
+void run(self_ptr self, sim_promise<T> rp, chat_id chat,
          const caf::actor_addr& sender, apply_fn<T> apply) {
   auto& st = self->state;
   auto& w = *st.w;
@@ -164,12 +191,17 @@ caf::result<T> submit(self_ptr self, chat_id chat, apply_fn<T> apply) {
   auto sender = sender_of(self);
   if (chat != 0)
     st.w->actors[chat] = sender;
-  auto rp = self->make_response_promise<T>();
-  st.queue.push_back([self, rp, chat, sender, apply]() mutable {
-    run<T>(self, rp, chat, sender, std::move(apply));
+  sim_promise<T> p{self->make_response_promise<T>()};
+  auto ticket = ++st.tickets;
+  st.deadlines.emplace(ticket, [p]() mutable {
+    p.deliver(unavailable("Postgres did not answer in time"));
+  });
+  self->delayed_send(self, st.w->store_timeout, expire_atom::value, ticket);
+  st.queue.push_back([self, p, chat, sender, apply]() mutable {
+    run<T>(self, p, chat, sender, std::move(apply));
   });
   drain(self);
-  return rp;
+  return p.rp;
 }
 
 caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
@@ -253,6 +285,15 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
         });
     },
     [=](resume_atom) { resume(self); },
+    [=](expire_atom, uint64_t ticket) {
+      auto& deadlines = self->state.deadlines;
+      auto i = deadlines.find(ticket);
+      if (i == deadlines.end())
+        return;
+      auto time_out = std::move(i->second);
+      deadlines.erase(i);
+      time_out();
+    },
   };
 }
 

@@ -91,6 +91,8 @@ struct sim_world {
   sim_mutant mutant = sim_mutant::none;
   /// Upper bound of a delay fault (a stalled transaction).
   caf::timespan stall_max = std::chrono::seconds(10);
+  /// The persistence actor answers storage_unavailable after this long.
+  caf::timespan store_timeout = std::chrono::seconds(5);
 
   // -- hooks for the driver (weak handles: the world outlives no actor) --
   chat_id stall_next = 0;       ///< this chat's next operation stalls (forced)
