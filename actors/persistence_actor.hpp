@@ -58,14 +58,6 @@ struct queued_operation {
   caf::actor_clock::time_point deadline;
 };
 
-/// One connection as the persistence actor sees it.
-struct connection_slot {
-  connection_actor actor;
-  std::shared_ptr<connection_job> job;   ///< shared with `actor`
-  std::vector<queued_operation> running; ///< the job's operations, if busy
-  bool busy = false;
-};
-
 struct persistence_state {
   static inline const char* name = "persistence";
   persistence_limits limits;
