@@ -198,8 +198,8 @@ caf::result<T> enqueue(self_ptr self, batch_operation op) {
   return promise;
 }
 
-/// Queues an operation that runs alone, after what was queued before it
-/// (with one connection, the actor answers in arrival order).
+/// Queues an operation that runs alone, after what was queued before it, so
+/// the actor still answers in arrival order.
 template <class T, class F>
 caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
                              reservation_id id, F run) {
