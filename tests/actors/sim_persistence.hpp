@@ -21,7 +21,10 @@ namespace chargeonce::test {
 /// before or after it, and a dropped connection (the write happened or not;
 /// it refuses everything for up to 3 s while it reconnects). w->outage
 /// refuses everything. A kill while a write is still pending commits it or
-/// not, by coin.
+/// not, by coin. Like the real persistence actor it answers
+/// storage_unavailable store-timeout after a call, and when it stops; the
+/// write may still happen later (even a queued one, which the real actor
+/// drops unwritten: the harder case for the auditor).
 persistence_actor spawn_sim_persistence(caf::actor_system& sys,
                                         std::shared_ptr<sim_world> w);
 
