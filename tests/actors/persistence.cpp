@@ -39,6 +39,13 @@ struct fixture {
     return out;
   }
 
+  /// A reserve of `chat` through the actor, answered within 20 s.
+  static auto reserve(caf::scoped_actor& self, const persistence_actor& db,
+                      chat_id chat) {
+    return self->request(db, 20s, atom::reserve_v, chat, kind::text,
+                         std::string{});
+  }
+
   int64_t reservations_of(const std::vector<chat_id>& chats) {
     return test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
                          + in_list(chats));
@@ -102,9 +109,7 @@ TEST_SUITE("actors.persistence") {
                         "WHERE chat_id IN "
                         + in_list(chats))
           == 1);
-    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
-                        + in_list(chats))
-          == 100);
+    CHECK(reservations_of(chats) == 100);
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
@@ -115,13 +120,10 @@ TEST_SUITE("actors.persistence") {
     REQUIRE(setup.reserve(chats[1], kind::text, ""));
     caf::scoped_actor self{sys};
     auto lock = std::make_unique<row_lock>(chats[2]);
-    auto stuck = self->request(db, 20s, atom::reserve_v, chats[2], kind::text,
-                               std::string{});
+    auto stuck = reserve(self, db, chats[2]);
     wait_for_lock_waiter();
-    auto fresh = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
-                               std::string{});
-    auto busy = self->request(db, 20s, atom::reserve_v, chats[1], kind::text,
-                              std::string{});
+    auto fresh = reserve(self, db, chats[0]);
+    auto busy = reserve(self, db, chats[1]);
     auto seen = self->request(db, 20s, atom::status_v, chats[0]);
     lock.reset();
     auto expect_ok = [](auto& handle) {
@@ -150,13 +152,10 @@ TEST_SUITE("actors.persistence") {
     self->send(db, atom::reserve_v, blocker_chat, kind::text, std::string{});
     wait_for_lock_waiter();
     std::vector<chat_id> refused;
-    std::vector<std::pair<chat_id, decltype(self->request(
-                                     db, 20s, atom::reserve_v, chat_id{},
-                                     kind::text, std::string{}))>>
+    std::vector<std::pair<chat_id, decltype(reserve(self, db, chat_id{}))>>
       pending;
     for (auto chat : chats)
-      pending.emplace_back(chat, self->request(db, 20s, atom::reserve_v, chat,
-                                               kind::text, std::string{}));
+      pending.emplace_back(chat, reserve(self, db, chat));
     lock.reset();
     int ok = 0;
     for (auto& [chat, handle] : pending)
@@ -167,9 +166,7 @@ TEST_SUITE("actors.persistence") {
                      });
     CHECK(ok == 10);
     CHECK(refused.size() == 20);
-    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id IN "
-                        + in_list(refused))
-          == 0);
+    CHECK(reservations_of(refused) == 0);
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
@@ -184,13 +181,11 @@ TEST_SUITE("actors.persistence") {
     caf::scoped_actor self{sys};
     auto lock = std::make_unique<row_lock>(chats[0]);
     auto t0 = std::chrono::steady_clock::now();
-    auto stuck = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
-                               std::string{});
+    auto stuck = reserve(self, db, chats[0]);
     wait_for_lock_waiter();
     std::vector<decltype(stuck)> waiting;
     for (auto chat : behind)
-      waiting.push_back(self->request(db, 20s, atom::reserve_v, chat,
-                                      kind::text, std::string{}));
+      waiting.push_back(reserve(self, db, chat));
     auto expect_unavailable = [](auto& handle) {
       handle.receive(
         [](reservation&) { FAIL("Postgres answered"); },
@@ -207,7 +202,7 @@ TEST_SUITE("actors.persistence") {
     for (int i = 0; i < 500 && reservations_of({chats[0]}) == 0; ++i)
       std::this_thread::sleep_for(10ms);
     CHECK(reservations_of({chats[0]}) == 1);
-    self->request(db, 20s, atom::reserve_v, chats[3], kind::text, std::string{})
+    reserve(self, db, chats[3])
       .receive([](reservation&) {},
                [](caf::error& err) { FAIL(error_name(err)); });
     CHECK(reservations_of(behind) == 0);
@@ -220,11 +215,9 @@ TEST_SUITE("actors.persistence") {
     auto chats = make_chats(2);
     caf::scoped_actor self{sys};
     auto lock = std::make_unique<row_lock>(chats[0]);
-    auto stuck = self->request(db, 20s, atom::reserve_v, chats[0], kind::text,
-                               std::string{});
+    auto stuck = reserve(self, db, chats[0]);
     wait_for_lock_waiter();
-    auto queued = self->request(db, 20s, atom::reserve_v, chats[1], kind::text,
-                                std::string{});
+    auto queued = reserve(self, db, chats[1]);
     auto t0 = std::chrono::steady_clock::now();
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
     for (auto* handle : {&stuck, &queued})
