@@ -44,6 +44,13 @@ caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count) {
                        + " WHERE chat_id > $1 AND chat_id <= $2",
                      first, first + count);
     tx.commit();
+    // The next run starts from the same state instead of the dead rows of
+    // this one: without it, the bench's reused database grew run after run
+    // (43 MB of reservations holding no live row after three 20 s runs) and
+    // each run measured a slower database than the one before.
+    pqxx::nontransaction vacuum{conn};
+    vacuum.exec("VACUUM (ANALYZE) ledger, released_reservations, "
+                "reservations, chats");
   } catch (const std::exception& e) {
     return caf::make_error(ec::storage_unavailable,
                            std::string{"dropping chats: "} + e.what());

@@ -18,7 +18,8 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
                       int32_t balance);
 
 /// Deletes chats first+1 … first+count and their reservations, released
-/// reservations and ledger rows (synthetic, like the chats).
+/// reservations and ledger rows (synthetic, like the chats), then vacuums
+/// those tables so that the next run does not inherit the dead rows.
 caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count);
 
 } // namespace chargeonce::persistence
