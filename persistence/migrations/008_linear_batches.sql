@@ -1,5 +1,6 @@
--- Batches of any size cost linear time. chargeonce_apply_batch of
--- 006_set_based.sql joined the batch to chats and reservations with
+-- A batch makes index lookups in proportion to its size. The
+-- chargeonce_apply_batch of 006_set_based.sql joined the batch to chats and
+-- reservations with
 -- "key = row's key AND key = ANY (the batch's keys)"; its generic plan ran
 -- the = ANY index scan once per operation of the section, so a section of n
 -- operations made n * n index descents (Postgres fetched 5,000 chat rows for

@@ -226,6 +226,43 @@ TEST_SUITE("limits") {
           == 1);
   }
 
+  TEST_CASE_FIXTURE(
+    limits_fixture,
+    "one payment_id used for many chats at once credits exactly one of them") {
+    // Each chat's lock serializes only its own retries: across chats, only
+    // the unique index on ledger.payment_id stops the second purchase.
+    constexpr int chats = 16;
+    std::vector<chat_id> ids;
+    std::vector<std::unique_ptr<store>> conns;
+    for (int i = 0; i < chats; ++i) {
+      ids.push_back(test::fresh_chat());
+      touch(ids.back());
+      conns.push_back(std::make_unique<store>(options()));
+    }
+    auto payment = "shared-" + std::to_string(ids.front());
+    std::vector<std::future<caf::expected<top_up_receipt>>> results;
+    for (int i = 0; i < chats; ++i)
+      results.push_back(std::async(std::launch::async, [&, i] {
+        return conns[i]->top_up(ids[i], 5, payment);
+      }));
+    int credited = 0;
+    for (auto& f : results) {
+      auto x = f.get();
+      if (x)
+        ++credited;
+      else
+        CHECK(x.error() == ec::invalid_argument);
+    }
+    CHECK(credited == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE payment_id = '"
+                        + payment + "'")
+          == 1);
+    int64_t balances = 0;
+    for (auto chat : ids)
+      balances += db.status(chat)->available.balance;
+    CHECK(balances == 5);
+  }
+
   TEST_CASE_FIXTURE(limits_fixture,
                     "bad top-ups are refused and change nothing") {
     auto chat = test::fresh_chat();

@@ -49,6 +49,14 @@ void cycle(pqxx::connection& conn, long long chat) {
   }
 }
 
+/// Chats 1 … 60,000 with 10 purchased credits each.
+void insert_chats(pqxx::connection& conn) {
+  pqxx::work tx{conn};
+  tx.exec("INSERT INTO chats (chat_id, balance) "
+          "SELECT g, 10 FROM generate_series(1, 60000) AS g");
+  tx.commit();
+}
+
 /// Runs one section of `n` operations on chats 1..n through
 /// chargeonce_apply_batch in `tx`; answers the reservation ids in chat order.
 std::vector<long long> apply_section(pqxx::work& tx, const char* op, int n,
@@ -117,14 +125,8 @@ TEST_SUITE("plans") {
   TEST_CASE("plans cached on empty tables never scan the ledger, the "
             "reservations or the chats once they have grown") {
     scratch_database db;
-    {
-      pqxx::connection seed{db.dsn};
-      pqxx::work tx{seed};
-      tx.exec("INSERT INTO chats (chat_id, balance) "
-              "SELECT g, 10 FROM generate_series(1, 60000) AS g");
-      tx.commit();
-    }
     pqxx::connection conn{db.dsn};
+    insert_chats(conn);
     // More than PL/pgSQL's five custom plans: the generic ones are cached
     // while the ledger and the reservations hold a handful of rows.
     for (long long chat = 1; chat <= 12; ++chat)
@@ -183,14 +185,8 @@ TEST_SUITE("plans") {
             "proportion to n, not to n * n") {
     scratch_database db;
     pqxx::connection conn{db.dsn};
-    {
-      pqxx::work tx{conn};
-      tx.exec("INSERT INTO chats (chat_id, balance) "
-              "SELECT g, 10 FROM generate_series(1, 60000) AS g");
-      tx.commit();
-      pqxx::nontransaction analyze{conn};
-      analyze.exec("ANALYZE chats");
-    }
+    insert_chats(conn);
+    pqxx::nontransaction{conn}.exec("ANALYZE chats");
     constexpr int n = 200;
     pqxx::work tx{conn};
     std::string zeros = array_of(std::vector<long long>(n, 0));
