@@ -34,6 +34,7 @@ void prepare_config(caf::actor_system_config& cfg, const tls_files& tls) {
   // A request and its answer cross threads several times: see
   // prefer_few_workers. Settings parsed after this call override it.
   prefer_few_workers(cfg);
+  deserialize_on_middleman_thread(cfg);
 }
 
 namespace {

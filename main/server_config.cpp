@@ -128,6 +128,7 @@ server_config::server_config() {
   // client alike): 7,670 instead of 6,168 cycles/s at 64 clients, 553
   // instead of 458 at 1 (README, Benchmark).
   prefer_few_workers(*this);
+  deserialize_on_middleman_thread(*this);
 }
 
 namespace {

@@ -32,4 +32,8 @@ void prefer_few_workers(caf::actor_system_config& cfg) {
           std::max(size_t{1}, size_t{std::thread::hardware_concurrency()} / 2));
 }
 
+void deserialize_on_middleman_thread(caf::actor_system_config& cfg) {
+  cfg.set("middleman.workers", size_t{0});
+}
+
 } // namespace chargeonce

@@ -11,6 +11,13 @@ cli=$2
 
 die() {
   echo "two_servers: FAILED: $*" >&2
+  local log
+  [[ -n ${tmp:-} ]] || exit 1
+  for log in "$tmp"/*.log; do
+    echo "== last lines of $(basename "$log")" >&2
+    tail -n 40 "$log" >&2
+  done
+  [[ -n ${TWO_SERVERS_KEEP:-} ]] && cp -r "$tmp" "$TWO_SERVERS_KEEP"
   exit 1
 }
 
@@ -42,6 +49,15 @@ a="127.0.0.1:$(head -n1 "$tmp/a.port")"
 b="127.0.0.1:$(head -n1 "$tmp/b.port")"
 server_of() { (($1 % 2 == 0)) && echo "$a" || echo "$b"; }
 
+# Prints every client's answer and error output, so a failure says why.
+show_answers() { # reserve|commit
+  local f
+  for f in "$tmp/$1".*; do
+    [[ $f == *.err ]] && continue
+    echo "$(basename "$f"): $(cat "$f") $(cat "$f.err")" >&2
+  done
+}
+
 # Waits for the background CLI clients, not for the servers.
 wait_for_clients() {
   local job
@@ -58,26 +74,31 @@ for round in 1 2 3; do
   # 16 concurrent reserves of the same chat, half through each server.
   for i in $(seq 1 16); do
     "$cli" --server="$(server_of "$i")" reserve --chat=$chat --kind=image \
-      >"$tmp/reserve.$i" 2>/dev/null &
+      >"$tmp/reserve.$i" 2>"$tmp/reserve.$i.err" &
   done
   
   wait_for_clients
-  won=$(cat "$tmp"/reserve.* | jq -r 'select(.id != null) | .id')
-  busy=$(cat "$tmp"/reserve.* | jq -r 'select(.error == "busy") | .error' | wc -l)
-  [[ $(wc -w <<<"$won") == 1 ]] || die "round $round: $(wc -w <<<"$won") reservations won"
-  [[ $busy == 15 ]] || die "round $round: $busy busy, expected 15"
+  won=$(cat "$tmp"/reserve.? "$tmp"/reserve.?? | jq -r 'select(.id != null) | .id')
+  busy=$(cat "$tmp"/reserve.? "$tmp"/reserve.?? | jq -r 'select(.error == "busy") | .error' | wc -l)
+  if [[ $(wc -w <<<"$won") != 1 || $busy != 15 ]]; then
+    show_answers reserve
+    [[ $(wc -w <<<"$won") == 1 ]] || die "round $round: $(wc -w <<<"$won") reservations won"
+    die "round $round: $busy busy, expected 15"
+  fi
   rm -f "$tmp"/reserve.*
 
   "$cli" --server="$b" start --chat=$chat --reservation="$won" >/dev/null
   # The worker's commit retried through both servers at once.
   for i in $(seq 1 8); do
     "$cli" --server="$(server_of "$i")" commit --chat=$chat \
-      --reservation="$won" >"$tmp/commit.$i" 2>/dev/null &
+      --reservation="$won" >"$tmp/commit.$i" 2>"$tmp/commit.$i.err" &
   done
   wait_for_clients
-  receipts=$(cat "$tmp"/commit.* | jq -r '.committed_at' | sort -u)
-  [[ $(wc -l <<<"$receipts") == 1 && $receipts != null ]] \
-    || die "round $round: commits answered differently: $receipts"
+  receipts=$(cat "$tmp"/commit.? | jq -r '.committed_at' | sort -u)
+  if [[ $(wc -l <<<"$receipts") != 1 || $receipts == null ]]; then
+    show_answers commit
+    die "round $round: commits answered differently: $receipts"
+  fi
   rm -f "$tmp"/commit.*
   balance=$("$cli" --server="$a" status --chat=$chat | jq .balance)
   [[ $balance == 0 ]] || die "round $round: balance $balance, expected 0"
