@@ -75,7 +75,7 @@ done
 # CAF ignores unknown keys: a misspelt name in the example would go unseen.
 while read -r name; do
   case $name in
-  max-threads | policy | heartbeat-interval) ;; # [scheduler], [middleman]
+  max-threads | policy | heartbeat-interval | workers) ;; # [scheduler], [middleman]
   *) grep -qxF "$name" <<<"$options" || die "chargeonce.conf: unknown '$name'" ;;
   esac
 done < <(sed -nE 's/^;?([a-z][a-z0-9-]*)=.*/\1/p' "$conf")
