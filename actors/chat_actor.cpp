@@ -48,8 +48,7 @@ void arm_queue_notice(self_ptr self, const reservation& x) {
     return;
   self->state.noticed = x.id;
   ++self->state.notices_pending;
-  self->delayed_send(self, self->state.options.queue_notice_delay,
-                     atom::notice_v, x.id);
+  self->send(self->state.notice_timer, atom::notice_v, x.id);
 }
 
 reservation_id reservation_of(const reservation& x) {
@@ -168,12 +167,13 @@ chat_state::~chat_state() {
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
           persistence_actor store, registry_actor registry, events_actor events,
-          chat_options options) {
+          notice_timer_actor notice_timer, chat_options options) {
   install_log_handlers(self);
   self->state.id = id;
   self->state.store = std::move(store);
   self->state.registry = std::move(registry);
   self->state.events = std::move(events);
+  self->state.notice_timer = std::move(notice_timer);
   self->state.options = options;
   arm_idle_timer(self);
   // The chat argument is the routing key; this actor answers for its own.

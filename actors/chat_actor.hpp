@@ -2,6 +2,7 @@
 // The chat actor: one per active chat, serializes that chat's operations.
 #pragma once
 
+#include "actors/notice_timer_actor.hpp"
 #include "protocol/interfaces.hpp"
 
 #include <caf/actor_clock.hpp>
@@ -25,17 +26,18 @@ struct chat_options {
 };
 
 /// Adds the chat actor's own timer messages to its interface: the idle
-/// countdown and the queue notice (per reservation).
+/// countdown and the queue notice (per reservation, from the notice timer).
 using chat_self_actor =
   chat_actor::extend<caf::reacts_to<atom::idle>,
                      caf::reacts_to<atom::notice, reservation_id>>;
 
 struct chat_state {
   static inline const char* name = "chat";
-  chat_id id = 0;          ///< the chat this actor serializes
-  persistence_actor store; ///< this chat's partition of the pool
-  registry_actor registry; ///< asked for passivation when idle
-  events_actor events;     ///< where notices and releases are published
+  chat_id id = 0;                  ///< the chat this actor serializes
+  persistence_actor store;         ///< this chat's partition of the pool
+  registry_actor registry;         ///< asked for passivation when idle
+  events_actor events;             ///< where notices and releases are published
+  notice_timer_actor notice_timer; ///< hands armed queue notices back
   chat_options options;
   uint64_t received = 0;           ///< operations received, reported when idle
   bool idle_timer_pending = false; ///< at most one idle timer at a time
@@ -59,6 +61,6 @@ struct chat_state {
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
           persistence_actor store, registry_actor registry, events_actor events,
-          chat_options options);
+          notice_timer_actor notice_timer, chat_options options);
 
 } // namespace chargeonce

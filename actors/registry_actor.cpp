@@ -25,7 +25,8 @@ chat_self_actor route(self_ptr self, chat_id chat) {
     // take down the registry. The registry stops its chats itself.
     auto handle = self->spawn<caf::monitored>(
       make_chat, chat, st.pool[partition_of(chat, st.pool.size())],
-      caf::actor_cast<registry_actor>(self), st.events, st.options);
+      caf::actor_cast<registry_actor>(self), st.events, st.notice_timer,
+      st.options);
     // The gauge follows the actor's real lifetime, whatever ends it.
     metrics::chat_actor_started();
     caf::actor_cast<caf::abstract_actor*>(handle)->attach_functor(
@@ -124,6 +125,9 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
   self->state.pool = std::move(pool);
   self->state.events = std::move(events);
   self->state.options = options;
+  // Linked: it holds no state worth keeping without this registry's chats.
+  self->state.notice_timer =
+    self->spawn<caf::linked>(make_notice_timer, options.queue_notice_delay);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   // Every operation: refuse bad input here, else hand it to the chat actor.

@@ -26,6 +26,7 @@ struct registry_state {
   std::unordered_map<caf::actor_addr, chat_id> by_address;
   std::vector<persistence_actor> pool; ///< partitioned by chat_id
   events_actor events;                 ///< handed to every chat actor
+  notice_timer_actor notice_timer;     ///< handed to every chat actor
   chat_options options;
 
   /// Chat actors never outlive their registry, however it ends.

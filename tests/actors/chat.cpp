@@ -21,7 +21,12 @@ struct registry_fixture : deterministic_fixture {
   registry_actor registry = sys.spawn(
     make_registry, std::vector<persistence_actor>{fake}, events, options);
 
-  registry_fixture() { log->store_timeout = options.store_timeout; }
+  registry_fixture() {
+    log->store_timeout = options.store_timeout;
+    // The registry starts its notice timer when it first runs: counted in
+    // running() from here on.
+    sched.run();
+  }
 
   ~registry_fixture() {
     caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
