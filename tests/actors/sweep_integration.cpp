@@ -119,7 +119,7 @@ TEST_SUITE("actors.sweep") {
     CHECK(remaining(base, n) == 0);
     for (int i = 0; i < 50 && *count < n; ++i) // events trail the deletes
       std::this_thread::sleep_for(100ms);
-    CHECK(*count == n);
+    CHECK(count->load() == n);
     CHECK(test::sql_int("SELECT count(*) FROM released_reservations WHERE "
                         "reason = 'sweep_timeout' AND chat_id BETWEEN "
                         + std::to_string(base) + " AND "
@@ -245,7 +245,7 @@ TEST_SUITE("actors.sweep") {
       == n);
     for (int i = 0; i < 100 && *count < n; ++i) // events trail the refills
       std::this_thread::sleep_for(100ms);
-    CHECK(*count == n);
+    CHECK(count->load() == n);
     auto rss_after = peak_rss_kib();
     MESSAGE(
       "reactivated "
