@@ -20,6 +20,7 @@ struct threaded_config : caf::actor_system_config {
     register_protocol(*this);
     load<caf::io::middleman>(); // for tests that publish the API
     set("scheduler.max-threads", 2);
+    deserialize_on_middleman_thread(*this); // as chargeonce-server does
   }
 };
 
