@@ -17,7 +17,6 @@ die() {
     echo "== last lines of $(basename "$log")" >&2
     tail -n 40 "$log" >&2
   done
-  [[ -n ${TWO_SERVERS_KEEP:-} ]] && cp -r "$tmp" "$TWO_SERVERS_KEEP"
   exit 1
 }
 
