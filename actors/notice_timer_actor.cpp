@@ -15,7 +15,6 @@ namespace {
 using self_ptr = notice_timer_self_actor::stateful_pointer<notice_timer_state>;
 
 void arm_tick(self_ptr self, caf::timespan after) {
-  self->state.tick_pending = true;
   self->delayed_send(self, after, caf::tick_atom_v);
 }
 
@@ -24,7 +23,6 @@ void arm_tick(self_ptr self, caf::timespan after) {
 /// handed back together.
 void on_tick(self_ptr self) {
   auto& st = self->state;
-  st.tick_pending = false;
   auto now = self->clock().now();
   while (!st.queue.empty() && st.queue.front().due <= now) {
     auto& x = st.queue.front();
@@ -45,11 +43,11 @@ notice_timer_self_actor::behavior_type make_notice_timer(self_ptr self,
   return {
     [self](atom::notice, reservation_id id) {
       auto& st = self->state;
+      // A lone notice comes exactly on time; see on_tick for a busy queue.
+      if (st.queue.empty())
+        arm_tick(self, st.delay);
       st.queue.push_back(
         {self->clock().now() + st.delay, self->current_sender(), id});
-      // A lone notice comes exactly on time; see on_tick for a busy queue.
-      if (!st.tick_pending)
-        arm_tick(self, st.delay);
     },
     [self](caf::tick_atom) { on_tick(self); },
   };

@@ -36,9 +36,10 @@ struct notice_timer_state {
     reservation_id id = 0;
   };
 
-  caf::timespan delay;       ///< queue_notice_delay
-  std::deque<armed> queue;   ///< in due order: the delay is the same for all
-  bool tick_pending = false; ///< at most one timer at a time
+  caf::timespan delay; ///< queue_notice_delay
+  /// In due order: the delay is the same for all. A tick is pending exactly
+  /// while it is not empty (at most one timer at a time).
+  std::deque<armed> queue;
 };
 
 /// Why not a delayed_send per reservation: each one wakes CAF's clock
