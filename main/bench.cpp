@@ -13,6 +13,7 @@
 #include "main/bench_drivers.hpp"
 #include "main/bench_loop.hpp"
 #include "main/bench_options.hpp"
+#include "main/bench_persistence.hpp"
 #include "main/bench_processes.hpp"
 #include "main/bench_report.hpp"
 #include "persistence/bulk.hpp"
@@ -128,8 +129,8 @@ void progress(const char* mode, size_t clients) {
 }
 
 /// Seeds chats, runs one mode, removes the chats again.
-run_result seeded_run(const bench_options& o,
-                      const std::function<run_result(const chat_range&)>& f) {
+template <class F>
+auto seeded_run(const bench_options& o, F f) {
   auto chats = seed_chats(o.postgres, o.chats);
   try {
     auto out = f(chats);
@@ -167,8 +168,24 @@ run_result run_remote(remote_session& session, size_t clients,
   return result;
 }
 
+/// --persistence: the persistence layer alone, mode after mode.
+std::vector<persistence_run> run_persistence_all(const bench_options& o) {
+  std::vector<persistence_run> out;
+  for (const auto& m : persistence_modes(o)) {
+    std::fprintf(stderr,
+                 "chargeonce-bench: run mode=persistence/%s batch_cycles=%zu\n",
+                 m.mode.c_str(), m.batch_cycles);
+    out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      return run_persistence(m, o, chats);
+    }));
+  }
+  return out;
+}
+
 std::vector<run_result> run_all(const bench_options& o) {
   std::vector<run_result> out;
+  if (o.servers.empty() && !o.in_process && !o.baseline)
+    return out; // --persistence alone
   std::unique_ptr<remote_session> session;
   if (!o.servers.empty())
     session = std::make_unique<remote_session>(o.servers);
@@ -210,13 +227,16 @@ int bench_main(const bench_options& o) {
     return exit_failed;
   }
   auto runs = run_all(o);
+  auto alone = run_persistence_all(o);
   if (o.json)
-    print_json(o, runs);
+    print_json(o, runs, alone);
   else
-    print_table(o, runs);
+    print_table(o, runs, alone);
   uint64_t unexpected = 0;
   for (const auto& r : runs)
     unexpected += r.stats.unexpected;
+  for (const auto& r : alone)
+    unexpected += r.unexpected;
   if (unexpected > 0)
     spdlog::error("{} operations failed unexpectedly", unexpected);
   return unexpected > 0 ? exit_failed : exit_ok;

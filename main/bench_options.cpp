@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/bench_options.hpp"
 
+#include "persistence/batch.hpp"
 #include "protocol/errors.hpp"
 
 #include <charconv>
@@ -16,6 +17,8 @@ constexpr int64_t seconds_max = 3600;
 constexpr size_t connections_max = 64;
 constexpr size_t processes_max = 64;
 constexpr int64_t pid_max = 1 << 22; // Linux's PID_MAX_LIMIT
+/// A statement holds K reserves, K starts and K commits.
+constexpr size_t batch_cycles_max = persistence::batch_operations_max / 3;
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
@@ -33,6 +36,13 @@ std::vector<size_t> parse_clients(const std::string& text) {
   std::vector<size_t> out;
   for (const auto& item : split(text, ','))
     out.push_back(parse_int<size_t>("clients", item, 1, clients_max));
+  return out;
+}
+
+std::vector<size_t> parse_batches(const std::string& text) {
+  std::vector<size_t> out;
+  for (const auto& item : split(text, ','))
+    out.push_back(parse_int<size_t>("persistence", item, 1, batch_cycles_max));
   return out;
 }
 
@@ -126,6 +136,8 @@ void apply_flag(bench_options& o, const std::string& name,
     o.order = parse_order(value);
   else if (name == "idle-timeout")
     o.idle_timeout_s = parse_int<int64_t>(name, value, 1, seconds_max);
+  else if (name == "persistence")
+    o.persistence_batches = parse_batches(value);
   else if (name == "child") {
     o.child = true;
     o.role = parse_child(value);
@@ -138,8 +150,15 @@ void check(const bench_options& o) {
     throw usage_error("--postgres=DSN is required");
   if (!o.servers.empty() && o.in_process)
     throw usage_error("give --servers or --in-process, not both");
-  if (o.servers.empty() && !o.in_process && !o.baseline && !o.child)
-    throw usage_error("give --servers=H:P,..., --in-process or --baseline");
+  if (o.servers.empty() && !o.in_process && !o.baseline && !o.child
+      && o.persistence_batches.empty())
+    throw usage_error(
+      "give --servers=H:P,..., --in-process, --baseline or --persistence");
+  for (auto k : o.persistence_batches)
+    if (o.chats < static_cast<int64_t>(3 * k))
+      throw usage_error("--persistence=" + std::to_string(k) + " keeps "
+                        + std::to_string(3 * k)
+                        + " chats in flight: --chats must be at least that");
   if (o.in_process && o.processes > 1)
     throw usage_error("--in-process runs its clients as threads of this "
                       "process: --processes must be 1");
@@ -159,7 +178,8 @@ const char* const usage_text =
                         [--warmup=SECONDS] [--mix=cancel:N,fail:N,double:N]
                         [--connections=N] [--processes=N] [--server-pid=PID]
                         [--chat-order=random|sequential]
-                        [--idle-timeout=SECONDS] [--json]
+                        [--idle-timeout=SECONDS] [--persistence=K[,K...]]
+                        [--json]
 
   --postgres     where chats are seeded (and the baseline runs); remote
                  servers must use the same database
@@ -183,6 +203,12 @@ const char* const usage_text =
                  sequential: the next chat no cycle has taken yet
   --idle-timeout in-process chat actors passivate after this many idle
                  seconds (default: the server's 60)
+  --persistence  also measure the persistence layer alone, on one
+                 connection, no actors: the cycles one operation per
+                 transaction (the baseline's SQL, then the server-side
+                 functions), then K cycles per statement (K reserves, K
+                 starts, K commits; a list: one run per K, 1..42); with the
+                 Postgres backend's CPU per cycle when Postgres is local
   --json         one JSON object on stdout instead of the table
 )";
 

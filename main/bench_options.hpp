@@ -57,6 +57,9 @@ struct bench_options {
   int64_t server_pid = 0; ///< whose memory to report; 0: none
   chat_order order = chat_order::random;
   int64_t idle_timeout_s = 0; ///< in-process chat idle timeout; 0: 60 s
+  /// --persistence: cycles per statement of each batched run; empty: the
+  /// persistence layer is not measured alone.
+  std::vector<size_t> persistence_batches;
   bool json = false;
   bool child = false; ///< this process is a client process
   child_role role;    ///< when child

@@ -136,9 +136,94 @@ void print_memory(const std::vector<run_result>& runs) {
   }
 }
 
+// -- the persistence layer alone ----------------------------------------------
+
+/// A run's figures over per_operation's (the baseline's SQL): cycles/s
+/// (higher is better) and Postgres CPU per cycle (per_operation's over
+/// this run's: higher is better too).
+struct persistence_ratio {
+  double cycles_per_s = 0;
+  std::optional<double> postgres_cpu = std::nullopt;
+};
+
+persistence_ratio ratio_of(const persistence_run& r,
+                           const std::vector<persistence_run>& alone) {
+  persistence_ratio out;
+  for (const auto& base : alone) {
+    if (base.mode != "per_operation" || base.cycles_per_s() <= 0)
+      continue;
+    out.cycles_per_s = r.cycles_per_s() / base.cycles_per_s();
+    auto ours = r.postgres_cpu_us_per_cycle();
+    auto theirs = base.postgres_cpu_us_per_cycle();
+    if (ours && theirs && *ours > 0)
+      out.postgres_cpu = *theirs / *ours;
+  }
+  return out;
+}
+
+nlohmann::json optional_json(const std::optional<double>& x) {
+  return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
+}
+
+nlohmann::json persistence_json(const std::vector<persistence_run>& alone) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : alone) {
+    auto ratio = ratio_of(r, alone);
+    out.push_back(
+      {{"mode", r.mode},
+       {"batch_cycles", r.batch_cycles},
+       {"duration_s", r.duration_s},
+       {"cycles", r.cycles},
+       {"cycles_per_s", r.cycles_per_s()},
+       {"statements", r.statements},
+       {"statement_latency_us", latency_json(r.statement_us)},
+       {"postgres_cpu_us_per_cycle",
+        optional_json(r.postgres_cpu_us_per_cycle())},
+       {"ratio",
+        {{"cycles_per_s", ratio.cycles_per_s},
+         {"postgres_cpu_per_cycle", optional_json(ratio.postgres_cpu)}}},
+       {"unexpected", r.unexpected}});
+  }
+  return out;
+}
+
+std::string cpu_text(const std::optional<double>& x, const char* format) {
+  if (!x)
+    return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, *x);
+  return buf;
+}
+
+void print_persistence(const std::vector<persistence_run>& alone) {
+  std::printf("\npersistence layer alone (one connection, no actors; "
+              "statement latency in µs, Postgres CPU of the backend; "
+              "ratios over per_operation)\n");
+  std::printf("%-13s %6s %10s %9s %9s %9s %12s %8s %8s\n", "mode", "cycles",
+              "cycles/s", "stmts/s", "stmt p50", "p99", "pg µs/cycle", "ratio",
+              "pg ratio");
+  for (const auto& r : alone) {
+    auto ratio = ratio_of(r, alone);
+    auto batch = r.batch_cycles > 0 ? std::to_string(r.batch_cycles) : "-";
+    std::printf(
+      "%-13s %6s %10.1f %9.1f %9llu %9llu %12s %7.2fx %8s\n", r.mode.c_str(),
+      batch.c_str(), r.cycles_per_s(),
+      r.duration_s > 0 ? static_cast<double>(r.statements) / r.duration_s : 0.0,
+      static_cast<unsigned long long>(r.statement_us.percentile(50)),
+      static_cast<unsigned long long>(r.statement_us.percentile(99)),
+      cpu_text(r.postgres_cpu_us_per_cycle(), "%.1f").c_str(),
+      ratio.cycles_per_s, cpu_text(ratio.postgres_cpu, "%.2fx").c_str());
+  }
+  for (const auto& r : alone)
+    if (r.unexpected > 0)
+      std::printf("%s %zu: unexpected=%llu\n", r.mode.c_str(), r.batch_cycles,
+                  static_cast<unsigned long long>(r.unexpected));
+}
+
 } // namespace
 
-void print_json(const bench_options& o, const std::vector<run_result>& runs) {
+void print_json(const bench_options& o, const std::vector<run_result>& runs,
+                const std::vector<persistence_run>& alone) {
   nlohmann::json out;
   out["config"] = {{"chats", o.chats},
                    {"duration_s", o.duration_s},
@@ -146,6 +231,7 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs) {
                    {"connections", o.connections},
                    {"processes", o.processes},
                    {"chat_order", name_of(o.order)},
+                   {"persistence_batches", o.persistence_batches},
                    {"mix",
                     {{"cancel", o.mix.cancel},
                      {"fail", o.mix.fail},
@@ -159,28 +245,36 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs) {
                              {"mode", x.mode},
                              {"cycles_per_s", x.cycles_per_s},
                              {"cycle_p99", x.cycle_p99}});
+  if (!o.persistence_batches.empty())
+    out["persistence"] = persistence_json(alone);
   std::cout << out.dump() << std::endl;
 }
 
-void print_table(const bench_options& o, const std::vector<run_result>& runs) {
+void print_table(const bench_options& o, const std::vector<run_result>& runs,
+                 const std::vector<persistence_run>& alone) {
   std::printf("chargeonce-bench: %lld chats (%s), %lld s per run after %lld "
               "s warm-up, %zu client process(es), mix cancel %d%% fail %d%% "
-              "double %d%%; latency in µs\n\n",
+              "double %d%%; latency in µs\n",
               static_cast<long long>(o.chats), name_of(o.order),
               static_cast<long long>(o.duration_s),
               static_cast<long long>(o.warmup_s), o.processes, o.mix.cancel,
               o.mix.fail, o.mix.double_tap);
-  print_summary(runs);
-  auto ratios = ratios_of(runs);
-  if (!ratios.empty())
+  if (!runs.empty()) {
     std::printf("\n");
-  for (const auto& x : ratios)
-    std::printf("ratio %s/baseline clients=%zu: cycles/s %.2fx, cycle p99 "
-                "%.2fx\n",
-                x.mode.c_str(), x.clients, x.cycles_per_s, x.cycle_p99);
-  print_operations(runs);
-  print_outcomes(runs);
-  print_memory(runs);
+    print_summary(runs);
+    auto ratios = ratios_of(runs);
+    if (!ratios.empty())
+      std::printf("\n");
+    for (const auto& x : ratios)
+      std::printf("ratio %s/baseline clients=%zu: cycles/s %.2fx, cycle p99 "
+                  "%.2fx\n",
+                  x.mode.c_str(), x.clients, x.cycles_per_s, x.cycle_p99);
+    print_operations(runs);
+    print_outcomes(runs);
+    print_memory(runs);
+  }
+  if (!alone.empty())
+    print_persistence(alone);
   std::fflush(stdout);
 }
 

@@ -5,15 +5,19 @@
 
 #include "main/bench_loop.hpp"
 #include "main/bench_options.hpp"
+#include "main/bench_persistence.hpp"
 
 #include <vector>
 
 namespace chargeonce::bench {
 
 /// One JSON object on stdout.
-void print_json(const bench_options& o, const std::vector<run_result>& runs);
+void print_json(const bench_options& o, const std::vector<run_result>& runs,
+                const std::vector<persistence_run>& alone);
 
-/// The summary, ratios, per-operation percentiles, outcomes and memory.
-void print_table(const bench_options& o, const std::vector<run_result>& runs);
+/// The summary, ratios, per-operation percentiles, outcomes and memory;
+/// then the persistence layer alone, if measured.
+void print_table(const bench_options& o, const std::vector<run_result>& runs,
+                 const std::vector<persistence_run>& alone);
 
 } // namespace chargeonce::bench

@@ -14,6 +14,16 @@ store::store(store_options opts) : impl_(std::make_unique<impl>()) {
 
 store::~store() = default;
 
+int store::backend_pid() {
+  try {
+    return impl_->connection().backendpid();
+  } catch (const std::exception& e) {
+    spdlog::warn("backend_pid unavailable error={}", one_line(e.what()));
+    impl_->conn.reset();
+    return 0;
+  }
+}
+
 namespace {
 
 /// One hot operation through the server-side functions: a batch of one.

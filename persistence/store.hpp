@@ -92,6 +92,11 @@ public:
   /// batch_operations_max operations.
   std::vector<batch_result> apply(const std::vector<batch_operation>& ops);
 
+  /// The process id of this store's Postgres backend, connecting first if
+  /// needed; 0 when Postgres cannot be reached. chargeonce-bench reads the
+  /// backend's CPU time from /proc when Postgres runs on the same machine.
+  int backend_pid();
+
   // -- limits and purchases ---------------------------------------------------
 
   /// Records activity under the chat row's lock; registers an unknown chat on

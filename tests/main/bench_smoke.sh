@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # chargeonce-bench works: a short remote run with the baseline and every mix,
-# the same with two client processes, then an in-process run in sequential
-# chat order, all against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that
+# the same with two client processes, an in-process run in sequential chat
+# order, then the persistence layer alone, all against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that
 # every run completed cycles and that memory is reported; never how fast.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN and jq)
 set -euo pipefail
@@ -109,6 +109,29 @@ jq -e '.config.chat_order == "sequential" and (.runs[0]
         and .rss_kib > 0)' "$tmp/in_process.json" >/dev/null ||
   die "sequential in-process: $(cat "$tmp/in_process.json")"
 
+# The persistence layer alone: the two per-operation modes, then one
+# batched run per K. Each per-operation cycle is three round trips; each
+# batched statement commits K cycles once the pipeline is full (the first
+# two only reserve and start), so the counts say the batches held K cycles.
+# Postgres is local here, so the backend's CPU per cycle is known.
+run_bench "$tmp/alone.json" --persistence=1,5 --chats=1000 --duration=2 \
+  --warmup=0
+jq -e '(.runs | length == 0)
+      and ([.persistence[] | [.mode, .batch_cycles]]
+           == [["per_operation", 0], ["functions", 0], ["batched", 1],
+               ["batched", 5]])
+      and all(.persistence[];
+          .cycles > 0 and .unexpected == 0 and .duration_s > 0
+          and .postgres_cpu_us_per_cycle > 0
+          and .statement_latency_us.p50 > 0 and .ratio.cycles_per_s > 0
+          and .ratio.postgres_cpu_per_cycle > 0
+          and (if .batch_cycles == 0
+               then .statements >= 3 * .cycles and .statements <= 3 * .cycles + 3
+               else .cycles <= .statements * .batch_cycles
+                    and .cycles >= (.statements - 2) * .batch_cycles end))
+      and .persistence[0].ratio.cycles_per_s == 1' "$tmp/alone.json" \
+  >/dev/null || die "--persistence: $(cat "$tmp/alone.json")"
+
 # Usage errors exit 2.
 status=0
 "$bench" --postgres="$dsn" --in-process --clients=zero >/dev/null 2>&1 || status=$?
@@ -116,5 +139,11 @@ status=0
 status=0
 "$bench" --postgres="$dsn" --in-process --processes=2 >/dev/null 2>&1 || status=$?
 [[ $status == 2 ]] || die "--in-process --processes=2 exited $status, expected 2"
+for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59"; do
+  status=0
+  # shellcheck disable=SC2086 # $bad may hold two flags
+  "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
+  [[ $status == 2 ]] || die "$bad exited $status, expected 2"
+done
 
 echo "bench_smoke: OK"
