@@ -199,14 +199,14 @@ void print_persistence(const std::vector<persistence_run>& alone) {
   std::printf("\npersistence layer alone (one connection, no actors; "
               "statement latency in µs, Postgres CPU of the backend; "
               "ratios over per_operation)\n");
-  std::printf("%-13s %6s %10s %9s %9s %9s %12s %8s %8s\n", "mode", "cycles",
+  std::printf("%-13s %8s %10s %9s %9s %9s %12s %8s %8s\n", "mode", "cyc/stmt",
               "cycles/s", "stmts/s", "stmt p50", "p99", "pg µs/cycle", "ratio",
               "pg ratio");
   for (const auto& r : alone) {
     auto ratio = ratio_of(r, alone);
     auto batch = r.batch_cycles > 0 ? std::to_string(r.batch_cycles) : "-";
     std::printf(
-      "%-13s %6s %10.1f %9.1f %9llu %9llu %12s %7.2fx %8s\n", r.mode.c_str(),
+      "%-13s %8s %10.1f %9.1f %9llu %9llu %12s %7.2fx %8s\n", r.mode.c_str(),
       batch.c_str(), r.cycles_per_s(),
       r.duration_s > 0 ? static_cast<double>(r.statements) / r.duration_s : 0.0,
       static_cast<unsigned long long>(r.statement_us.percentile(50)),
