@@ -184,8 +184,6 @@ std::vector<persistence_run> run_persistence_all(const bench_options& o) {
 
 std::vector<run_result> run_all(const bench_options& o) {
   std::vector<run_result> out;
-  if (o.servers.empty() && !o.in_process && !o.baseline)
-    return out; // --persistence alone
   std::unique_ptr<remote_session> session;
   if (!o.servers.empty())
     session = std::make_unique<remote_session>(o.servers);

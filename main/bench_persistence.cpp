@@ -119,32 +119,37 @@ void unexpected(persistence_run& run, const char* op, chat_id chat,
                 error_name(err), error_message(err));
 }
 
+/// Runs one round trip `f`, counting it (and its latency) if `measuring`.
+template <class F>
+auto timed(window_meter& meter, persistence_run& run, bool measuring, F f) {
+  auto started = clock_type::now();
+  auto out = f();
+  if (measuring)
+    meter.record(run, started);
+  return out;
+}
+
 /// One operation per transaction, through the store's per-operation calls.
 void run_per_operation(persistence::store& db, window_meter& meter,
                        chat_cursor& chats, persistence_run& run) {
   while (!meter.done()) {
     auto chat = chats.next();
     auto measuring = meter.measuring();
-    auto t = clock_type::now();
-    auto reserved = db.reserve(chat, kind::image, {});
-    if (measuring)
-      meter.record(run, t);
+    auto reserved = timed(meter, run, measuring,
+                          [&] { return db.reserve(chat, kind::image, {}); });
     if (!reserved) {
       unexpected(run, "reserve", chat, reserved.error());
       continue;
     }
-    t = clock_type::now();
-    auto started = db.start(chat, reserved->id);
-    if (measuring)
-      meter.record(run, t);
+    auto id = reserved->id;
+    auto started =
+      timed(meter, run, measuring, [&] { return db.start(chat, id); });
     if (!started) {
       unexpected(run, "start", chat, started.error());
       continue;
     }
-    t = clock_type::now();
-    auto committed = db.commit(chat, reserved->id);
-    if (measuring)
-      meter.record(run, t);
+    auto committed =
+      timed(meter, run, measuring, [&] { return db.commit(chat, id); });
     if (!committed)
       unexpected(run, "commit", chat, committed.error());
     else if (measuring)
@@ -171,10 +176,7 @@ void run_batched(persistence::store& db, window_meter& meter,
     for (size_t i = 0; i < k; ++i)
       ops.push_back({batch_op::reserve, chats.next(), 0, kind::image, {}});
     auto measuring = meter.measuring();
-    auto t = clock_type::now();
-    auto results = db.apply(ops);
-    if (measuring)
-      meter.record(run, t);
+    auto results = timed(meter, run, measuring, [&] { return db.apply(ops); });
     reserved.clear();
     started.clear();
     for (size_t i = 0; i < ops.size(); ++i) {
