@@ -15,7 +15,7 @@ namespace {
 
 struct queued {
   operation op;
-  std::promise<outcome> answer;
+  std::function<void(outcome)> answer;
 };
 
 /// What a batch-capable endpoint answers; the sender only needs this much.
@@ -50,9 +50,9 @@ void settle(caf::event_based_actor* self, const state_ptr& st,
             std::vector<outcome>* answers, const caf::error& failure) {
   for (size_t i = 0; i < batch.size(); ++i) {
     if (answers != nullptr && i < answers->size())
-      batch[i].answer.set_value(std::move((*answers)[i]));
+      batch[i].answer(std::move((*answers)[i]));
     else
-      batch[i].answer.set_value(outcome{
+      batch[i].answer(outcome{
         failure ? failure
                 : caf::make_error(caf::sec::unexpected_response,
                                   "the server answered fewer operations "
@@ -129,17 +129,25 @@ batcher::totals batcher::sent() const {
 }
 
 std::future<outcome> batcher::submit(const caf::actor& to, operation op) {
-  std::future<outcome> out;
+  // Shared: std::function needs a copyable target. A promise destroyed
+  // unset breaks the future, which the caller sees.
+  auto answer = std::make_shared<std::promise<outcome>>();
+  auto out = answer->get_future();
+  submit(to, std::move(op),
+         [answer](outcome x) { answer->set_value(std::move(x)); });
+  return out;
+}
+
+void batcher::submit(const caf::actor& to, operation op,
+                     std::function<void(outcome)> done) {
   {
     std::lock_guard<std::mutex> guard{state_->mtx};
     state_->handles[to.address()] = to;
-    auto& lane = state_->lanes[to.address()];
-    lane.queue.push_back(queued{std::move(op), {}});
-    out = lane.queue.back().answer.get_future();
+    state_->lanes[to.address()].queue.push_back(
+      queued{std::move(op), std::move(done)});
   }
   // The sender takes everything queued by then: later nudges find less.
   caf::anon_send(sender_, atom::batch_v, to.address());
-  return out;
 }
 
 } // namespace chargeonce::client

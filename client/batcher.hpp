@@ -11,6 +11,7 @@
 #include <caf/fwd.hpp>
 #include <caf/timespan.hpp>
 
+#include <functional>
 #include <future>
 #include <memory>
 
@@ -34,6 +35,12 @@ public:
   /// atom::batch); the future holds the server's outcome, or the CAF error
   /// that failed the whole batch (lost connection, timeout).
   std::future<outcome> submit(const caf::actor& to, operation op);
+
+  /// The same, answered by calling `done` once on the sender's thread
+  /// (never inside submit). If the batcher is destroyed first, `done` is
+  /// destroyed uncalled.
+  void submit(const caf::actor& to, operation op,
+              std::function<void(outcome)> done);
 
   /// Batches sent and the operations they held, since construction.
   struct totals {

@@ -58,30 +58,113 @@ struct connected {
   bool batches = false;
 };
 
+/// What the middleman's connect answered, as a connection of role `r`.
+caf::expected<connected> connected_from(caf::actor_system& sys, role r,
+                                        caf::strong_actor_ptr& ptr,
+                                        const std::set<std::string>& ifs) {
+  if (!ptr)
+    return caf::make_error(caf::sec::no_actor_published_at_port);
+  if (!offers(sys, r, ifs))
+    return caf::make_error(caf::sec::unexpected_actor_messaging_interface,
+                           "this port does not offer the command's role");
+  return connected{caf::actor_cast<caf::actor>(std::move(ptr)),
+                   sys.assignable<caf::typed_actor<batch_signature>>(ifs)};
+}
+
+caf::io::middleman_actor manager_of(caf::actor_system& sys, bool tls) {
+  return tls ? sys.openssl_manager().actor_handle()
+             : sys.middleman().actor_handle();
+}
+
 /// What `remote_actor` does, but bounded by `timeout`: remote_actor waits
 /// forever for a peer that accepts TCP and never finishes the handshake.
 caf::expected<connected> connect(caf::actor_system& sys, const endpoint& to,
                                  role r, bool tls, caf::timespan timeout) {
   caf::expected<connected> out{caf::sec::none};
   caf::scoped_actor self{sys};
-  auto manager =
-    tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
+  self
+    ->request(manager_of(sys, tls), timeout, caf::connect_atom_v, to.host,
+              to.port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) {
-        if (!ptr)
-          out = caf::make_error(caf::sec::no_actor_published_at_port);
-        else if (!offers(sys, r, ifs))
-          out = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
-                                "this port does not offer the command's role");
-        else
-          out =
-            connected{caf::actor_cast<caf::actor>(std::move(ptr)),
-                      sys.assignable<caf::typed_actor<batch_signature>>(ifs)};
+        out = connected_from(sys, r, ptr, ifs);
       },
       [&](caf::error& err) { out = std::move(err); });
   return out;
+}
+
+/// The same without blocking: `then` runs on an actor of its own.
+void connect_async(caf::actor_system& sys, const endpoint& to, role r, bool tls,
+                   caf::timespan timeout,
+                   std::function<void(caf::expected<connected>)> then) {
+  auto manager = manager_of(sys, tls);
+  sys.spawn([=](caf::event_based_actor* self) {
+    self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
+      .then(
+        [self, r, then](const caf::node_id&, caf::strong_actor_ptr& ptr,
+                        const std::set<std::string>& ifs) {
+          then(connected_from(self->system(), r, ptr, ifs));
+        },
+        [then](caf::error& err) { then(std::move(err)); });
+  });
+}
+
+outcome failed(caf::error err) {
+  return outcome{std::move(err), caf::none, caf::none, caf::none};
+}
+
+using answer_fn = std::function<void(outcome)>;
+
+/// One request of its own for `op`, answered through `done` as an outcome.
+template <class T, class... Ts>
+void ask_for(caf::event_based_actor* self, const caf::actor& to,
+             caf::timespan timeout, const answer_fn& done,
+             caf::optional<T> outcome::*member, const Ts&... xs) {
+  self->request(to, timeout, xs...)
+    .then(
+      [done, member](T& x) {
+        outcome out;
+        out.*member = std::move(x);
+        done(std::move(out));
+      },
+      [done](caf::error& err) { done(failed(std::move(err))); });
+}
+
+/// An operation sent on its own (a server without batches, or batching
+/// off), without blocking: the request is made by an actor of its own.
+void ask_async(caf::actor_system& sys, const caf::actor& to,
+               caf::timespan timeout, const operation& op, answer_fn done) {
+  sys.spawn([=](caf::event_based_actor* self) {
+    const auto chat = op.chat;
+    const auto id = op.reservation;
+    switch (op.type) {
+    case operation_type::touch:
+      return ask_for(self, to, timeout, done, &outcome::status, atom::touch_v,
+                     chat);
+    case operation_type::reserve:
+      return ask_for(self, to, timeout, done, &outcome::reservation,
+                     atom::reserve_v, chat, op.kind, op.request_id);
+    case operation_type::cancel:
+      return ask_for(self, to, timeout, done, &outcome::reservation,
+                     atom::cancel_v, chat);
+    case operation_type::status:
+      return ask_for(self, to, timeout, done, &outcome::status, atom::status_v,
+                     chat);
+    case operation_type::start:
+      return ask_for(self, to, timeout, done, &outcome::reservation,
+                     atom::start_v, chat, id);
+    case operation_type::heartbeat:
+      return ask_for(self, to, timeout, done, &outcome::reservation,
+                     atom::heartbeat_v, chat, id);
+    case operation_type::commit:
+      return ask_for(self, to, timeout, done, &outcome::receipt, atom::commit_v,
+                     chat, id);
+    case operation_type::fail:
+      return ask_for(self, to, timeout, done, &outcome::reservation,
+                     atom::fail_v, chat, id);
+    }
+  });
 }
 
 bool is_service_error(const caf::error& err) {
@@ -122,7 +205,7 @@ caf::expected<chat_status> from_outcome(outcome&& x, chat_status*) {
 
 // -- state shared with the watcher actor --------------------------------------
 
-struct client::impl {
+struct client::impl : std::enable_shared_from_this<client::impl> {
   caf::actor_system& sys;
   options opts;
   std::mutex mtx;
@@ -172,11 +255,16 @@ struct client::impl {
       connect(sys, opts.servers[server], opts.facade, opts.tls, opts.timeout);
     if (!fresh)
       return fresh.error();
-    caf::anon_send(watcher, fresh->handle);
-    std::lock_guard<std::mutex> guard{mtx};
-    connections[server] = fresh->handle;
-    batches[server] = fresh->batches;
+    adopt(server, *fresh);
     return fresh->handle;
+  }
+
+  /// A fresh connection becomes the server's, watched for going away.
+  void adopt(size_t server, const connected& fresh) {
+    caf::anon_send(watcher, fresh.handle);
+    std::lock_guard<std::mutex> guard{mtx};
+    connections[server] = fresh.handle;
+    batches[server] = fresh.batches;
   }
 
   bool takes_batches(size_t server) {
@@ -238,6 +326,116 @@ struct client::impl {
     }
     return last;
   }
+
+  // -- asynchronous calls ----------------------------------------------------
+
+  /// One asynchronous call on its way through the chat's servers. Every
+  /// step holds it; if the last holder lets go unanswered (the client shut
+  /// down meanwhile), the destructor answers.
+  struct async_call {
+    operation op;
+    bool retry_safe = false;
+    std::vector<size_t> servers; ///< the chat's ranking
+    size_t next = 0;             ///< index into servers of the next try
+    caf::error last = caf::make_error(caf::sec::no_actor_published_at_port);
+    answer_fn answer;
+
+    /// noexcept: a continuation that throws would otherwise unwind through
+    /// (and stop) the actor answering every other caller.
+    void finish(outcome x) noexcept {
+      auto f = std::move(answer);
+      answer = nullptr;
+      if (f)
+        f(std::move(x));
+    }
+
+    ~async_call() {
+      finish(failed(caf::make_error(caf::sec::request_receiver_down,
+                                    "the client shut down before the call "
+                                    "was answered")));
+    }
+  };
+  using call_ptr = std::shared_ptr<async_call>;
+
+  template <class T>
+  void async(chat_id chat, bool retry_safe, operation op,
+             continuation<T> then) {
+    auto c = std::make_shared<async_call>();
+    c->op = std::move(op);
+    c->retry_safe = retry_safe;
+    c->servers = rank(opts.servers, chat);
+    c->answer = [then = std::move(then)](outcome x) {
+      then(from_outcome(std::move(x), static_cast<T*>(nullptr)));
+    };
+    if (c->servers.empty()) {
+      // Answered by an actor all the same: never inside the call.
+      sys.spawn([c](caf::event_based_actor*) { c->finish(failed(c->last)); });
+      return;
+    }
+    dispatch(c);
+  }
+
+  /// Tries the call's next server, connecting first if needed; answers
+  /// with the last error once no server is left to try.
+  void dispatch(const call_ptr& c) {
+    if (c->next >= c->servers.size() || (c->next > 0 && !c->retry_safe)) {
+      c->finish(failed(c->last));
+      return;
+    }
+    auto server = c->servers[c->next];
+    caf::actor to;
+    bool batch = false;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      to = connections[server];
+      batch = batching != nullptr && batches[server];
+    }
+    if (to) {
+      send_async(c, server, to, batch);
+      return;
+    }
+    connect_async(
+      sys, opts.servers[server], opts.facade, opts.tls, opts.timeout,
+      [weak = weak_from_this(), c, server](caf::expected<connected> fresh) {
+        auto self = weak.lock();
+        if (!self)
+          return; // c answers as it goes
+        if (!fresh) {
+          c->last = fresh.error();
+          ++c->next;
+          self->dispatch(c);
+          return;
+        }
+        self->adopt(server, *fresh);
+        self->send_async(c, server, fresh->handle,
+                         self->batching && fresh->batches);
+      });
+  }
+
+  /// Sends the call to `to`; a connection error forgets that connection and
+  /// moves on to the chat's next server, as the blocking calls do.
+  void send_async(const call_ptr& c, size_t server, const caf::actor& to,
+                  bool batch) {
+    auto done = [weak = weak_from_this(), c, server](outcome x) {
+      if (!x.error || is_service_error(x.error)) {
+        c->finish(std::move(x));
+        return;
+      }
+      c->last = std::move(x.error);
+      auto self = weak.lock();
+      if (!self) {
+        c->finish(failed(c->last));
+        return;
+      }
+      self->forget(server);
+      ++c->next;
+      self->dispatch(c);
+    };
+    if (batch)
+      batching->submit(to, c->op, std::move(done));
+    else
+      ask_async(sys, to, opts.timeout, c->op, std::move(done));
+  }
 };
 
 namespace {
@@ -261,7 +459,7 @@ operation op(operation_type type, chat_id chat, reservation_id id = 0) {
 } // namespace
 
 client::client(caf::actor_system& sys, options opts)
-    : impl_(std::make_unique<impl>(sys, std::move(opts))) {
+    : impl_(std::make_shared<impl>(sys, std::move(opts))) {
   impl_->watcher = sys.spawn(connection_watcher, impl_.get());
 }
 
@@ -332,6 +530,48 @@ caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
 caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
   return impl_->call<reservation>(
     chat, true, op(operation_type::fail, chat, id), atom::fail_v, chat, id);
+}
+
+void client::touch(chat_id chat, continuation<chat_status> then) {
+  impl_->async(chat, true, op(operation_type::touch, chat), std::move(then));
+}
+
+void client::reserve(chat_id chat, kind k, const std::string& request_id,
+                     continuation<reservation> then) {
+  impl_->async(chat, !request_id.empty(),
+               operation{operation_type::reserve, chat, 0, k, request_id},
+               std::move(then));
+}
+
+void client::cancel(chat_id chat, continuation<reservation> then) {
+  impl_->async(chat, false, op(operation_type::cancel, chat), std::move(then));
+}
+
+void client::status(chat_id chat, continuation<chat_status> then) {
+  impl_->async(chat, true, op(operation_type::status, chat), std::move(then));
+}
+
+void client::start(chat_id chat, reservation_id id,
+                   continuation<reservation> then) {
+  impl_->async(chat, true, op(operation_type::start, chat, id),
+               std::move(then));
+}
+
+void client::heartbeat(chat_id chat, reservation_id id,
+                       continuation<reservation> then) {
+  impl_->async(chat, true, op(operation_type::heartbeat, chat, id),
+               std::move(then));
+}
+
+void client::commit(chat_id chat, reservation_id id,
+                    continuation<receipt> then) {
+  impl_->async(chat, true, op(operation_type::commit, chat, id),
+               std::move(then));
+}
+
+void client::fail(chat_id chat, reservation_id id,
+                  continuation<reservation> then) {
+  impl_->async(chat, true, op(operation_type::fail, chat, id), std::move(then));
 }
 
 caf::expected<chat_status> client::create(const chat_spec& spec) {

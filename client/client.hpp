@@ -50,12 +50,25 @@ struct options {
   bool batching = true;
 };
 
-/// Blocking calls, safe to use from several threads. Service errors (busy,
-/// not_found, …) come back as they are; connection errors are CAF's (sec).
-/// On a connection error, reserve with a request_id, start, heartbeat,
-/// commit, fail, status, touch, top-up, set-premium and set-flags are tried
-/// on the chat's next server; create-chat, cancel and a reserve without a
-/// request_id are not (a repeat could answer differently).
+/// What an asynchronous call runs with its answer. It runs exactly once, on
+/// one of the client's own threads and never inside the call that issued
+/// it, so it may issue further asynchronous calls. It must not block: the
+/// client's threads answer every caller (a blocking call of this client
+/// made from a continuation can wait forever). A call still pending when
+/// the client is destroyed gets sec::request_receiver_down.
+template <class T>
+using continuation = std::function<void(caf::expected<T>)>;
+
+/// Blocking calls, safe to use from several threads, and asynchronous
+/// variants of the hot path (touch, reserve, cancel, status, start,
+/// heartbeat, commit, fail: same names, a continuation instead of a return
+/// value), which park no thread while they wait. Both kinds share batches.
+/// Service errors (busy, not_found, …) come back as they are; connection
+/// errors are CAF's (sec). On a connection error, reserve with a
+/// request_id, start, heartbeat, commit, fail, status, touch, top-up,
+/// set-premium and set-flags are tried on the chat's next server;
+/// create-chat, cancel and a reserve without a request_id are not (a repeat
+/// could answer differently).
 class client {
 public:
   client(caf::actor_system& sys, options opts);
@@ -73,6 +86,18 @@ public:
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
   caf::expected<receipt> commit(chat_id chat, reservation_id id);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
+
+  void touch(chat_id chat, continuation<chat_status> then);
+  void reserve(chat_id chat, kind k, const std::string& request_id,
+               continuation<reservation> then);
+  void cancel(chat_id chat, continuation<reservation> then);
+  void status(chat_id chat, continuation<chat_status> then);
+
+  void start(chat_id chat, reservation_id id, continuation<reservation> then);
+  void heartbeat(chat_id chat, reservation_id id,
+                 continuation<reservation> then);
+  void commit(chat_id chat, reservation_id id, continuation<receipt> then);
+  void fail(chat_id chat, reservation_id id, continuation<reservation> then);
 
   caf::expected<chat_status> create(const chat_spec& spec);
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
@@ -98,7 +123,8 @@ public:
   struct impl;
 
 private:
-  std::unique_ptr<impl> impl_;
+  /// Shared: pending asynchronous calls keep a weak reference to it.
+  std::shared_ptr<impl> impl_;
 };
 
 } // namespace chargeonce::client

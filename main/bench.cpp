@@ -10,6 +10,7 @@
 // bench_drivers are the ways to the service, bench_loop measures,
 // bench_processes runs clients as several processes, bench_report prints.
 #include "actors/supervisor_actor.hpp"
+#include "main/bench_async.hpp"
 #include "main/bench_drivers.hpp"
 #include "main/bench_loop.hpp"
 #include "main/bench_options.hpp"
@@ -168,6 +169,18 @@ run_result run_remote(remote_session& session, size_t clients,
   return result;
 }
 
+/// --client-api=async: the same clients as continuations instead of threads.
+run_result run_remote_async(remote_session& session, size_t clients,
+                            const bench_options& o, const chat_range& chats) {
+  check_servers_see(session.api(), chats);
+  progress("remote_async", clients);
+  auto result = run_async_clients(session.api(), clients, o, chats);
+  if (o.server_pid > 0)
+    result.memory = read_memory(o.server_pid, "server");
+  std::this_thread::sleep_for(remote_settle);
+  return result;
+}
+
 /// --persistence: the persistence layer alone, mode after mode.
 std::vector<persistence_run> run_persistence_all(const bench_options& o) {
   std::vector<persistence_run> out;
@@ -188,9 +201,13 @@ std::vector<run_result> run_all(const bench_options& o) {
   if (!o.servers.empty())
     session = std::make_unique<remote_session>(o.servers);
   for (auto clients : o.clients) {
-    if (session)
+    if (session && o.blocking_api)
       out.push_back(seeded_run(o, [&](const chat_range& chats) {
         return run_remote(*session, clients, o, chats);
+      }));
+    if (session && o.async_api)
+      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+        return run_remote_async(*session, clients, o, chats);
       }));
     if (o.in_process)
       out.push_back(seeded_run(o, [&](const chat_range& chats) {

@@ -22,6 +22,12 @@ const char* name_of(op x) {
   return op_names[static_cast<size_t>(x)];
 }
 
+std::string outcome_name(op which, const caf::error& err) {
+  if (!err)
+    return which == op::double_tap ? "not_busy" : "ok";
+  return error_name(err);
+}
+
 /// Releases all client threads at once, after their connections are open,
 /// and hands them the measuring window.
 class start_gate {
@@ -57,12 +63,11 @@ private:
 class client_loop {
 public:
   client_loop(driver& d, chat_picker& chats, const workload_mix& mix,
-              client_stats& stats, uint64_t seed)
-      : d_(d), chats_(chats), mix_(mix), stats_(stats), rng_(seed) {}
+              client_stats& stats, const time_window& window, uint64_t seed)
+      : d_(d), chats_(chats), mix_(mix), rec_(stats, window), rng_(seed) {}
 
-  void run(const time_window& window) {
-    window_ = window;
-    while (clock_type::now() < window_.until)
+  void run() {
+    while (clock_type::now() < rec_.window().until)
       cycle();
   }
 
@@ -71,13 +76,13 @@ private:
   /// outcome, not an error. Every other failure is unexpected.
   void cycle() {
     auto chat = chats_.pick(rng_);
-    auto roll = percent();
+    auto roll = percent(rng_);
     auto t0 = clock_type::now();
     auto id = reserve(chat);
     if (!id)
       return;
     bool ok = true;
-    if (percent() < mix_.double_tap)
+    if (percent(rng_) < mix_.double_tap)
       ok = double_tap(chat);
     bool committed = false;
     if (ok && roll < mix_.cancel)
@@ -95,101 +100,97 @@ private:
       d_.fail(chat, *id); // free the chat for later cycles; best effort
       return;
     }
-    finish_cycle(t0, committed);
+    rec_.finish_cycle(t0, committed);
   }
 
   caf::expected<reservation_id> reserve(chat_id chat) {
-    caf::expected<reservation_id> out{caf::sec::none};
-    auto err = timed(op::reserve, [&] {
-      out = d_.reserve(chat);
-      return error_of(out);
-    });
+    auto t0 = clock_type::now();
+    auto out = d_.reserve(chat);
+    auto err = rec_.ended(op::reserve, t0, error_of(out));
     if (err && err != ec::busy)
-      unexpected(op::reserve, chat, error_name(err), error_message(err));
+      rec_.unexpected(op::reserve, chat, err);
     return out;
   }
 
   /// A second reserve of a chat we hold must be busy, never a reservation.
   bool double_tap(chat_id chat) {
-    caf::expected<reservation_id> second{caf::sec::none};
-    auto err = timed(op::double_tap, [&] {
-      second = d_.reserve(chat);
-      return error_of(second);
-    });
-    if (err == ec::busy)
-      return true;
-    if (second)
-      unexpected(op::double_tap, chat, "not_busy",
-                 "a second reserve got reservation " + std::to_string(*second));
-    else
-      unexpected(op::double_tap, chat, error_name(err), error_message(err));
-    return false;
+    auto t0 = clock_type::now();
+    auto second = d_.reserve(chat);
+    rec_.ended(op::double_tap, t0, error_of(second));
+    return double_tap_was_busy(rec_, chat, second);
   }
 
   template <class F>
   bool step(op which, chat_id chat, F call) {
-    auto err = timed(which, call);
+    auto t0 = clock_type::now();
+    auto err = rec_.ended(which, t0, call());
     if (err)
-      unexpected(which, chat, error_name(err), error_message(err));
+      rec_.unexpected(which, chat, err);
     return !err;
   }
-
-  /// Runs `call`, records its latency and outcome if it ended in the window.
-  template <class F>
-  caf::error timed(op which, F call) {
-    auto t0 = clock_type::now();
-    caf::error err = call();
-    auto t1 = clock_type::now();
-    if (window_.contains(t1)) {
-      record(which, t0, t1);
-      ++outcomes(which)[outcome_name(which, err)];
-    }
-    return err;
-  }
-
-  static std::string outcome_name(op which, const caf::error& err) {
-    if (!err)
-      return which == op::double_tap ? "not_busy" : "ok";
-    return error_name(err);
-  }
-
-  void finish_cycle(clock_type::time_point t0, bool committed) {
-    auto t1 = clock_type::now();
-    if (!window_.contains(t1))
-      return;
-    record(op::cycle, t0, t1);
-    ++stats_.cycles;
-    stats_.commits += committed ? 1 : 0;
-  }
-
-  void record(op which, clock_type::time_point t0, clock_type::time_point t1) {
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0);
-    stats_.latency[static_cast<size_t>(which)].record(
-      static_cast<uint64_t>(us.count()));
-  }
-
-  std::map<std::string, uint64_t>& outcomes(op which) {
-    return stats_.outcomes[static_cast<size_t>(which)];
-  }
-
-  void unexpected(op which, chat_id chat, const std::string& name,
-                  const std::string& message) {
-    if (++stats_.unexpected <= unexpected_printed_max)
-      spdlog::error("unexpected outcome op={} chat={} error={} message={}",
-                    name_of(which), chat, name, message);
-  }
-
-  int percent() { return std::uniform_int_distribution<int>{0, 99}(rng_); }
 
   driver& d_;
   chat_picker& chats_;
   const workload_mix& mix_;
-  client_stats& stats_;
+  cycle_recorder rec_;
   std::mt19937_64 rng_;
-  time_window window_;
 };
 
 } // namespace
+
+caf::error cycle_recorder::ended(op which, clock_type::time_point t0,
+                                 caf::error err) {
+  auto t1 = clock_type::now();
+  if (window_.contains(t1)) {
+    record(which, t0, t1);
+    ++stats_.outcomes[static_cast<size_t>(which)][outcome_name(which, err)];
+  }
+  return err;
+}
+
+void cycle_recorder::finish_cycle(clock_type::time_point t0, bool committed) {
+  auto t1 = clock_type::now();
+  if (!window_.contains(t1))
+    return;
+  record(op::cycle, t0, t1);
+  ++stats_.cycles;
+  stats_.commits += committed ? 1 : 0;
+}
+
+void cycle_recorder::record(op which, clock_type::time_point t0,
+                            clock_type::time_point t1) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0);
+  stats_.latency[static_cast<size_t>(which)].record(
+    static_cast<uint64_t>(us.count()));
+}
+
+void cycle_recorder::unexpected(op which, chat_id chat, const std::string& name,
+                                const std::string& message) {
+  if (++stats_.unexpected <= unexpected_printed_max)
+    spdlog::error("unexpected outcome op={} chat={} error={} message={}",
+                  name_of(which), chat, name, message);
+}
+
+void cycle_recorder::unexpected(op which, chat_id chat, const caf::error& err) {
+  unexpected(which, chat, error_name(err), error_message(err));
+}
+
+bool double_tap_was_busy(cycle_recorder& rec, chat_id chat,
+                         const caf::expected<reservation_id>& second) {
+  if (!second && second.error() == ec::busy)
+    return true;
+  if (second)
+    rec.unexpected(op::double_tap, chat, "not_busy",
+                   "a second reserve got reservation "
+                     + std::to_string(*second));
+  else
+    rec.unexpected(op::double_tap, chat, second.error());
+  return false;
+}
+
+int percent(std::mt19937_64& rng) {
+  return std::uniform_int_distribution<int>{0, 99}(rng);
+}
 
 chat_id chat_picker::pick(std::mt19937_64& rng) {
   if (order_ == chat_order::sequential)
@@ -235,8 +236,9 @@ run_result run_clients(const std::string& mode, size_t clients,
     threads.emplace_back([&, i, thread_seed] {
       auto d = make_driver();
       d->connect(chats.first + 1);
-      client_loop loop{*d, picker, o.mix, per_thread[i], thread_seed};
-      loop.run(gate.arrive_and_wait());
+      auto window = gate.arrive_and_wait();
+      client_loop loop{*d, picker, o.mix, per_thread[i], window, thread_seed};
+      loop.run();
     });
   }
   gate.open_when_ready(make_window);

@@ -7,6 +7,8 @@
 #include "main/bench_options.hpp"
 #include "main/histogram.hpp"
 
+#include <caf/error.hpp>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -78,6 +80,41 @@ struct time_window {
     return t >= from && t < until;
   }
 };
+
+/// What one closed-loop client measures: latency and outcome of every
+/// operation and cycle that ends in the window, and every unexpected error
+/// (warm-up included).
+class cycle_recorder {
+public:
+  cycle_recorder(client_stats& stats, const time_window& window)
+      : stats_(stats), window_(window) {}
+
+  /// `which` began at t0 and ended now with `err`, which it returns.
+  caf::error ended(op which, clock_type::time_point t0, caf::error err);
+
+  /// A whole cycle begun at t0 ended now.
+  void finish_cycle(clock_type::time_point t0, bool committed);
+
+  void unexpected(op which, chat_id chat, const std::string& name,
+                  const std::string& message);
+  void unexpected(op which, chat_id chat, const caf::error& err);
+
+  const time_window& window() const { return window_; }
+
+private:
+  void record(op which, clock_type::time_point t0, clock_type::time_point t1);
+
+  client_stats& stats_;
+  time_window window_;
+};
+
+/// A double tap's second reserve must be busy, never a reservation; any
+/// other answer is recorded as unexpected.
+bool double_tap_was_busy(cycle_recorder& rec, chat_id chat,
+                         const caf::expected<reservation_id>& second);
+
+/// A uniform draw of 0..99, for the workload mix.
+int percent(std::mt19937_64& rng);
 
 /// Resident memory of one process after a run (from /proc/PID/status).
 struct memory_figures {

@@ -69,6 +69,19 @@ workload_mix parse_mix(const std::string& text) {
   return out;
 }
 
+void parse_client_api(bench_options& o, const std::string& text) {
+  o.blocking_api = o.async_api = false;
+  for (const auto& item : split(text, ',')) {
+    if (item == "blocking")
+      o.blocking_api = true;
+    else if (item == "async")
+      o.async_api = true;
+    else
+      throw usage_error("--client-api takes blocking and/or async, not '" + item
+                        + "'");
+  }
+}
+
 chat_order parse_order(const std::string& text) {
   if (text == "random")
     return chat_order::random;
@@ -114,6 +127,8 @@ void apply_flag(bench_options& o, const std::string& name,
     o.in_process = true;
   else if (name == "baseline")
     o.baseline = true;
+  else if (name == "client-api")
+    parse_client_api(o, value);
   else if (name == "json")
     o.json = true;
   else if (name == "clients")
@@ -162,6 +177,12 @@ void check(const bench_options& o) {
   if (o.in_process && o.processes > 1)
     throw usage_error("--in-process runs its clients as threads of this "
                       "process: --processes must be 1");
+  if (o.async_api && o.servers.empty())
+    throw usage_error("--client-api=async applies to remote runs: give "
+                      "--servers");
+  if (o.async_api && o.processes > 1)
+    throw usage_error("--client-api=async runs its clients in this process: "
+                      "--processes must be 1");
   if (o.idle_timeout_s > 0 && !o.in_process)
     throw usage_error("--idle-timeout applies to --in-process only (remote: "
                       "the server's own option)");
@@ -173,7 +194,8 @@ void check(const bench_options& o) {
 
 const char* const usage_text =
   R"(usage: chargeonce-bench --postgres=DSN
-                        (--servers=H1:P1,... | --in-process) [--baseline]
+                        (--servers=H1:P1,... [--client-api=blocking,async]
+                         | --in-process) [--baseline]
                         [--clients=N[,N...]] [--chats=N] [--duration=SECONDS]
                         [--warmup=SECONDS] [--mix=cancel:N,fail:N,double:N]
                         [--connections=N] [--processes=N] [--server-pid=PID]
@@ -184,6 +206,10 @@ const char* const usage_text =
   --postgres     where chats are seeded (and the baseline runs); remote
                  servers must use the same database
   --servers      remote mode: through the client library, like gateways
+  --client-api   remote mode's calls: blocking (default; mode remote, one
+                 thread per client), async (mode remote_async: each
+                 client's next call is made from the previous one's
+                 continuation, no thread per client), or both
   --in-process   the supervisor, registry and pool in this process
   --baseline     also run the workload as one Postgres transaction per
                  operation (persistence::store, one per client thread)

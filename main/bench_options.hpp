@@ -46,6 +46,10 @@ struct bench_options {
   std::string servers_text;              ///< as given, for child processes
   std::vector<client::endpoint> servers; ///< empty unless remote
   bool in_process = false;
+  /// --client-api: remote runs with blocking calls, one thread per client
+  /// (mode remote), and/or with asynchronous calls (mode remote_async).
+  bool blocking_api = true;
+  bool async_api = false;
   bool baseline = false;
   std::vector<size_t> clients{16};
   int64_t chats = 100000;

@@ -75,11 +75,11 @@ nlohmann::json run_json(const run_result& r) {
 }
 
 void print_summary(const std::vector<run_result>& runs) {
-  std::printf("%-11s %7s %10s %10s %10s %10s\n", "mode", "clients", "cycles/s",
+  std::printf("%-13s %7s %10s %10s %10s %10s\n", "mode", "clients", "cycles/s",
               "cycle p50", "p99", "p99.9");
   for (const auto& r : runs) {
     const auto& c = r.latency(op::cycle);
-    std::printf("%-11s %7zu %10.1f %10llu %10llu %10llu\n", r.mode.c_str(),
+    std::printf("%-13s %7zu %10.1f %10llu %10llu %10llu\n", r.mode.c_str(),
                 r.clients, r.cycles_per_s(),
                 static_cast<unsigned long long>(c.percentile(50)),
                 static_cast<unsigned long long>(c.percentile(99)),
@@ -89,14 +89,14 @@ void print_summary(const std::vector<run_result>& runs) {
 
 void print_operations(const std::vector<run_result>& runs) {
   std::printf("\nper operation (latency in µs)\n");
-  std::printf("%-11s %7s %-8s %9s %9s %9s %9s\n", "mode", "clients", "op",
+  std::printf("%-13s %7s %-8s %9s %9s %9s %9s\n", "mode", "clients", "op",
               "count", "p50", "p99", "p99.9");
   for (const auto& r : runs)
     for (size_t i = 0; i < op_count; ++i) {
       const auto& h = r.stats.latency[i];
       if (h.count() == 0 || i == static_cast<size_t>(op::cycle))
         continue;
-      std::printf("%-11s %7zu %-8s %9llu %9llu %9llu %9llu\n", r.mode.c_str(),
+      std::printf("%-13s %7zu %-8s %9llu %9llu %9llu %9llu\n", r.mode.c_str(),
                   r.clients, op_names[i],
                   static_cast<unsigned long long>(h.count()),
                   static_cast<unsigned long long>(h.percentile(50)),
@@ -108,7 +108,7 @@ void print_operations(const std::vector<run_result>& runs) {
 void print_outcomes(const std::vector<run_result>& runs) {
   std::printf("\noutcomes\n");
   for (const auto& r : runs) {
-    std::printf("%-11s %7zu ", r.mode.c_str(), r.clients);
+    std::printf("%-13s %7zu ", r.mode.c_str(), r.clients);
     for (size_t i = 0; i < op_count; ++i)
       for (const auto& [name, n] : r.stats.outcomes[i])
         std::printf(" %s.%s=%llu", op_names[i], name.c_str(),
@@ -123,7 +123,7 @@ void print_memory(const std::vector<run_result>& runs) {
   for (const auto& r : runs) {
     if (!r.memory && r.stats.touched == 0)
       continue;
-    std::printf("%-11s %7zu ", r.mode.c_str(), r.clients);
+    std::printf("%-13s %7zu ", r.mode.c_str(), r.clients);
     if (r.stats.touched > 0)
       std::printf(" chats touched %llu",
                   static_cast<unsigned long long>(r.stats.touched));
