@@ -18,11 +18,27 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
   install_log_handlers(self);
   return {
     [self, job, owner](atom::apply) {
-      if (job->run)
-        job->run(job->db);
-      else
-        job->results = job->db.apply(job->ops);
-      self->send(owner, atom::done_v);
+      for (bool more = true; more;) {
+        finished_job out;
+        if (job->run) {
+          job->run(job->db);
+          job->run = nullptr;
+          out.alone = true;
+        } else {
+          out.results = job->db.apply(job->ops);
+        }
+        {
+          std::lock_guard<std::mutex> guard{job->mtx};
+          job->ops.clear();
+          job->ops.swap(job->staged);
+          out.taken = job->ops.size();
+          job->finished.push_back(std::move(out));
+        }
+        // Decided before `done`: once the persistence actor learns that
+        // nothing was taken, the job is its own again.
+        more = !job->ops.empty();
+        self->send(owner, atom::done_v);
+      }
     },
   };
 }

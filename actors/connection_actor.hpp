@@ -9,24 +9,44 @@
 #include "persistence/store.hpp"
 #include "protocol/interfaces.hpp"
 
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace chargeonce {
 
+/// What the connection reports for each job it finished.
+struct finished_job {
+  bool alone = false; ///< it was a `run` job (which keeps its own result)
+  std::vector<persistence::batch_result> results; ///< else, one per op
+  /// Staged operations the connection took as its next job right away.
+  size_t taken = 0;
+};
+
 /// What a persistence actor and its connection actor share. The persistence
-/// actor fills in a job, then sends `apply`; the connection actor runs it and
-/// answers `done`. Neither touches the job between those two messages, and
-/// the messages order the accesses, so no lock is needed.
+/// actor fills in a job while the connection is idle, then sends `apply`.
+/// While the connection works, the persistence actor stages the next
+/// batch's hot operations; the connection takes them the moment it
+/// finishes, without waiting for a round trip through the persistence
+/// actor (whose thread may be busy with other actors), and reports each
+/// finished job with `done`.
 struct connection_job {
   explicit connection_job(persistence::store_options opts);
   persistence::store db;
-  /// A batch of hot operations ...
+  /// The connection's job, touched by the persistence actor only while the
+  /// connection is idle: a batch of hot operations ...
   std::vector<persistence::batch_operation> ops;
-  std::vector<persistence::batch_result> results;
   /// ... or one other operation, run on its own (it keeps its own result).
   std::function<void(persistence::store&)> run;
+
+  std::mutex mtx;
+  /// Under mtx: the next batch, in arrival order.
+  std::vector<persistence::batch_operation> staged;
+  /// Under mtx: finished jobs whose `done` the persistence actor has not
+  /// handled yet, oldest first.
+  std::deque<finished_job> finished;
 };
 
 /// `apply` runs the current job.

@@ -30,8 +30,13 @@ const char* name_of(const queued_operation& x) {
   return x.name ? x.name : to_string(x.op.op);
 }
 
+/// Operations waiting for Postgres: queued, or staged for the next batch.
+size_t waiting(const persistence_state& st) {
+  return st.queue.size() + st.staged.size();
+}
+
 void publish_depth(self_ptr self) {
-  self->state.depth.set(static_cast<int64_t>(self->state.queue.size()));
+  self->state.depth.set(static_cast<int64_t>(waiting(self->state)));
 }
 
 // -- deadlines ----------------------------------------------------------------
@@ -47,17 +52,26 @@ void time_out(queued_operation& x, const char* what_happened) {
   x.answer = nullptr;
 }
 
-std::optional<time_point> earliest_deadline(const persistence_state& st) {
-  std::optional<time_point> out;
-  // Operations join a job in arrival order: the first unanswered one is the
-  // job's earliest, and the job's are earlier than the queue's.
-  auto i = std::find_if(st.running.begin(), st.running.end(),
+/// The first unanswered operation's deadline.
+template <class Container>
+std::optional<time_point> first_deadline(const Container& xs) {
+  auto i = std::find_if(xs.begin(), xs.end(),
                         [](const auto& x) { return bool{x.answer}; });
-  if (i != st.running.end())
-    out = i->deadline;
-  else if (!st.queue.empty())
-    out = st.queue.front().deadline;
-  return out;
+  if (i == xs.end())
+    return std::nullopt;
+  return i->deadline;
+}
+
+std::optional<time_point> earliest_deadline(const persistence_state& st) {
+  // Operations join a job in arrival order: the running job's are the
+  // earliest, then the staged ones, then the queue's.
+  if (auto out = first_deadline(st.running))
+    return out;
+  if (auto out = first_deadline(st.staged))
+    return out;
+  if (!st.queue.empty())
+    return st.queue.front().deadline;
+  return std::nullopt;
 }
 
 /// One expire message at most is on its way, for the earliest deadline: a
@@ -75,6 +89,31 @@ void arm_expiry(self_ptr self) {
   self->delayed_send(self, delay, atom::expire_v);
 }
 
+/// Staged operations the connection took already (a prefix) may still
+/// commit; the others are withdrawn unwritten, under the lock the
+/// connection takes them with.
+void expire_staged(persistence_state& st, time_point now) {
+  auto& job = *st.job;
+  std::lock_guard<std::mutex> guard{job.mtx};
+  auto first_untaken = st.staged.size() - job.staged.size();
+  for (size_t i = 0; i < first_untaken; ++i)
+    if (st.staged[i].answer && st.staged[i].deadline <= now)
+      time_out(st.staged[i], "it may still commit");
+  // In arrival order, so are their deadlines.
+  size_t expired = 0;
+  while (first_untaken + expired < st.staged.size()
+         && st.staged[first_untaken + expired].deadline <= now) {
+    auto& x = st.staged[first_untaken + expired];
+    if (x.answer)
+      time_out(x, "nothing was written");
+    ++expired;
+  }
+  auto from = st.staged.begin() + static_cast<ptrdiff_t>(first_untaken);
+  st.staged.erase(from, from + static_cast<ptrdiff_t>(expired));
+  job.staged.erase(job.staged.begin(),
+                   job.staged.begin() + static_cast<ptrdiff_t>(expired));
+}
+
 void expire(self_ptr self) {
   auto& st = self->state;
   st.expiry_pending = false;
@@ -82,6 +121,7 @@ void expire(self_ptr self) {
   for (auto& x : st.running)
     if (x.answer && x.deadline <= now)
       time_out(x, "it may still commit");
+  expire_staged(st, now);
   // The queue is in arrival order, so are its deadlines.
   while (!st.queue.empty() && st.queue.front().deadline <= now) {
     time_out(st.queue.front(), "nothing was written");
@@ -93,17 +133,25 @@ void expire(self_ptr self) {
 
 // -- batches ------------------------------------------------------------------
 
-/// Hands the head of the queue to the connection: one operation that runs
-/// alone, or the hot operations up to the next such one (at most
-/// batch_operations_max).
+/// Hands the connection, idle now, its next job: what was staged after it
+/// last took the staged operations, else the head of the queue (one
+/// operation that runs alone, or the hot operations up to the next such
+/// one, at most batch_operations_max).
 void start_job(self_ptr self) {
   auto& st = self->state;
   auto& job = *st.job;
   job.ops.clear();
-  job.results.clear();
   job.run = nullptr;
   st.running.clear();
-  if (st.queue.front().run) {
+  if (!st.staged.empty()) {
+    {
+      std::lock_guard<std::mutex> guard{job.mtx};
+      job.ops.swap(job.staged);
+    }
+    std::move(st.staged.begin(), st.staged.end(),
+              std::back_inserter(st.running));
+    st.staged.clear();
+  } else if (st.queue.front().run) {
     job.run = st.queue.front().run;
     st.running.push_back(std::move(st.queue.front()));
     st.queue.pop_front();
@@ -119,40 +167,74 @@ void start_job(self_ptr self) {
   self->send(st.connection, atom::apply_v);
 }
 
+/// While the connection works: hands it the hot operations at the head of
+/// the queue as its next batch, up to one that runs alone (order is kept:
+/// it waits until the connection is idle) or batch_operations_max.
+void stage(self_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.job;
+  if (st.queue.empty() || st.queue.front().run)
+    return;
+  std::lock_guard<std::mutex> guard{job.mtx};
+  while (!st.queue.empty() && !st.queue.front().run
+         && job.staged.size() < st.limits.batch_operations_max) {
+    job.staged.push_back(st.queue.front().op);
+    st.staged.push_back(std::move(st.queue.front()));
+    st.queue.pop_front();
+  }
+}
+
 /// Runs when the flush message comes up or the connection is done: every
 /// operation that arrived before it is queued, and nothing waits for a
 /// batch to fill.
 void dispatch(self_ptr self) {
   auto& st = self->state;
-  if (!st.busy && !st.queue.empty())
+  if (!st.busy && (!st.staged.empty() || !st.queue.empty()))
     start_job(self);
+  if (st.busy)
+    stage(self);
   publish_depth(self);
 }
 
-/// The connection finished its job: answer what is still waiting for it.
-void on_done(self_ptr self) {
-  auto& st = self->state;
-  if (!st.busy)
-    return;
-  auto& job = *st.job;
-  if (job.run) {
+/// Answers the operations of a finished job that still wait for it.
+void answer(persistence_state& st, finished_job& done) {
+  if (done.alone) {
     for (auto& x : st.running)
       if (x.answer)
         x.finish();
-  } else {
-    metrics::observe_persistence_batch(st.running.size());
-    bool outage = false;
-    for (size_t i = 0; i < st.running.size(); ++i) {
-      if (auto err = std::get_if<caf::error>(&job.results[i]))
-        outage = outage || *err == ec::storage_unavailable;
-      if (st.running[i].answer)
-        st.running[i].answer(std::move(job.results[i]));
-    }
-    if (outage)
-      metrics::count_storage_error();
+    return;
   }
+  metrics::observe_persistence_batch(st.running.size());
+  bool outage = false;
+  for (size_t i = 0; i < st.running.size(); ++i) {
+    if (auto err = std::get_if<caf::error>(&done.results[i]))
+      outage = outage || *err == ec::storage_unavailable;
+    if (st.running[i].answer)
+      st.running[i].answer(std::move(done.results[i]));
+  }
+  if (outage)
+    metrics::count_storage_error();
+}
+
+/// The connection finished a job: answer what is still waiting for it. It
+/// went on with the staged operations it took, if any.
+void on_done(self_ptr self) {
+  auto& st = self->state;
+  finished_job done;
+  {
+    std::lock_guard<std::mutex> guard{st.job->mtx};
+    if (!st.busy || st.job->finished.empty())
+      return;
+    done = std::move(st.job->finished.front());
+    st.job->finished.pop_front();
+  }
+  answer(st, done);
   st.running.clear();
-  st.busy = false;
+  auto taken = std::min(done.taken, st.staged.size());
+  std::move(st.staged.begin(), st.staged.begin() + taken,
+            std::back_inserter(st.running));
+  st.staged.erase(st.staged.begin(), st.staged.begin() + taken);
+  st.busy = taken > 0;
   dispatch(self);
 }
 
@@ -161,9 +243,9 @@ void on_done(self_ptr self) {
 caf::error overloaded(self_ptr self, const queued_operation& x) {
   auto& st = self->state;
   spdlog::warn("overloaded op={} chat={} reservation={} queued={}", name_of(x),
-               x.op.chat, x.op.id, st.queue.size());
+               x.op.chat, x.op.id, waiting(st));
   return caf::make_error(ec::overloaded, "persistence queue full ("
-                                           + std::to_string(st.queue.size())
+                                           + std::to_string(waiting(st))
                                            + " operations waiting)");
 }
 
@@ -185,7 +267,7 @@ template <class T>
 caf::result<T> enqueue(self_ptr self, batch_operation op) {
   queued_operation x;
   x.op = std::move(op);
-  if (self->state.queue.size() >= self->state.limits.queue_operations_max)
+  if (waiting(self->state) >= self->state.limits.queue_operations_max)
     return overloaded(self, x);
   auto promise = self->make_response_promise<T>();
   x.answer = [promise](batch_result&& r) mutable {
@@ -206,7 +288,7 @@ caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
   queued_operation x;
   x.name = name;
   x.op = op_on(batch_op::status, chat, id);
-  if (self->state.queue.size() >= self->state.limits.queue_operations_max)
+  if (waiting(self->state) >= self->state.limits.queue_operations_max)
     return overloaded(self, x);
   auto promise = self->make_response_promise<T>();
   auto slot = std::make_shared<caf::expected<T>>(caf::sec::none);
@@ -240,6 +322,9 @@ persistence_state::~persistence_state() {
   };
   for (auto& x : running)
     stopped(x, "while Postgres worked; the outcome is unknown");
+  for (auto& x : staged)
+    stopped(x, "with the operation handed to Postgres; the outcome is "
+               "unknown");
   for (auto& x : queue)
     stopped(x, "before the batch ran; nothing was written");
 }

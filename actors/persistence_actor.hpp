@@ -65,10 +65,13 @@ struct persistence_state {
   connection_actor connection;           ///< runs one job at a time
   std::shared_ptr<connection_job> job;   ///< shared with `connection`
   std::vector<queued_operation> running; ///< the job's operations, if busy
-  bool busy = false;                     ///< the connection runs a job
-  bool flush_pending = false;            ///< a flush message is in the mailbox
-  bool expiry_pending = false;           ///< an expire message is on its way
-  metrics::queue_depth_share depth;      ///< this actor's share of the gauge
+  /// Handed to the connection as its next batch (job->staged), in arrival
+  /// order; a prefix may already run, which the next `done` tells.
+  std::deque<queued_operation> staged;
+  bool busy = false;                ///< the connection runs a job
+  bool flush_pending = false;       ///< a flush message is in the mailbox
+  bool expiry_pending = false;      ///< an expire message is on its way
+  metrics::queue_depth_share depth; ///< this actor's share of the gauge
 
   /// Nobody waits for their timeout because this actor went away.
   ~persistence_state();

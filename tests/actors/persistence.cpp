@@ -113,6 +113,42 @@ TEST_SUITE("actors.persistence") {
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
+  TEST_CASE_FIXTURE(fixture, "operations staged while the connection works "
+                             "run next; one that runs alone keeps its place "
+                             "behind them and ahead of later ones") {
+    for (int round = 0; round < 5; ++round) {
+      auto db = spawn();
+      auto chats = make_chats(4); // stuck, staged, staged, behind
+      auto created = test::fresh_chat();
+      caf::scoped_actor self{sys};
+      auto lock = std::make_unique<row_lock>(chats[0]);
+      auto stuck = reserve(self, db, chats[0]);
+      wait_for_lock_waiter();
+      auto first = reserve(self, db, chats[1]);
+      auto second = reserve(self, db, chats[2]);
+      auto alone = self->request(db, 20s, atom::create_v,
+                                 chat_spec{created, {1, 0, 0}, caf::none});
+      auto behind = reserve(self, db, chats[3]);
+      lock.reset();
+      for (auto* handle : {&stuck, &first, &second, &behind})
+        handle->receive([](reservation&) {},
+                        [](caf::error& err) { FAIL(error_name(err)); });
+      alone.receive([](chat_status&) {},
+                    [](caf::error& err) { FAIL(error_name(err)); });
+      // xmin is the writing transaction; xids grow in the order the
+      // transactions began.
+      auto xid = [](const std::string& table, chat_id chat) {
+        return test::sql_int("SELECT xmin::text::bigint FROM " + table
+                             + " WHERE chat_id = " + std::to_string(chat));
+      };
+      CHECK(xid("reservations", chats[1]) == xid("reservations", chats[2]));
+      CHECK(xid("reservations", chats[0]) < xid("reservations", chats[1]));
+      CHECK(xid("reservations", chats[2]) < xid("chats", created));
+      CHECK(xid("chats", created) < xid("reservations", chats[3]));
+      caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+    }
+  }
+
   TEST_CASE_FIXTURE(fixture, "a busy operation in a shared batch fails "
                              "alone; one chat's operations keep their order") {
     auto db = spawn();

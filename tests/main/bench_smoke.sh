@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# chargeonce-bench works: a short remote run with the baseline and every mix,
-# the same with two client processes, an in-process run in sequential chat
+# chargeonce-bench works: a short remote run (blocking and asynchronous
+# client API) with the baseline and every mix, the same with two client
+# processes, an in-process run in sequential chat
 # order, then the persistence layer alone, all against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that
 # every run completed cycles and that memory is reported; never how fast.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN and jq)
@@ -75,14 +76,17 @@ check_runs() { # file expected-modes
 }
 
 run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
-  --chats=1000 --duration=3 --warmup=0 --mix=cancel:10,fail:10,double:10
-check_runs "$tmp/remote.json" "remote,baseline"
-# The mix happened: cancels, fails and double taps answered busy.
-jq -e '.runs[] | select(.mode == "remote") | .outcomes_by_op
-      | (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0)' \
+  --chats=1000 --duration=3 --warmup=0 --mix=cancel:10,fail:10,double:10 \
+  --client-api=blocking,async
+check_runs "$tmp/remote.json" "remote,remote_async,baseline"
+# The mix happened in both: cancels, fails and double taps answered busy.
+jq -e 'all(.runs[] | select(.mode != "baseline") | .outcomes_by_op;
+          (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
   "$tmp/remote.json" >/dev/null || die "the mix did not happen: $(cat "$tmp/remote.json")"
-jq -e '.ratios | length == 1 and .[0].clients == 2 and .[0].cycles_per_s > 0' \
-  "$tmp/remote.json" >/dev/null || die "no ratio: $(jq -c .ratios "$tmp/remote.json")"
+jq -e '[.ratios[] | [.mode, .clients]]
+         == [["remote", 2], ["remote_async", 2]]
+       and all(.ratios[]; .cycles_per_s > 0)' \
+  "$tmp/remote.json" >/dev/null || die "no ratios: $(jq -c .ratios "$tmp/remote.json")"
 
 # Two client processes: their figures come back merged; the server's
 # memory is reported after the run.
@@ -139,7 +143,9 @@ status=0
 status=0
 "$bench" --postgres="$dsn" --in-process --processes=2 >/dev/null 2>&1 || status=$?
 [[ $status == 2 ]] || die "--in-process --processes=2 exited $status, expected 2"
-for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59"; do
+for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
+  "--in-process --client-api=async" --client-api=threads \
+  "--servers=127.0.0.1:1 --client-api=async --processes=2"; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
