@@ -120,7 +120,22 @@ batcher::batcher(caf::actor_system& sys, batcher_options opts)
 }
 
 batcher::~batcher() {
+  // Operations still queued are dropped by an actor of the client's, not
+  // by the thread destroying the batcher: dropping one answers its caller
+  // (a broken promise, or an asynchronous call's continuation).
+  auto orphans = std::make_shared<std::vector<queued>>();
+  {
+    std::lock_guard<std::mutex> guard{state_->mtx};
+    for (auto& [to, lane] : state_->lanes) {
+      std::move(lane.queue.begin(), lane.queue.end(),
+                std::back_inserter(*orphans));
+      lane.queue.clear();
+    }
+  }
   caf::anon_send_exit(sender_, caf::exit_reason::user_shutdown);
+  if (!orphans->empty())
+    sender_->home_system().spawn(
+      [orphans](caf::event_based_actor*) { orphans->clear(); });
 }
 
 batcher::totals batcher::sent() const {

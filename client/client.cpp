@@ -94,11 +94,24 @@ caf::expected<connected> connect(caf::actor_system& sys, const endpoint& to,
   return out;
 }
 
+/// An actor that makes one request for an asynchronous call stops when
+/// `lifetime` (the client's watcher) does: its call is then answered at
+/// once (request_receiver_down), not at its timeout, and on this actor's
+/// thread.
+void bind_to(caf::event_based_actor* self, const caf::actor& lifetime) {
+  self->set_down_handler(
+    [self](caf::down_msg&) { self->quit(caf::exit_reason::user_shutdown); });
+  self->monitor(lifetime);
+}
+
 /// The same without blocking: `then` runs on an actor of its own.
 void connect_async(caf::actor_system& sys, const endpoint& to, role r, bool tls,
                    caf::timespan timeout,
                    std::function<void(caf::expected<connected>)> then) {
   auto manager = manager_of(sys, tls);
+  // Not bound to the client's lifetime: an actor that quits while the
+  // middleman still works on its connect can keep the actor system from
+  // shutting down (seen with CAF 0.17.6). Bounded by `timeout` instead.
   sys.spawn([=](caf::event_based_actor* self) {
     self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
       .then(
@@ -133,9 +146,11 @@ void ask_for(caf::event_based_actor* self, const caf::actor& to,
 
 /// An operation sent on its own (a server without batches, or batching
 /// off), without blocking: the request is made by an actor of its own.
-void ask_async(caf::actor_system& sys, const caf::actor& to,
-               caf::timespan timeout, const operation& op, answer_fn done) {
+void ask_async(caf::actor_system& sys, const caf::actor& lifetime,
+               const caf::actor& to, caf::timespan timeout, const operation& op,
+               answer_fn done) {
   sys.spawn([=](caf::event_based_actor* self) {
+    bind_to(self, lifetime);
     const auto chat = op.chat;
     const auto id = op.reservation;
     switch (op.type) {
@@ -434,7 +449,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     if (batch)
       batching->submit(to, c->op, std::move(done));
     else
-      ask_async(sys, to, opts.timeout, c->op, std::move(done));
+      ask_async(sys, watcher, to, opts.timeout, c->op, std::move(done));
   }
 };
 

@@ -55,7 +55,8 @@ struct options {
 /// it, so it may issue further asynchronous calls. It must not block: the
 /// client's threads answer every caller (a blocking call of this client
 /// made from a continuation can wait forever). A call still pending when
-/// the client is destroyed gets sec::request_receiver_down.
+/// the client is destroyed gets sec::request_receiver_down (one still
+/// connecting to its server: once the connect gave up, within `timeout`).
 template <class T>
 using continuation = std::function<void(caf::expected<T>)>;
 
