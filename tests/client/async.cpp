@@ -689,6 +689,46 @@ struct answer_tally {
   }
 };
 
+/// 64 asynchronous reserves of one chat (distinct request_ids) from a
+/// client of their own: one reservation, 63 busy, each answered once.
+/// Returns what the client sent in batches.
+std::pair<uint64_t, uint64_t> race_reserves(const client::options& opts,
+                                            chat_id chat) {
+  tracker t{64};
+  countdown done{64};
+  std::atomic<int> won{0};
+  std::atomic<int> busy{0};
+  std::atomic<int> other{0};
+  std::pair<uint64_t, uint64_t> sent;
+  {
+    client_side side;
+    client::client c{side.sys, opts};
+    for (int i = 0; i < 64; ++i) {
+      auto slot = t.take();
+      issue([&] {
+        c.reserve(
+          chat, kind::image, "tap" + std::to_string(i),
+          t.watch<reservation>(slot, [&](caf::expected<reservation>& r) {
+            if (r)
+              ++won;
+            else if (r.error() == ec::busy)
+              ++busy;
+            else
+              ++other;
+            done.arrive();
+          }));
+      });
+    }
+    CHECK(done.wait(30s));
+    sent = c.batches_sent();
+  }
+  CHECK(won.load() == 1);
+  CHECK(busy.load() == 63);
+  CHECK(other.load() == 0);
+  check_exactly_once(t, 64);
+  return sent;
+}
+
 /// Issues `n` gateway calls on `chats` (status, reserve, touch, cancel in
 /// turn), each answer counted in `tally` and `done`.
 void issue_gateway_calls(client::client& c, const std::vector<chat_id>& chats,
@@ -969,39 +1009,8 @@ TEST_SUITE("client.async") {
     for (int round = 0; round < 3; ++round) {
       CAPTURE(round);
       auto chat = make_chat({0, 10, 0});
-      tracker t{64};
-      countdown done{64};
-      std::atomic<int> won{0};
-      std::atomic<int> busy{0};
-      std::atomic<int> other{0};
-      std::pair<uint64_t, uint64_t> sent;
-      {
-        client_side side;
-        client::client c{
-          side.sys, options_for(gateway_port, client::role::gateway, true)};
-        for (int i = 0; i < 64; ++i) {
-          auto slot = t.take();
-          issue([&] {
-            c.reserve(
-              chat, kind::image, "tap" + std::to_string(i),
-              t.watch<reservation>(slot, [&](caf::expected<reservation>& r) {
-                if (r)
-                  ++won;
-                else if (r.error() == ec::busy)
-                  ++busy;
-                else
-                  ++other;
-                done.arrive();
-              }));
-          });
-        }
-        CHECK(done.wait(30s));
-        sent = c.batches_sent();
-      }
-      CHECK(won.load() == 1);
-      CHECK(busy.load() == 63);
-      CHECK(other.load() == 0);
-      check_exactly_once(t, 64);
+      auto sent = race_reserves(
+        options_for(gateway_port, client::role::gateway, true), chat);
       CHECK(sent.second == 64);
       auto st = setup.status(chat);
       REQUIRE(st);
@@ -1243,39 +1252,8 @@ TEST_SUITE("client.async") {
       check_async_script(*this, v.opts, want);
       // 64 reserves of one chat.
       auto chat = make_chat({0, 10, 0});
-      tracker t{64};
-      countdown done{64};
-      std::atomic<int> won{0};
-      std::atomic<int> busy{0};
-      std::atomic<int> other{0};
-      none_sent sent{1, 1};
       auto gate_before = log->received();
-      {
-        client_side side;
-        client::client c{side.sys, v.opts};
-        for (int i = 0; i < 64; ++i) {
-          auto slot = t.take();
-          issue([&] {
-            c.reserve(
-              chat, kind::image, "tap" + std::to_string(i),
-              t.watch<reservation>(slot, [&](caf::expected<reservation>& r) {
-                if (r)
-                  ++won;
-                else if (r.error() == ec::busy)
-                  ++busy;
-                else
-                  ++other;
-                done.arrive();
-              }));
-          });
-        }
-        CHECK(done.wait(30s));
-        sent = c.batches_sent();
-      }
-      CHECK(won.load() == 1);
-      CHECK(busy.load() == 63);
-      CHECK(other.load() == 0);
-      check_exactly_once(t, 64);
+      auto sent = race_reserves(v.opts, chat);
       CHECK(sent == none_sent{0, 0});
       if (v.opts.servers.front().port == gate_port) // one request per call
         CHECK(log->received() - gate_before == 64);
