@@ -6,6 +6,7 @@
 #pragma once
 
 #include "actors/metrics.hpp"
+#include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/interfaces.hpp"
 
@@ -18,22 +19,6 @@
 namespace chargeonce {
 
 namespace detail {
-
-inline outcome as_outcome(reservation x) {
-  return {caf::none, std::move(x), caf::none, caf::none};
-}
-
-inline outcome as_outcome(receipt x) {
-  return {caf::none, caf::none, std::move(x), caf::none};
-}
-
-inline outcome as_outcome(chat_status x) {
-  return {caf::none, caf::none, caf::none, std::move(x)};
-}
-
-inline outcome as_outcome(caf::error x) {
-  return {std::move(x), caf::none, caf::none, caf::none};
-}
 
 /// The metrics label of a batched operation.
 inline metrics::operation metric_of(operation_type x) {
@@ -56,47 +41,6 @@ inline metrics::operation metric_of(operation_type x) {
     break;
   }
   return metrics::operation::status;
-}
-
-/// One operation of the batch to the registry; `done` gets its outcome.
-template <class T, class Self, class Done, class... Ts>
-void relay_one(Self* self, const api_actor& api, const caf::duration& timeout,
-               Done done, Ts... xs) {
-  self->request(api, timeout, xs...)
-    .then(
-      [done](T& x) mutable { done(as_outcome(std::move(x))); },
-      [done](caf::error& err) mutable { done(as_outcome(std::move(err))); });
-}
-
-template <class Self, class Done>
-void dispatch(Self* self, const api_actor& api, const caf::duration& timeout,
-              const operation& op, Done done) {
-  switch (op.type) {
-  case operation_type::touch:
-    return relay_one<chat_status>(self, api, timeout, done, atom::touch_v,
-                                  op.chat);
-  case operation_type::reserve:
-    return relay_one<reservation>(self, api, timeout, done, atom::reserve_v,
-                                  op.chat, op.kind, op.request_id);
-  case operation_type::cancel:
-    return relay_one<reservation>(self, api, timeout, done, atom::cancel_v,
-                                  op.chat);
-  case operation_type::status:
-    return relay_one<chat_status>(self, api, timeout, done, atom::status_v,
-                                  op.chat);
-  case operation_type::start:
-    return relay_one<reservation>(self, api, timeout, done, atom::start_v,
-                                  op.chat, op.reservation);
-  case operation_type::heartbeat:
-    return relay_one<reservation>(self, api, timeout, done, atom::heartbeat_v,
-                                  op.chat, op.reservation);
-  case operation_type::commit:
-    return relay_one<receipt>(self, api, timeout, done, atom::commit_v, op.chat,
-                              op.reservation);
-  case operation_type::fail:
-    return relay_one<reservation>(self, api, timeout, done, atom::fail_v,
-                                  op.chat, op.reservation);
-  }
 }
 
 } // namespace detail
@@ -133,11 +77,11 @@ relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
     };
     const auto& op = ops[i];
     if (!is_valid(op.type) || !allowed(op.type))
-      done(detail::as_outcome(caf::make_error(
+      done(as_outcome(caf::make_error(
         ec::invalid_argument, std::string{"operation "} + to_string(op.type)
                                 + " is not offered on this port")));
     else
-      detail::dispatch(self, api, timeout, op, done);
+      request_operation(self, api, timeout, op, done);
   }
   return rp;
 }

@@ -2,6 +2,7 @@
 #include "client/client.hpp"
 
 #include "client/batcher.hpp"
+#include "protocol/batch_request.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/interfaces.hpp"
@@ -123,26 +124,7 @@ void connect_async(caf::actor_system& sys, const endpoint& to, role r, bool tls,
   });
 }
 
-outcome failed(caf::error err) {
-  return outcome{std::move(err), caf::none, caf::none, caf::none};
-}
-
 using answer_fn = std::function<void(outcome)>;
-
-/// One request of its own for `op`, answered through `done` as an outcome.
-template <class T, class... Ts>
-void ask_for(caf::event_based_actor* self, const caf::actor& to,
-             caf::timespan timeout, const answer_fn& done,
-             caf::optional<T> outcome::*member, const Ts&... xs) {
-  self->request(to, timeout, xs...)
-    .then(
-      [done, member](T& x) {
-        outcome out;
-        out.*member = std::move(x);
-        done(std::move(out));
-      },
-      [done](caf::error& err) { done(failed(std::move(err))); });
-}
 
 /// An operation sent on its own (a server without batches, or batching
 /// off), without blocking: the request is made by an actor of its own.
@@ -151,34 +133,7 @@ void ask_async(caf::actor_system& sys, const caf::actor& lifetime,
                answer_fn done) {
   sys.spawn([=](caf::event_based_actor* self) {
     bind_to(self, lifetime);
-    const auto chat = op.chat;
-    const auto id = op.reservation;
-    switch (op.type) {
-    case operation_type::touch:
-      return ask_for(self, to, timeout, done, &outcome::status, atom::touch_v,
-                     chat);
-    case operation_type::reserve:
-      return ask_for(self, to, timeout, done, &outcome::reservation,
-                     atom::reserve_v, chat, op.kind, op.request_id);
-    case operation_type::cancel:
-      return ask_for(self, to, timeout, done, &outcome::reservation,
-                     atom::cancel_v, chat);
-    case operation_type::status:
-      return ask_for(self, to, timeout, done, &outcome::status, atom::status_v,
-                     chat);
-    case operation_type::start:
-      return ask_for(self, to, timeout, done, &outcome::reservation,
-                     atom::start_v, chat, id);
-    case operation_type::heartbeat:
-      return ask_for(self, to, timeout, done, &outcome::reservation,
-                     atom::heartbeat_v, chat, id);
-    case operation_type::commit:
-      return ask_for(self, to, timeout, done, &outcome::receipt, atom::commit_v,
-                     chat, id);
-    case operation_type::fail:
-      return ask_for(self, to, timeout, done, &outcome::reservation,
-                     atom::fail_v, chat, id);
-    }
+    request_operation(self, to, timeout, op, done);
   });
 }
 
@@ -365,9 +320,9 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     }
 
     ~async_call() {
-      finish(failed(caf::make_error(caf::sec::request_receiver_down,
-                                    "the client shut down before the call "
-                                    "was answered")));
+      finish(as_outcome(caf::make_error(caf::sec::request_receiver_down,
+                                        "the client shut down before the call "
+                                        "was answered")));
     }
   };
   using call_ptr = std::shared_ptr<async_call>;
@@ -384,7 +339,8 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     };
     if (c->servers.empty()) {
       // Answered by an actor all the same: never inside the call.
-      sys.spawn([c](caf::event_based_actor*) { c->finish(failed(c->last)); });
+      sys.spawn(
+        [c](caf::event_based_actor*) { c->finish(as_outcome(c->last)); });
       return;
     }
     dispatch(c);
@@ -394,7 +350,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   /// with the last error once no server is left to try.
   void dispatch(const call_ptr& c) {
     if (c->next >= c->servers.size() || (c->next > 0 && !c->retry_safe)) {
-      c->finish(failed(c->last));
+      c->finish(as_outcome(c->last));
       return;
     }
     auto server = c->servers[c->next];
@@ -439,7 +395,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
       c->last = std::move(x.error);
       auto self = weak.lock();
       if (!self) {
-        c->finish(failed(c->last));
+        c->finish(as_outcome(c->last));
         return;
       }
       self->forget(server);

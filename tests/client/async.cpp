@@ -8,6 +8,7 @@
 #include "client/client.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/threaded_server.hpp"
+#include "tests/client/client_test.hpp"
 #include "tests/persistence/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -32,14 +33,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct client_config : caf::actor_system_config {
-  client_config() { client::prepare_config(*this); }
-};
-
 /// A client's own actor system. Once destroyed, no thread is left that
 /// could still run a continuation: counts taken after that are final.
 struct client_side {
-  client_config cfg;
+  test::client_config cfg;
   caf::actor_system sys{cfg};
 };
 
@@ -760,15 +757,47 @@ void issue_gateway_calls(client::client& c, const std::vector<chat_id>& chats,
   }
 }
 
-/// A chat whose home is server `index` of `c`.
-chat_id chat_homed_at(const client::client& c,
-                      const std::vector<client::endpoint>& servers,
-                      size_t index) {
-  for (;;) {
-    auto chat = test::fresh_chat();
-    if (c.home(chat) == servers[index])
-      return chat;
+/// When the gate lets the server's held answers go, against destroying the
+/// client.
+enum class release { after_answers, after_destroy, racing_destroy };
+
+/// `calls` gateway calls through a client of their own while the gate holds
+/// the answers (at least one call reaches it), then the client is
+/// destroyed; every call is answered within 30 s.
+void destroy_pending(fixture& f, const std::vector<chat_id>& chats, int calls,
+                     bool batching, release when, tracker& t,
+                     answer_tally& tally) {
+  f.close_gate();
+  countdown done{calls};
+  client_side side;
+  auto c = std::make_unique<client::client>(
+    side.sys, options_for(f.gate_port, client::role::gateway, batching));
+  auto before = f.log->received();
+  issue_gateway_calls(*c, chats, calls, t, tally, done);
+  REQUIRE(f.log->wait_for(before + 1, 30s));
+  switch (when) {
+  case release::after_answers:
+    c.reset();
+    CHECK(done.wait(30s));
+    f.open_gate();
+    return;
+  case release::after_destroy:
+    c.reset();
+    f.open_gate();
+    break;
+  case release::racing_destroy: {
+    std::atomic<bool> go{false};
+    std::thread opener{[&] {
+      while (!go)
+        std::this_thread::yield();
+      f.open_gate();
+    }};
+    go = true;
+    c.reset();
+    opener.join();
   }
+  }
+  CHECK(done.wait(30s));
 }
 
 } // namespace
@@ -1096,7 +1125,7 @@ TEST_SUITE("client.async") {
         client::client c{side.sys,
                          options_for(servers, client::role::all, batching, 5s)};
         auto make = [&](pockets initial) {
-          auto chat = chat_homed_at(c, servers, 0);
+          auto chat = test::chat_homed_at(c, servers, 0);
           REQUIRE(c.create({chat, initial, caf::none}));
           return chat;
         };
@@ -1302,22 +1331,10 @@ TEST_SUITE("client.async") {
     // request_receiver_down.
     for (int round = 0; round < 5; ++round) {
       CAPTURE(round);
-      close_gate();
       tracker t{calls};
-      countdown done{calls};
       answer_tally tally;
-      {
-        client_side side;
-        auto c = std::make_unique<client::client>(
-          side.sys, options_for(gate_port, client::role::gateway, true));
-        auto before = log->received();
-        issue_gateway_calls(*c, chats, calls, t, tally, done);
-        // Some reached the server (and are held there).
-        REQUIRE(log->wait_for(before + 1, 30s));
-        c.reset();
-        CHECK(done.wait(30s));
-        open_gate();
-      }
+      destroy_pending(*this, chats, calls, true, release::after_answers, t,
+                      tally);
       INFO("unexpected answers: " << tally.odd.text());
       CHECK(tally.receiver_down.load() == calls);
       CHECK(tally.real.load() == 0);
@@ -1329,21 +1346,10 @@ TEST_SUITE("client.async") {
     // request_receiver_down.
     for (int round = 0; round < 3; ++round) {
       CAPTURE(round);
-      close_gate();
       tracker t{calls};
-      countdown done{calls};
       answer_tally tally;
-      {
-        client_side side;
-        auto c = std::make_unique<client::client>(
-          side.sys, options_for(gate_port, client::role::gateway, false));
-        auto before = log->received();
-        issue_gateway_calls(*c, chats, calls, t, tally, done);
-        REQUIRE(log->wait_for(before + 1, 30s));
-        c.reset();
-        open_gate();
-        CHECK(done.wait(30s));
-      }
+      destroy_pending(*this, chats, calls, false, release::after_destroy, t,
+                      tally);
       INFO("unexpected answers: " << tally.odd.text());
       CHECK(tally.real.load() + tally.receiver_down.load() == calls);
       CHECK(tally.other.load() == 0);
@@ -1354,28 +1360,10 @@ TEST_SUITE("client.async") {
       for (int round = 0; round < 20; ++round) {
         CAPTURE(batching);
         CAPTURE(round);
-        close_gate();
         tracker t{calls};
-        countdown done{calls};
         answer_tally tally;
-        {
-          client_side side;
-          auto c = std::make_unique<client::client>(
-            side.sys, options_for(gate_port, client::role::gateway, batching));
-          auto before = log->received();
-          issue_gateway_calls(*c, chats, calls, t, tally, done);
-          REQUIRE(log->wait_for(before + 1, 30s));
-          std::atomic<bool> go{false};
-          std::thread opener{[&] {
-            while (!go)
-              std::this_thread::yield();
-            open_gate();
-          }};
-          go = true;
-          c.reset();
-          opener.join();
-          CHECK(done.wait(30s));
-        }
+        destroy_pending(*this, chats, calls, batching, release::racing_destroy,
+                        t, tally);
         INFO("unexpected answers: " << tally.odd.text());
         CHECK(tally.real.load() + tally.receiver_down.load() == calls);
         CHECK(tally.other.load() == 0);

@@ -6,6 +6,7 @@
 #include "client/client.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/threaded_server.hpp"
+#include "tests/client/client_test.hpp"
 #include "tests/persistence/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -20,16 +21,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct client_config : caf::actor_system_config {
-  client_config() { client::prepare_config(*this); }
-};
-
 struct fixture {
   test::threaded_server server{test::store_options()};
   persistence::store setup{test::store_options()};
   uint16_t gateway_port = server.publish(0, make_gateway);
   uint16_t worker_port = server.publish(0, make_worker);
-  client_config cfg;
+  test::client_config cfg;
   caf::actor_system sys{cfg};
 
   client::client connect(uint16_t port, client::role r) {

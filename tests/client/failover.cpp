@@ -6,6 +6,7 @@
 #include "client/client.hpp"
 #include "protocol/errors.hpp"
 #include "tests/actors/threaded_server.hpp"
+#include "tests/client/client_test.hpp"
 #include "tests/persistence/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -15,25 +16,6 @@
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
-
-namespace {
-
-struct client_config : caf::actor_system_config {
-  client_config() { client::prepare_config(*this); }
-};
-
-/// A chat whose home is server `index` of `c`.
-chat_id chat_homed_at(const client::client& c,
-                      const std::vector<client::endpoint>& servers,
-                      size_t index) {
-  for (;;) {
-    auto chat = test::fresh_chat();
-    if (c.home(chat) == servers[index])
-      return chat;
-  }
-}
-
-} // namespace
 
 TEST_SUITE("client") {
 
@@ -47,7 +29,7 @@ TEST_SUITE("client") {
     REQUIRE(port_b != 0);
     std::vector<client::endpoint> servers{{"127.0.0.1", port_a},
                                           {"127.0.0.1", port_b}};
-    client_config cfg;
+    test::client_config cfg;
     caf::actor_system sys{cfg};
     client::options opts;
     opts.servers = servers;
@@ -55,7 +37,7 @@ TEST_SUITE("client") {
     client::client c{sys, opts};
     std::vector<chat_id> at_a;
     for (int i = 0; i < 4; ++i) {
-      at_a.push_back(chat_homed_at(c, servers, 0));
+      at_a.push_back(test::chat_homed_at(c, servers, 0));
       REQUIRE(c.create({at_a.back(), {0, 5, 5}, caf::none}));
     }
     auto r = c.reserve(at_a[0], kind::image, "job-a0");

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// One operation of a batch as a request of its own, answered as an outcome:
+// the server's facade relays batched operations this way, and the client
+// library sends operations this way to servers that take no batches.
+#pragma once
+
+#include "protocol/batch.hpp"
+#include "protocol/interfaces.hpp"
+
+#include <caf/all.hpp>
+
+namespace chargeonce {
+
+inline outcome as_outcome(reservation x) {
+  return {caf::none, std::move(x), caf::none, caf::none};
+}
+
+inline outcome as_outcome(receipt x) {
+  return {caf::none, caf::none, std::move(x), caf::none};
+}
+
+inline outcome as_outcome(chat_status x) {
+  return {caf::none, caf::none, caf::none, std::move(x)};
+}
+
+inline outcome as_outcome(caf::error x) {
+  return {std::move(x), caf::none, caf::none, caf::none};
+}
+
+namespace detail {
+
+template <class T, class Self, class Handle, class Timeout, class Done,
+          class... Ts>
+void request_one(Self* self, const Handle& to, const Timeout& timeout,
+                 Done done, Ts... xs) {
+  self->request(to, timeout, xs...)
+    .then(
+      [done](T& x) mutable { done(as_outcome(std::move(x))); },
+      [done](caf::error& err) mutable { done(as_outcome(std::move(err))); });
+}
+
+} // namespace detail
+
+/// Sends `op` to `to` (any handle that takes the operation's request) as
+/// the single request it stands for; `done` gets its outcome.
+template <class Self, class Handle, class Timeout, class Done>
+void request_operation(Self* self, const Handle& to, const Timeout& timeout,
+                       const operation& op, Done done) {
+  using detail::request_one;
+  switch (op.type) {
+  case operation_type::touch:
+    return request_one<chat_status>(self, to, timeout, done, atom::touch_v,
+                                    op.chat);
+  case operation_type::reserve:
+    return request_one<reservation>(self, to, timeout, done, atom::reserve_v,
+                                    op.chat, op.kind, op.request_id);
+  case operation_type::cancel:
+    return request_one<reservation>(self, to, timeout, done, atom::cancel_v,
+                                    op.chat);
+  case operation_type::status:
+    return request_one<chat_status>(self, to, timeout, done, atom::status_v,
+                                    op.chat);
+  case operation_type::start:
+    return request_one<reservation>(self, to, timeout, done, atom::start_v,
+                                    op.chat, op.reservation);
+  case operation_type::heartbeat:
+    return request_one<reservation>(self, to, timeout, done, atom::heartbeat_v,
+                                    op.chat, op.reservation);
+  case operation_type::commit:
+    return request_one<receipt>(self, to, timeout, done, atom::commit_v,
+                                op.chat, op.reservation);
+  case operation_type::fail:
+    return request_one<reservation>(self, to, timeout, done, atom::fail_v,
+                                    op.chat, op.reservation);
+  }
+}
+
+} // namespace chargeonce
