@@ -197,27 +197,29 @@ void dispatch(self_ptr self) {
 }
 
 /// Answers the operations of a finished job that still wait for it.
-void answer(persistence_state& st, finished_job& done) {
+void answer(std::vector<queued_operation>& finished, finished_job& done) {
   if (done.alone) {
-    for (auto& x : st.running)
+    for (auto& x : finished)
       if (x.answer)
         x.finish();
     return;
   }
-  metrics::observe_persistence_batch(st.running.size());
+  metrics::observe_persistence_batch(finished.size());
   bool outage = false;
-  for (size_t i = 0; i < st.running.size(); ++i) {
+  for (size_t i = 0; i < finished.size(); ++i) {
     if (auto err = std::get_if<caf::error>(&done.results[i]))
       outage = outage || *err == ec::storage_unavailable;
-    if (st.running[i].answer)
-      st.running[i].answer(std::move(done.results[i]));
+    if (finished[i].answer)
+      finished[i].answer(std::move(done.results[i]));
   }
   if (outage)
     metrics::count_storage_error();
 }
 
-/// The connection finished a job: answer what is still waiting for it. It
-/// went on with the staged operations it took, if any.
+/// The connection finished a job. It went on with the staged operations
+/// it took, if any; otherwise it gets its next job (what was queued since)
+/// before this job's answers go out, so that Postgres does not wait for
+/// them.
 void on_done(self_ptr self) {
   auto& st = self->state;
   finished_job done;
@@ -228,14 +230,15 @@ void on_done(self_ptr self) {
     done = std::move(st.job->finished.front());
     st.job->finished.pop_front();
   }
-  answer(st, done);
-  st.running.clear();
+  std::vector<queued_operation> finished;
+  finished.swap(st.running);
   auto taken = std::min(done.taken, st.staged.size());
   std::move(st.staged.begin(), st.staged.begin() + taken,
             std::back_inserter(st.running));
   st.staged.erase(st.staged.begin(), st.staged.begin() + taken);
   st.busy = taken > 0;
   dispatch(self);
+  answer(finished, done);
 }
 
 // -- queueing -----------------------------------------------------------------
@@ -253,6 +256,11 @@ void push(self_ptr self, queued_operation x) {
   auto& st = self->state;
   x.deadline = self->clock().now() + st.limits.store_timeout;
   st.queue.push_back(std::move(x));
+  // While the connection works, the operation joins the next batch at once:
+  // waiting for the flush could leave the connection idle if it finishes
+  // first. (The flush gathers what arrives together for an idle one.)
+  if (st.busy)
+    stage(self);
   publish_depth(self);
   if (!st.flush_pending) {
     st.flush_pending = true;
