@@ -38,7 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
+"$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 --log-level=debug \
   --port-file="$tmp/port" 2>"$tmp/server.log" &
 server_pid=$!
 poll 10 test -s "$tmp/port" || die "the server did not start"

@@ -30,6 +30,7 @@ trap cleanup EXIT
 certs=$tmp/certs
 
 "$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 --gateway-port=0 \
+  --log-level=debug \
   --worker-port=0 --admin-port=0 --port-file="$tmp/ports" \
   --tls-cert="$certs/server.pem" --tls-key="$certs/server.key" \
   --tls-ca="$certs/ca.pem" 2>"$tmp/server.log" &
