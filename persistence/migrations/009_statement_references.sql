@@ -70,6 +70,18 @@ CREATE TRIGGER ledger_chat_changed AFTER UPDATE OF chat_id ON ledger
   FOR EACH ROW WHEN (OLD.chat_id IS DISTINCT FROM NEW.chat_id)
   EXECUTE FUNCTION chargeonce_check_chat_reference();
 
+-- Refuses to delete or renumber `chat` because table `t` names it.
+CREATE FUNCTION chargeonce_chat_still_referenced(t text, chat bigint)
+  RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE foreign_key_violation USING
+    MESSAGE = format('update or delete on table "chats" violates foreign key '
+                     'constraint "%s_chat_id_fkey" on table "%s"', t, t),
+    DETAIL = format('Key (chat_id)=(%s) is still referenced from table '
+                    '"%s".', chat, t),
+    TABLE = t, CONSTRAINT = t || '_chat_id_fkey';
+END $$;
+
 -- Deleting chats: refused while ledger rows name one of them (the audit
 -- trail keeps its chats); their reservations go with them. One check per
 -- statement: a bulk delete (the bench's cleanup) is not a trigger per row.
@@ -81,12 +93,7 @@ BEGIN
   SELECT min(l.chat_id) INTO referenced
     FROM old_rows o JOIN ledger l ON l.chat_id = o.chat_id;
   IF referenced IS NOT NULL THEN
-    RAISE foreign_key_violation USING
-      MESSAGE = 'update or delete on table "chats" violates foreign key '
-                'constraint "ledger_chat_id_fkey" on table "ledger"',
-      DETAIL = format('Key (chat_id)=(%s) is still referenced from table '
-                      '"ledger".', referenced),
-      TABLE = 'ledger', CONSTRAINT = 'ledger_chat_id_fkey';
+    PERFORM chargeonce_chat_still_referenced('ledger', referenced);
   END IF;
   DELETE FROM reservations r USING old_rows o WHERE r.chat_id = o.chat_id;
   RETURN NULL;
@@ -99,22 +106,13 @@ CREATE TRIGGER chats_deleted AFTER DELETE ON chats
 -- Changing a chat's id: refused while a reservation or ledger row names it.
 CREATE FUNCTION chargeonce_chat_id_changed() RETURNS trigger
   LANGUAGE plpgsql AS $$
-DECLARE
-  t text;
 BEGIN
   IF EXISTS (SELECT 1 FROM ledger WHERE chat_id = OLD.chat_id) THEN
-    t := 'ledger';
+    PERFORM chargeonce_chat_still_referenced('ledger', OLD.chat_id);
   ELSIF EXISTS (SELECT 1 FROM reservations WHERE chat_id = OLD.chat_id) THEN
-    t := 'reservations';
-  ELSE
-    RETURN NULL;
+    PERFORM chargeonce_chat_still_referenced('reservations', OLD.chat_id);
   END IF;
-  RAISE foreign_key_violation USING
-    MESSAGE = format('update or delete on table "chats" violates foreign key '
-                     'constraint "%s_chat_id_fkey" on table "%s"', t, t),
-    DETAIL = format('Key (chat_id)=(%s) is still referenced from table '
-                    '"%s".', OLD.chat_id, t),
-    TABLE = t, CONSTRAINT = t || '_chat_id_fkey';
+  RETURN NULL;
 END $$;
 
 CREATE TRIGGER chats_chat_id_changed AFTER UPDATE OF chat_id ON chats
