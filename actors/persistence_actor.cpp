@@ -256,16 +256,17 @@ void push(self_ptr self, queued_operation x) {
   auto& st = self->state;
   x.deadline = self->clock().now() + st.limits.store_timeout;
   st.queue.push_back(std::move(x));
-  // While the connection works, the operation joins the next batch at once:
-  // waiting for the flush could leave the connection idle if it finishes
-  // first. (The flush gathers what arrives together for an idle one.)
-  if (st.busy)
+  // While the connection works, the operation joins the next batch at once
+  // (what cannot be staged yet is dispatched when the connection is done):
+  // waiting for a flush could leave the connection idle if it finishes
+  // first. For an idle connection, the flush gathers what arrives together.
+  if (st.busy) {
     stage(self);
-  publish_depth(self);
-  if (!st.flush_pending) {
+  } else if (!st.flush_pending) {
     st.flush_pending = true;
     self->send(self, atom::flush_v);
   }
+  publish_depth(self);
   arm_expiry(self);
 }
 

@@ -1101,12 +1101,7 @@ TEST_SUITE("client.async") {
       CAPTURE(batching);
       auto a = std::make_unique<test::threaded_server>(test::store_options());
       test::threaded_server b{test::store_options()};
-      auto port_a = a->publish();
-      auto port_b = b.publish();
-      REQUIRE(port_a != 0);
-      REQUIRE(port_b != 0);
-      std::vector<client::endpoint> servers{{"127.0.0.1", port_a},
-                                            {"127.0.0.1", port_b}};
+      auto servers = test::publish_all({a.get(), &b});
       constexpr int jobs = 8;
       std::vector<chat_id> job_chats;
       std::vector<reservation> reserved;

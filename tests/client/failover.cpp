@@ -23,12 +23,7 @@ TEST_SUITE("client") {
             "report the connection error, a restarted server is reconnected") {
     auto a = std::make_unique<test::threaded_server>(test::store_options());
     test::threaded_server b{test::store_options()};
-    auto port_a = a->publish();
-    auto port_b = b.publish();
-    REQUIRE(port_a != 0);
-    REQUIRE(port_b != 0);
-    std::vector<client::endpoint> servers{{"127.0.0.1", port_a},
-                                          {"127.0.0.1", port_b}};
+    auto servers = test::publish_all({a.get(), &b});
     test::client_config cfg;
     caf::actor_system sys{cfg};
     client::options opts;
@@ -61,7 +56,7 @@ TEST_SUITE("client") {
     CHECK(c.reserve(at_a[2], kind::image, "other").error() == ec::busy);
     // A server back on A's port is reconnected.
     a = std::make_unique<test::threaded_server>(test::store_options());
-    REQUIRE(a->publish(port_a) == port_a);
+    REQUIRE(a->publish(servers[0].port) == servers[0].port);
     auto st = c.cancel(at_a[1]); // cancel is not retried: it must reach A
     REQUIRE(st);
     CHECK(st->chat == at_a[1]);
