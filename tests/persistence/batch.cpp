@@ -139,6 +139,55 @@ TEST_SUITE("batch") {
       == pockets{1, 0, 0});
   }
 
+  TEST_CASE("a set-based commit answers exactly its ledger rows: a repeated "
+            "commit and the ledger show the same charge and time") {
+    store db{test::store_options()};
+    // Text, an image from the daily quota, an image from credits, and one
+    // chat emptied by an admin between start and commit (charged 0).
+    std::vector<pockets> initial{{1, 0, 0}, {0, 1, 1}, {0, 0, 2}, {0, 0, 1}};
+    std::vector<kind> kinds{kind::text, kind::image, kind::image, kind::image};
+    std::vector<chat_id> chats;
+    std::vector<batch_operation> reserves;
+    for (size_t i = 0; i < initial.size(); ++i) {
+      chats.push_back(make_chat(db, initial[i]));
+      reserves.push_back(reserve_op(chats[i], kinds[i]));
+    }
+    std::vector<batch_operation> starts;
+    std::vector<batch_operation> commits;
+    auto reserved = db.apply(reserves);
+    for (size_t i = 0; i < chats.size(); ++i) {
+      auto id = value_of<reservation>(reserved[i]).id;
+      starts.push_back(op(batch_op::start, chats[i], id));
+      commits.push_back(op(batch_op::commit, chats[i], id));
+    }
+    for (const auto& x : db.apply(starts))
+      value_of<reservation>(x);
+    test::sql("UPDATE chats SET balance = 0 WHERE chat_id = "
+              + std::to_string(chats[3]));
+    auto committed = db.apply(commits);
+    std::vector<pockets> expected{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+    for (size_t i = 0; i < chats.size(); ++i) {
+      INFO("chat ", i);
+      const auto& first = value_of<receipt>(committed[i]);
+      CHECK(first.reservation == commits[i].id);
+      CHECK(first.chat == chats[i]);
+      CHECK(first.kind == kinds[i]);
+      CHECK(first.charged == expected[i]);
+      auto again = db.commit(chats[i], commits[i].id); // read from the ledger
+      REQUIRE(again);
+      CHECK(again->charged == first.charged);
+      CHECK(again->committed_at == first.committed_at);
+      auto where =
+        " FROM ledger WHERE reservation_id = " + std::to_string(commits[i].id);
+      CHECK(test::sql_int("SELECT charged_daily_messages + 10 * "
+                          "charged_daily_images + 100 * charged_balance"
+                          + where)
+            == first.charged.daily_messages + 10 * first.charged.daily_images
+                 + 100 * first.charged.balance);
+      CHECK(test::sql_int("SELECT count(*)" + where) == 1);
+    }
+  }
+
   TEST_CASE("8 connections applying shuffled batches over the same 50 chats: "
             "no deadlock, one reservation per chat, the rest busy") {
     store setup{test::store_options()};
