@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -242,6 +243,63 @@ TEST_SUITE("actors.persistence") {
       .receive([](reservation&) {},
                [](caf::error& err) { FAIL(error_name(err)); });
     CHECK(reservations_of(behind) == 0);
+    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE_FIXTURE(fixture, "an operation the connection took as its next "
+                             "batch is past store-timeout answered 'may "
+                             "still commit', never 'nothing was written'") {
+    // The window: the connection finished a batch and took the staged
+    // operation, but the persistence actor has not handled its `done` when
+    // the deadline passes. Occupying every scheduler thread holds the
+    // actor there: its expire message is queued before that `done`.
+    persistence_limits limits;
+    limits.store_timeout = 300ms;
+    auto db = spawn(limits);
+    auto chats = make_chats(2); // stuck, taken
+    caf::scoped_actor self{sys};
+    auto first_lock = std::make_unique<row_lock>(chats[0]);
+    auto second_lock = std::make_unique<row_lock>(chats[1]);
+    auto stuck = reserve(self, db, chats[0]);
+    wait_for_lock_waiter();
+    auto t_taken = std::chrono::steady_clock::now();
+    auto taken = reserve(self, db, chats[1]);
+    std::this_thread::sleep_for(50ms); // the actor staged it
+    std::atomic<int> occupied{0};
+    std::atomic<bool> release{false};
+    for (int i = 0; i < 2; ++i) // scheduler.max-threads
+      sys.spawn([&] {
+        ++occupied;
+        while (!release)
+          std::this_thread::sleep_for(1ms);
+      });
+    while (occupied < 2)
+      std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_until(t_taken + 400ms); // past both deadlines
+    first_lock.reset();
+    // The first batch commits; the connection takes the staged reserve and
+    // waits for the second lock.
+    for (int i = 0; i < 500 && reservations_of({chats[0]}) == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    REQUIRE(reservations_of({chats[0]}) == 1);
+    wait_for_lock_waiter();
+    release = true;
+    auto may_still_commit = [](auto& handle) {
+      handle.receive(
+        [](reservation&) { FAIL("answered after its store-timeout"); },
+        [](caf::error& err) {
+          CHECK(err == ec::storage_unavailable);
+          CHECK(error_message(err).find("it may still commit")
+                != std::string::npos);
+        });
+    };
+    may_still_commit(stuck);
+    may_still_commit(taken);
+    second_lock.reset();
+    // It did commit: "nothing was written" would have been a lie.
+    for (int i = 0; i < 500 && reservations_of({chats[1]}) == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    CHECK(reservations_of({chats[1]}) == 1);
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
