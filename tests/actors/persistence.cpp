@@ -13,6 +13,7 @@
 #include <pqxx/pqxx>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -247,7 +248,7 @@ TEST_SUITE("actors.persistence") {
   }
 
   TEST_CASE_FIXTURE(fixture, "an operation the connection took as its next "
-                             "batch is past store-timeout answered 'may "
+                             "batch, past store-timeout, is answered 'may "
                              "still commit', never 'nothing was written'") {
     // The window: the connection finished a batch and took the staged
     // operation, but the persistence actor has not handled its `done` when
@@ -267,6 +268,9 @@ TEST_SUITE("actors.persistence") {
     std::this_thread::sleep_for(50ms); // the actor staged it
     std::atomic<int> occupied{0};
     std::atomic<bool> release{false};
+    // Released on every way out, or the actor system never shuts down.
+    auto released =
+      std::shared_ptr<void>(nullptr, [&](void*) { release = true; });
     for (int i = 0; i < 2; ++i) // scheduler.max-threads
       sys.spawn([&] {
         ++occupied;
