@@ -53,6 +53,14 @@ struct fixture {
                          + in_list(chats));
   }
 
+  /// Waits up to 5 s for `chat`'s reservation (a transaction that was
+  /// stuck on a row lock commits); how many it has then.
+  int64_t await_reservation(chat_id chat) {
+    for (int i = 0; i < 500 && reservations_of({chat}) == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    return reservations_of({chat});
+  }
+
   static std::string in_list(const std::vector<chat_id>& chats) {
     std::string out;
     for (auto chat : chats)
@@ -237,9 +245,7 @@ TEST_SUITE("actors.persistence") {
     CHECK(reservations_of(behind) == 0);
     lock.reset();
     // The stuck transaction was not cancelled: it may still commit.
-    for (int i = 0; i < 500 && reservations_of({chats[0]}) == 0; ++i)
-      std::this_thread::sleep_for(10ms);
-    CHECK(reservations_of({chats[0]}) == 1);
+    CHECK(await_reservation(chats[0]) == 1);
     reserve(self, db, chats[3])
       .receive([](reservation&) {},
                [](caf::error& err) { FAIL(error_name(err)); });
@@ -283,9 +289,7 @@ TEST_SUITE("actors.persistence") {
     first_lock.reset();
     // The first batch commits; the connection takes the staged reserve and
     // waits for the second lock.
-    for (int i = 0; i < 500 && reservations_of({chats[0]}) == 0; ++i)
-      std::this_thread::sleep_for(10ms);
-    REQUIRE(reservations_of({chats[0]}) == 1);
+    REQUIRE(await_reservation(chats[0]) == 1);
     wait_for_lock_waiter();
     release = true;
     auto may_still_commit = [](auto& handle) {
@@ -301,9 +305,7 @@ TEST_SUITE("actors.persistence") {
     may_still_commit(taken);
     second_lock.reset();
     // It did commit: "nothing was written" would have been a lie.
-    for (int i = 0; i < 500 && reservations_of({chats[1]}) == 0; ++i)
-      std::this_thread::sleep_for(10ms);
-    CHECK(reservations_of({chats[1]}) == 1);
+    CHECK(await_reservation(chats[1]) == 1);
     caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
