@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 # Private, socket-only PostgreSQL clusters for scripts. Source this file.
 #
-# Same layout and settings as persistence/cluster.cpp, so either can reuse a
+# Same layout and settings as main/server/embedded_cluster.cpp, so either can reuse a
 # cluster the other made:
 #   DIR/data          PGDATA (initdb: superuser chargeonce, UTF8, trust on
 #                     the local socket, no TCP listener)

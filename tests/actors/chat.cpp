@@ -5,7 +5,7 @@
 #include "actors/events_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/errors.hpp"
-#include "tests/actors/fixture.hpp"
+#include "tests/support/fixture.hpp"
 
 #include <doctest/doctest.h>
 

@@ -9,7 +9,7 @@
 #include "actors/facade_actor.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "protocol/errors.hpp"
-#include "tests/actors/fixture.hpp"
+#include "tests/support/fixture.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,7 +3,7 @@
 // armed it: never before its delay, at most one granularity after, and with
 // one clock timer per granularity at most however many are armed.
 #include "actors/notice_timer_actor.hpp"
-#include "tests/actors/fixture.hpp"
+#include "tests/support/fixture.hpp"
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>

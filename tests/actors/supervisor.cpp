@@ -6,7 +6,7 @@
 #include "actors/notice_timer_actor.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "protocol/errors.hpp"
-#include "tests/actors/fixture.hpp"
+#include "tests/support/fixture.hpp"
 
 #include <doctest/doctest.h>
 

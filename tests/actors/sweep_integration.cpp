@@ -3,8 +3,8 @@
 // reservations, concurrent commits, and subscribers that fail.
 #include "actors/metrics.hpp"
 #include "protocol/errors.hpp"
-#include "tests/actors/threaded_server.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 // order, no deadlock between concurrent batches, outages fail the batch.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>

@@ -4,7 +4,7 @@
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/time.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 

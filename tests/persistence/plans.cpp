@@ -5,7 +5,7 @@
 // (005_plans.sql, 006_set_based.sql), and a batch costs index lookups in
 // proportion to its size (008_linear_batches.sql).
 #include "persistence/migrations.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>

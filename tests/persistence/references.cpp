@@ -5,7 +5,7 @@
 // per-row check, never writes a row for a chat that does not exist.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>

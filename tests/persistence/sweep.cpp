@@ -3,7 +3,7 @@
 // into the past with direct SQL instead of waiting for them.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
-#include "tests/persistence/test_db.hpp"
+#include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-bench: closed-loop clients running reserve → start → commit
+// cycles through the client library (remote), against the actors in this
+// process (in-process), and as one Postgres transaction per operation
+// (baseline), each on freshly seeded chats; reports cycles/s and latency
+// percentiles per operation. Exit status: 0 success, 1 an operation failed
+// unexpectedly (or setup failed), 2 usage error.
+//
+// This file runs the modes; bench_options parses the command line,
+// bench_drivers are the ways to the service, bench_loop measures,
+// bench_processes runs clients as several processes, bench_report prints.
+#include "main/bench/bench.hpp"
+
+#include "actors/supervisor_actor.hpp"
+#include "main/bench/async.hpp"
+#include "main/bench/drivers.hpp"
+#include "main/bench/loop.hpp"
+#include "main/bench/options.hpp"
+#include "main/bench/persistence.hpp"
+#include "main/bench/processes.hpp"
+#include "main/bench/report.hpp"
+#include "persistence/seed.hpp"
+#include "persistence/migrations.hpp"
+#include "persistence/store.hpp"
+#include "protocol/config.hpp"
+#include "protocol/errors.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <thread>
+
+namespace {
+
+using namespace chargeonce;
+using namespace chargeonce::bench;
+
+/// Enough credits that no chat can run dry in any run: insufficient_images
+/// would measure the pricing rule, not the service.
+constexpr int32_t seed_balance = 1000000;
+/// A server checks every reservation again queue-notice-delay (default 5 s)
+/// after its reserve. Waiting that out after a remote run keeps those checks
+/// off the next run's clock, and off chats we are about to remove.
+constexpr auto remote_settle = std::chrono::seconds(6);
+
+// -- chats --------------------------------------------------------------------
+
+/// A random base far from hand-made chats, so that runs (and other users of
+/// the same database) never share a chat.
+chat_id random_base() {
+  std::random_device seed;
+  std::mt19937_64 rng{(uint64_t{seed()} << 32) | seed()};
+  std::uniform_int_distribution<int64_t> base{int64_t{1} << 40,
+                                              int64_t{1} << 52};
+  return base(rng);
+}
+
+/// Fresh chats for one run (persistence/seed.cpp holds the SQL).
+chat_range seed_chats(const std::string& dsn, int64_t count) {
+  chat_range out{random_base(), count};
+  if (auto err = persistence::seed_chats(dsn, out.first, count, seed_balance))
+    throw std::runtime_error(error_message(err));
+  return out;
+}
+
+/// Removes a run's chats with everything that refers to them, so the
+/// database does not grow run after run.
+void drop_chats(const std::string& dsn, const chat_range& range) {
+  if (auto err = persistence::drop_chats(dsn, range.first, range.count))
+    throw std::runtime_error(error_message(err));
+}
+
+// -- modes --------------------------------------------------------------------
+
+struct in_process_config : caf::actor_system_config {
+  in_process_config() { register_protocol(*this); }
+};
+
+/// The server's actors on a fresh actor system per run: its destructor waits
+/// for the pool, so no connection of this run outlives it. Reports this
+/// process's peak RSS over the run (and RSS at its end, before shutdown).
+run_result run_in_process(size_t clients, const bench_options& o,
+                          const chat_range& chats) {
+  reset_peak_rss(); // else the peak of an earlier run (or the seeding)
+  in_process_config cfg;
+  caf::actor_system sys{cfg};
+  supervisor_options sup;
+  sup.connections = o.connections;
+  if (o.idle_timeout_s > 0)
+    sup.chat.idle_timeout = std::chrono::seconds(o.idle_timeout_s);
+  persistence::store_options store{o.postgres};
+  supervisor_actor root =
+    sys.spawn(make_supervisor, make_persistence_factory(sys, store), sup);
+  api_actor api;
+  caf::scoped_actor self{sys};
+  self->request(root, request_timeout, atom::api_v)
+    .receive([&](api_actor& x) { api = std::move(x); }, [](caf::error&) {});
+  if (!api) {
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    throw std::runtime_error("the supervisor did not hand out its API");
+  }
+  auto result = run_clients(
+    "in_process", clients, o, chats,
+    [&] { return make_in_process_driver(sys, api); },
+    [&] { return window_from_now(o); });
+  result.memory = read_memory(0, "bench");
+  caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+  return result;
+}
+
+/// Fails early and clearly when the servers do not see our database.
+void check_servers_see(client::client& api, const chat_range& chats) {
+  auto probe = api.status(chats.first + 1);
+  if (!probe && probe.error() == ec::not_found)
+    throw std::runtime_error("the servers do not know the seeded chats: do "
+                             "they use the database of --postgres?");
+  if (!probe)
+    throw std::runtime_error("cannot reach the servers: "
+                             + error_name(probe.error()) + " "
+                             + error_message(probe.error()));
+}
+
+/// One line on stderr per run, so a long invocation shows where it is.
+void progress(const char* mode, size_t clients) {
+  std::fprintf(stderr, "chargeonce-bench: run mode=%s clients=%zu\n", mode,
+               clients);
+}
+
+/// Seeds chats, runs one mode, removes the chats again.
+template <class F>
+auto seeded_run(const bench_options& o, F f) {
+  auto chats = seed_chats(o.postgres, o.chats);
+  try {
+    auto out = f(chats);
+    drop_chats(o.postgres, chats);
+    return out;
+  } catch (...) {
+    try {
+      drop_chats(o.postgres, chats); // the original error matters more
+    } catch (const std::exception& e) {
+      spdlog::error("cannot remove the seeded chats: {}", e.what());
+    }
+    throw;
+  }
+}
+
+/// Client threads in this process, or --processes children.
+run_result run_mode(const std::string& mode, size_t clients,
+                    const bench_options& o, const chat_range& chats,
+                    const driver_factory& make_driver) {
+  if (o.processes > 1)
+    return run_processes(mode, clients, o, chats);
+  return run_clients(mode, clients, o, chats, make_driver,
+                     [&] { return window_from_now(o); });
+}
+
+run_result run_remote(remote_session& session, size_t clients,
+                      const bench_options& o, const chat_range& chats) {
+  check_servers_see(session.api(), chats);
+  progress("remote", clients);
+  auto result = run_mode("remote", clients, o, chats,
+                         [&] { return make_remote_driver(session.api()); });
+  if (o.server_pid > 0)
+    result.memory = read_memory(o.server_pid, "server");
+  std::this_thread::sleep_for(remote_settle);
+  return result;
+}
+
+/// --client-api=async: the same clients as continuations instead of threads.
+run_result run_remote_async(remote_session& session, size_t clients,
+                            const bench_options& o, const chat_range& chats) {
+  check_servers_see(session.api(), chats);
+  progress("remote_async", clients);
+  auto result = run_async_clients(session.api(), clients, o, chats);
+  if (o.server_pid > 0)
+    result.memory = read_memory(o.server_pid, "server");
+  std::this_thread::sleep_for(remote_settle);
+  return result;
+}
+
+/// --persistence: the persistence layer alone, mode after mode.
+std::vector<persistence_run> run_persistence_all(const bench_options& o) {
+  std::vector<persistence_run> out;
+  for (const auto& m : persistence_modes(o)) {
+    std::fprintf(stderr,
+                 "chargeonce-bench: run mode=persistence/%s batch_cycles=%zu\n",
+                 m.mode.c_str(), m.batch_cycles);
+    out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      return run_persistence(m, o, chats);
+    }));
+  }
+  return out;
+}
+
+std::vector<run_result> run_all(const bench_options& o) {
+  std::vector<run_result> out;
+  std::unique_ptr<remote_session> session;
+  if (!o.servers.empty())
+    session = std::make_unique<remote_session>(o.servers);
+  for (auto clients : o.clients) {
+    if (session && o.blocking_api)
+      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+        return run_remote(*session, clients, o, chats);
+      }));
+    if (session && o.async_api)
+      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+        return run_remote_async(*session, clients, o, chats);
+      }));
+    if (o.in_process)
+      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+        progress("in_process", clients);
+        return run_in_process(clients, o, chats);
+      }));
+    if (o.baseline)
+      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+        progress("baseline", clients);
+        return run_mode("baseline", clients, o, chats,
+                        [&] { return make_baseline_driver(o.postgres); });
+      }));
+  }
+  return out;
+}
+
+// -- main ---------------------------------------------------------------------
+
+/// stdout carries the report (or the JSON), so logs go to stderr. Errors
+/// only: in-process, the actors log every operation at info and every busy
+/// at warning, which would flood the terminal and be measured as well.
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("chargeonce-bench");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z [%l] %v");
+  spdlog::set_level(spdlog::level::err);
+}
+
+int bench_main(const bench_options& o) {
+  if (auto done = persistence::migrate(o.postgres); !done) {
+    spdlog::critical("cannot migrate error={}", error_message(done.error()));
+    return exit_failed;
+  }
+  auto runs = run_all(o);
+  auto alone = run_persistence_all(o);
+  if (o.json)
+    print_json(o, runs, alone);
+  else
+    print_table(o, runs, alone);
+  uint64_t unexpected = 0;
+  for (const auto& r : runs)
+    unexpected += r.stats.unexpected;
+  for (const auto& r : alone)
+    unexpected += r.unexpected;
+  if (unexpected > 0)
+    spdlog::error("{} operations failed unexpectedly", unexpected);
+  return unexpected > 0 ? exit_failed : exit_ok;
+}
+
+} // namespace
+
+namespace chargeonce {
+
+int run_bench(int argc, char** argv) {
+  if (wants_help(argc, argv)) {
+    std::cout << usage_text;
+    return exit_ok;
+  }
+  bench_options opts;
+  try {
+    opts = parse_args(argc, argv);
+  } catch (const usage_error& e) {
+    std::cerr << "chargeonce-bench: " << e.what() << " (--help: usage)\n";
+    return exit_usage;
+  }
+  setup_logging();
+  try {
+    return opts.child ? child_main(opts) : bench_main(opts);
+  } catch (const std::exception& e) {
+    spdlog::critical("bench failed: {}", e.what());
+    return exit_failed;
+  }
+}
+
+} // namespace chargeonce

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/bench/options.hpp"
+
+#include "persistence/batch.hpp"
+#include "protocol/errors.hpp"
+
+#include <charconv>
+#include <map>
+
+namespace chargeonce::bench {
+
+namespace {
+
+constexpr size_t clients_max = 1024;
+constexpr int64_t chats_max = 100000000;
+constexpr int64_t seconds_max = 3600;
+constexpr size_t connections_max = 64;
+constexpr size_t processes_max = 64;
+constexpr int64_t pid_max = 1 << 22; // Linux's PID_MAX_LIMIT
+/// A statement holds K reserves, K starts and K commits.
+constexpr size_t batch_cycles_max = persistence::batch_operations_max / 3;
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (auto at = text.find(sep); at != std::string::npos;
+       at = text.find(sep, from)) {
+    out.push_back(text.substr(from, at - from));
+    from = at + 1;
+  }
+  out.push_back(text.substr(from));
+  return out;
+}
+
+std::vector<size_t> parse_clients(const std::string& text) {
+  std::vector<size_t> out;
+  for (const auto& item : split(text, ','))
+    out.push_back(parse_int<size_t>("clients", item, 1, clients_max));
+  return out;
+}
+
+std::vector<size_t> parse_batches(const std::string& text) {
+  std::vector<size_t> out;
+  for (const auto& item : split(text, ','))
+    out.push_back(parse_int<size_t>("persistence", item, 1, batch_cycles_max));
+  return out;
+}
+
+workload_mix parse_mix(const std::string& text) {
+  workload_mix out;
+  for (const auto& item : split(text, ',')) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos)
+      throw usage_error("--mix takes NAME:PERCENT items, got '" + item + "'");
+    auto name = item.substr(0, colon);
+    auto pct = parse_int<int>("mix", item.substr(colon + 1), 0, 100);
+    if (name == "cancel")
+      out.cancel = pct;
+    else if (name == "fail")
+      out.fail = pct;
+    else if (name == "double")
+      out.double_tap = pct;
+    else
+      throw usage_error("--mix knows cancel, fail and double, not '" + name
+                        + "'");
+  }
+  if (out.cancel + out.fail > 100)
+    throw usage_error("--mix: cancel + fail exceed 100 %");
+  return out;
+}
+
+void parse_client_api(bench_options& o, const std::string& text) {
+  o.blocking_api = o.async_api = false;
+  for (const auto& item : split(text, ',')) {
+    if (item == "blocking")
+      o.blocking_api = true;
+    else if (item == "async")
+      o.async_api = true;
+    else
+      throw usage_error("--client-api takes blocking and/or async, not '" + item
+                        + "'");
+  }
+}
+
+chat_order parse_order(const std::string& text) {
+  if (text == "random")
+    return chat_order::random;
+  if (text == "sequential")
+    return chat_order::sequential;
+  throw usage_error("--chat-order is random or sequential, not '" + text + "'");
+}
+
+/// MODE:FIRST, written by child_args().
+child_role parse_child(const std::string& text) {
+  auto colon = text.find(':');
+  child_role out;
+  if (colon != std::string::npos)
+    out.mode = text.substr(0, colon);
+  if (out.mode != "remote" && out.mode != "baseline")
+    throw usage_error("--child takes remote:FIRST or baseline:FIRST");
+  out.first =
+    parse_int<int64_t>("child", text.substr(colon + 1), 0, int64_t{1} << 62);
+  return out;
+}
+
+/// --name=value, or a bare --name for the switches.
+std::pair<std::string, std::string> split_flag(const std::string& arg) {
+  if (arg == "--baseline" || arg == "--in-process" || arg == "--json")
+    return {arg.substr(2), "true"};
+  auto eq = arg.find('=');
+  if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
+    throw usage_error("expected --name=value, got '" + arg + "'");
+  return {arg.substr(2, eq - 2), arg.substr(eq + 1)};
+}
+
+void apply_flag(bench_options& o, const std::string& name,
+                const std::string& value) {
+  if (name == "postgres")
+    o.postgres = value;
+  else if (name == "servers") {
+    auto parsed = client::parse_endpoints(value);
+    if (!parsed)
+      throw usage_error("--servers: " + error_message(parsed.error()));
+    o.servers = std::move(*parsed);
+    o.servers_text = value;
+  } else if (name == "in-process")
+    o.in_process = true;
+  else if (name == "baseline")
+    o.baseline = true;
+  else if (name == "client-api")
+    parse_client_api(o, value);
+  else if (name == "json")
+    o.json = true;
+  else if (name == "clients")
+    o.clients = parse_clients(value);
+  else if (name == "chats")
+    o.chats = parse_int<int64_t>(name, value, 1, chats_max);
+  else if (name == "duration")
+    o.duration_s = parse_int<int64_t>(name, value, 1, seconds_max);
+  else if (name == "warmup")
+    o.warmup_s = parse_int<int64_t>(name, value, 0, seconds_max);
+  else if (name == "mix")
+    o.mix = parse_mix(value);
+  else if (name == "connections")
+    o.connections = parse_int<size_t>(name, value, 1, connections_max);
+  else if (name == "processes")
+    o.processes = parse_int<size_t>(name, value, 1, processes_max);
+  else if (name == "server-pid")
+    o.server_pid = parse_int<int64_t>(name, value, 1, pid_max);
+  else if (name == "chat-order")
+    o.order = parse_order(value);
+  else if (name == "idle-timeout")
+    o.idle_timeout_s = parse_int<int64_t>(name, value, 1, seconds_max);
+  else if (name == "persistence")
+    o.persistence_batches = parse_batches(value);
+  else if (name == "child") {
+    o.child = true;
+    o.role = parse_child(value);
+  } else
+    throw usage_error("unknown option --" + name);
+}
+
+void check(const bench_options& o) {
+  if (o.postgres.empty())
+    throw usage_error("--postgres=DSN is required");
+  if (!o.servers.empty() && o.in_process)
+    throw usage_error("give --servers or --in-process, not both");
+  if (o.servers.empty() && !o.in_process && !o.baseline && !o.child
+      && o.persistence_batches.empty())
+    throw usage_error(
+      "give --servers=H:P,..., --in-process, --baseline or --persistence");
+  for (auto k : o.persistence_batches)
+    if (o.chats < static_cast<int64_t>(3 * k))
+      throw usage_error("--persistence=" + std::to_string(k) + " keeps "
+                        + std::to_string(3 * k)
+                        + " chats in flight: --chats must be at least that");
+  if (o.in_process && o.processes > 1)
+    throw usage_error("--in-process runs its clients as threads of this "
+                      "process: --processes must be 1");
+  if (o.async_api && o.servers.empty())
+    throw usage_error("--client-api=async applies to remote runs: give "
+                      "--servers");
+  if (o.async_api && o.processes > 1)
+    throw usage_error("--client-api=async runs its clients in this process: "
+                      "--processes must be 1");
+  if (o.idle_timeout_s > 0 && !o.in_process)
+    throw usage_error("--idle-timeout applies to --in-process only (remote: "
+                      "the server's own option)");
+  if (o.child && o.role.mode == "remote" && o.servers.empty())
+    throw usage_error("--child=remote:... needs --servers");
+}
+
+} // namespace
+
+const char* const usage_text =
+  R"(usage: chargeonce-bench --postgres=DSN
+                        (--servers=H1:P1,... [--client-api=blocking,async]
+                         | --in-process) [--baseline]
+                        [--clients=N[,N...]] [--chats=N] [--duration=SECONDS]
+                        [--warmup=SECONDS] [--mix=cancel:N,fail:N,double:N]
+                        [--connections=N] [--processes=N] [--server-pid=PID]
+                        [--chat-order=random|sequential]
+                        [--idle-timeout=SECONDS] [--persistence=K[,K...]]
+                        [--json]
+
+  --postgres     where chats are seeded (and the baseline runs); remote
+                 servers must use the same database
+  --servers      remote mode: through the client library, like gateways
+  --client-api   remote mode's calls: blocking (default; mode remote, one
+                 thread per client), async (mode remote_async: each
+                 client's next call is made from the previous one's
+                 continuation, no thread per client), or both
+  --in-process   the supervisor, registry and pool in this process
+  --baseline     also run the workload as one Postgres transaction per
+                 operation (persistence::store, one per client thread)
+  --clients      closed-loop client threads; a list means one run per value
+                 (default 16)
+  --chats        chats seeded fresh per run (default 100000)
+  --duration     measured seconds per run (default 10)
+  --warmup       unmeasured seconds before that (default 1)
+  --mix          percent of cycles that cancel instead of start, fail
+                 instead of commit, or double-tap reserve (default all 0)
+  --connections  Postgres connections of the in-process pool (default 4)
+  --processes    client processes sharing the clients of a remote or
+                 baseline run (default 1: threads of this process)
+  --server-pid   remote mode: report this process's peak and current
+                 resident memory after each run
+  --chat-order   random (default): any chat of the run per cycle;
+                 sequential: the next chat no cycle has taken yet
+  --idle-timeout in-process chat actors passivate after this many idle
+                 seconds (default: the server's 60)
+  --persistence  also measure the persistence layer alone, on one
+                 connection, no actors: the cycles one operation per
+                 transaction (the baseline's SQL, then the server-side
+                 functions), then K cycles per statement (K reserves, K
+                 starts, K commits; a list: one run per K, 1..42); with the
+                 Postgres backend's CPU per cycle when Postgres is local
+  --json         one JSON object on stdout instead of the table
+)";
+
+bench_options parse_args(int argc, char** argv) {
+  bench_options out;
+  std::map<std::string, bool> seen;
+  for (int i = 1; i < argc; ++i) {
+    auto [name, value] = split_flag(argv[i]);
+    if (seen[name])
+      throw usage_error("--" + name + " given twice");
+    seen[name] = true;
+    apply_flag(out, name, value);
+  }
+  check(out);
+  return out;
+}
+
+bool wants_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string{argv[i]} == "--help" || std::string{argv[i]} == "-h")
+      return true;
+  return false;
+}
+
+const char* name_of(chat_order x) {
+  return x == chat_order::random ? "random" : "sequential";
+}
+
+std::vector<std::string> child_args(const bench_options& o,
+                                    const std::string& mode, int64_t first,
+                                    int64_t chats, size_t clients) {
+  std::vector<std::string> out{"--postgres=" + o.postgres,
+                               "--child=" + mode + ":" + std::to_string(first),
+                               "--chats=" + std::to_string(chats),
+                               "--clients=" + std::to_string(clients),
+                               "--duration=" + std::to_string(o.duration_s),
+                               "--mix=cancel:" + std::to_string(o.mix.cancel)
+                                 + ",fail:" + std::to_string(o.mix.fail)
+                                 + ",double:"
+                                 + std::to_string(o.mix.double_tap),
+                               std::string{"--chat-order="} + name_of(o.order)};
+  if (mode == "remote")
+    out.push_back("--servers=" + o.servers_text);
+  return out;
+}
+
+} // namespace chargeonce::bench

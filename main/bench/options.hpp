@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-bench's command line: what to run, how long, which mix.
+#pragma once
+
+#include "client/client.hpp"
+#include "main/flags/flags.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace chargeonce::bench {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr int exit_ok = 0;
+constexpr int exit_failed = 1;
+constexpr int exit_usage = 2;
+
+/// Per request; far above any latency we expect, below "hung forever".
+constexpr auto request_timeout = std::chrono::seconds(30);
+
+/// Percent of cycles taking each variant; the rest are plain cycles.
+struct workload_mix {
+  int cancel = 0;     ///< reserve → cancel
+  int fail = 0;       ///< reserve → start → fail
+  int double_tap = 0; ///< a second reserve right after the first: busy
+};
+
+/// How a cycle picks its chat.
+enum class chat_order {
+  random,     ///< uniformly from the run's chats
+  sequential, ///< the next chat no cycle has taken yet (then wraps around)
+};
+
+/// Set only in a client process started by the parent (hidden --child).
+struct child_role {
+  std::string mode;  ///< remote or baseline
+  int64_t first = 0; ///< the chat range's base; its count is --chats
+};
+
+struct bench_options {
+  std::string postgres;
+  std::string servers_text;              ///< as given, for child processes
+  std::vector<client::endpoint> servers; ///< empty unless remote
+  bool in_process = false;
+  /// --client-api: remote runs with blocking calls, one thread per client
+  /// (mode remote), and/or with asynchronous calls (mode remote_async).
+  bool blocking_api = true;
+  bool async_api = false;
+  bool baseline = false;
+  std::vector<size_t> clients{16};
+  int64_t chats = 100000;
+  int64_t duration_s = 10;
+  int64_t warmup_s = 1;
+  workload_mix mix;
+  size_t connections = 4;
+  size_t processes = 1;   ///< client processes (remote, baseline)
+  int64_t server_pid = 0; ///< whose memory to report; 0: none
+  chat_order order = chat_order::random;
+  int64_t idle_timeout_s = 0; ///< in-process chat idle timeout; 0: 60 s
+  /// --persistence: cycles per statement of each batched run; empty: the
+  /// persistence layer is not measured alone.
+  std::vector<size_t> persistence_batches;
+  bool json = false;
+  bool child = false; ///< this process is a client process
+  child_role role;    ///< when child
+};
+
+/// Parses argv; throws usage_error.
+bench_options parse_args(int argc, char** argv);
+
+/// --help or -h anywhere.
+bool wants_help(int argc, char** argv);
+
+extern const char* const usage_text;
+
+const char* name_of(chat_order x);
+
+/// The flags that give a child process the same workload as `o`.
+std::vector<std::string> child_args(const bench_options& o,
+                                    const std::string& mode, int64_t first,
+                                    int64_t chats, size_t clients);
+
+} // namespace chargeonce::bench

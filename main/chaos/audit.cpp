@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/chaos/audit.hpp"
+
+#include "protocol/errors.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <unordered_map>
+
+namespace chargeonce::chaos {
+
+const char* const invariant_names[6] = {
+  "1_charged_exactly_once", "2_conservation",   "3_one_active_and_fencing",
+  "4_no_lock_left",         "5_outage_answers", "6_cancel_xor_start",
+};
+
+namespace {
+
+constexpr size_t violations_kept_max = 2000;
+constexpr int64_t forever = std::numeric_limits<int64_t>::max();
+/// How late a request without an answer may still take effect: the client
+/// gave up after 4 s, the server's store-timeout is 2 s, and a paused
+/// Postgres runs the queued statements within seconds of SIGCONT.
+constexpr int64_t unknown_horizon_us = 15'000'000;
+
+std::string text(const pockets& x) {
+  return "{" + std::to_string(x.daily_messages) + ","
+         + std::to_string(x.daily_images) + "," + std::to_string(x.balance)
+         + "}";
+}
+
+/// The answer leaves open whether it happened (and when).
+bool unknown(const op_record& r) {
+  return r.result == static_cast<uint8_t>(outcome::transport)
+         || r.result == static_cast<uint8_t>(outcome::pending)
+         || r.result == static_cast<uint8_t>(ec::storage_unavailable);
+}
+
+bool returns_reservation(op what) {
+  return what == op::reserve || what == op::start || what == op::heartbeat
+         || what == op::fail || what == op::cancel;
+}
+
+/// What we know of one reservation from the record.
+struct known_reservation {
+  chat_id chat = 0;
+  bool held_known = false;
+  pockets held;
+  int64_t created_us = 0;
+  int64_t first_ack_us = forever; ///< an ok reserve answer returned it
+  bool commit_requested = false;
+  int64_t deleter_sent_us = forever; ///< earliest commit/fail that may apply
+};
+
+class auditor {
+public:
+  auditor(const recorder& rec, const std::map<chat_id, pockets>& initial,
+          const persistence::audit_snapshot& snap, const audit_limits& lim)
+      : rec_(rec), initial_(initial), snap_(snap), lim_(lim),
+        seed_(std::to_string(lim.seed)) {
+    for (size_t i = 0; i < 6; ++i)
+      out_.invariants.push_back({invariant_names[i], 0, 0});
+    index();
+  }
+
+  audit_result run() {
+    charges();
+    conservation();
+    one_active();
+    fencing();
+    locks();
+    outages();
+    cancel_xor_start();
+    return std::move(out_);
+  }
+
+private:
+  void check(int n) { ++out_.invariants[n - 1].checked; }
+
+  void fail(int n, chat_id chat, reservation_id id, std::string what) {
+    ++out_.invariants[n - 1].violations;
+    ++out_.violations_total;
+    if (out_.violations.size() < violations_kept_max)
+      out_.violations.push_back(
+        {invariant_names[n - 1], chat, id, std::move(what)});
+  }
+
+  void index() {
+    for (const auto& r : rec_.ops) {
+      if (r.id != 0 && (r.ok() || r.what == op::commit || r.what == op::fail)) {
+        auto& k = res_[r.id];
+        k.chat = r.chat;
+        if (r.ok() && returns_reservation(r.what)) {
+          k.held_known = true;
+          k.held = r.amounts;
+          k.created_us = r.created_us;
+        }
+        if (r.what == op::reserve && r.ok())
+          k.first_ack_us = std::min(k.first_ack_us, r.acked_us);
+        if (r.what == op::commit)
+          k.commit_requested = true;
+        // A commit or fail that succeeded, or may have: R may be gone from
+        // the moment it was sent.
+        if ((r.what == op::commit || r.what == op::fail)
+            && (r.ok() || unknown(r)))
+          k.deleter_sent_us = std::min(k.deleter_sent_us, r.sent_us);
+      }
+      if (r.what == op::cancel && r.ok())
+        cancelled_[r.id] = std::min(
+          cancelled_.count(r.id) ? cancelled_[r.id] : forever, r.sent_us);
+      else if (r.what == op::cancel && unknown(r))
+        unknown_cancels_[r.chat].push_back(r.sent_us);
+      if (r.what == op::top_up)
+        payments_requested_.insert(r.key);
+    }
+    for (auto& [chat, xs] : unknown_cancels_)
+      std::sort(xs.begin(), xs.end());
+    for (const auto& r : rec_.ops)
+      by_sent_.push_back(&r);
+    std::sort(by_sent_.begin(), by_sent_.end(),
+              [](auto* x, auto* y) { return x->sent_us < y->sent_us; });
+    for (const auto& l : snap_.ledger)
+      if (l.charge)
+        ledger_[l.reservation] = &l;
+    for (const auto& x : snap_.releases)
+      released_[x.id] = &x;
+  }
+
+  // -- 1: every acknowledged commit has its one ledger row ------------------
+
+  void charges() {
+    for (const auto& r : rec_.ops) {
+      if (r.what != op::commit || !r.ok())
+        continue;
+      check(1);
+      auto i = ledger_.find(r.id);
+      if (i == ledger_.end())
+        fail(1, r.chat, r.id, "acknowledged commit has no ledger row");
+      else if (i->second->chat != r.chat || i->second->charged != r.amounts)
+        fail(1, r.chat, r.id,
+             "receipt charged " + text(r.amounts) + ", ledger row says "
+               + text(i->second->charged));
+    }
+    for (const auto& [id, row] : ledger_) {
+      check(1);
+      auto k = res_.find(id);
+      if (k == res_.end() || !k->second.commit_requested) {
+        fail(1, row->chat, id,
+             "charged " + text(row->charged) + " without any commit request");
+        continue;
+      }
+      // No refill or other debit runs during chaos (refills are off), so a
+      // hold is always there to take: the clamp never applies.
+      if (k->second.held_known && k->second.held != row->charged)
+        fail(1, row->chat, id,
+             "charged " + text(row->charged) + " but the reservation held "
+               + text(k->second.held));
+    }
+  }
+
+  // -- 2: final pockets = initial + top-ups - charges, never negative -------
+
+  void conservation() {
+    std::map<chat_id, pockets> expected = initial_;
+    std::map<std::string, const persistence::audit_ledger_row*> top_ups;
+    for (const auto& l : snap_.ledger) {
+      auto& e = expected[l.chat];
+      if (l.charge) {
+        e.daily_messages -= l.charged.daily_messages;
+        e.daily_images -= l.charged.daily_images;
+        e.balance -= l.charged.balance;
+      } else {
+        e.balance += l.credited;
+        top_ups[l.payment_id] = &l;
+      }
+    }
+    for (const auto& c : snap_.chats) {
+      check(2);
+      auto e = expected.find(c.chat);
+      if (e == expected.end())
+        continue;
+      if (c.available != e->second)
+        fail(2, c.chat, 0,
+             "pockets are " + text(c.available) + ", initial + top-ups - "
+               + "charges = " + text(e->second));
+      if (c.available.daily_messages < 0 || c.available.daily_images < 0
+          || c.available.balance < 0)
+        fail(2, c.chat, 0, "negative pocket " + text(c.available));
+    }
+    for (const auto& r : rec_.ops) {
+      if (!r.ok())
+        continue;
+      if (r.what == op::status || r.what == op::touch) {
+        check(2);
+        if (r.amounts.daily_messages < 0 || r.amounts.daily_images < 0
+            || r.amounts.balance < 0)
+          fail(2, r.chat, 0, "status showed a negative pocket");
+      } else if (r.what == op::top_up) {
+        check(2);
+        auto i = top_ups.find(payment(r.key));
+        if (i == top_ups.end() || i->second->credited != r.credits
+            || i->second->chat != r.chat)
+          fail(2, r.chat, 0,
+               "acknowledged top-up " + payment(r.key)
+                 + " has no matching ledger row");
+      }
+    }
+    for (const auto& [pay, row] : top_ups)
+      if (!requested_payment(pay))
+        fail(2, row->chat, 0, "top-up " + pay + " that nobody requested");
+  }
+
+  std::string payment(uint64_t key) const {
+    return "pay-" + seed_ + "-" + std::to_string(key);
+  }
+
+  bool requested_payment(const std::string& pay) const {
+    auto prefix = "pay-" + seed_ + "-";
+    if (pay.rfind(prefix, 0) != 0)
+      return false;
+    return payments_requested_.count(std::stoull(pay.substr(prefix.size())))
+           > 0;
+  }
+
+  // -- 3: never two acknowledged reservations of a chat alive at once --------
+
+  /// When R may have been gone at the earliest: its release, or the first
+  /// commit, fail or cancel that succeeded or may have succeeded.
+  int64_t gone_from(reservation_id id, const known_reservation& k) const {
+    auto out = k.deleter_sent_us;
+    if (auto i = released_.find(id); i != released_.end())
+      out = std::min(out, i->second->released_us);
+    if (auto i = cancelled_.find(id); i != cancelled_.end())
+      out = std::min(out, i->second);
+    // A cancel without an answer may take effect late, but not later than
+    // the unknown-outcome horizon after it was sent.
+    if (auto i = unknown_cancels_.find(k.chat); i != unknown_cancels_.end()) {
+      auto from = k.created_us - unknown_horizon_us;
+      auto j = std::lower_bound(i->second.begin(), i->second.end(), from);
+      if (j != i->second.end())
+        out = std::min(out, std::max(*j, k.created_us));
+    }
+    return out;
+  }
+
+  void one_active() {
+    std::map<chat_id, std::vector<std::pair<int64_t, reservation_id>>> by_chat;
+    for (const auto& [id, k] : res_)
+      if (k.first_ack_us != forever)
+        by_chat[k.chat].emplace_back(k.created_us, id);
+    for (auto& [chat, xs] : by_chat) {
+      std::sort(xs.begin(), xs.end());
+      for (const auto& x : xs) {
+        auto a = x.second;
+        const auto& r1 = res_.at(a);
+        auto alive_from = r1.first_ack_us;
+        auto alive_to = gone_from(a, r1);
+        if (alive_from >= alive_to)
+          continue; // not surely alive at any moment we could judge
+        check(3);
+        // Only reservations inserted inside R1's sure lifetime can clash.
+        auto j = std::lower_bound(xs.begin(), xs.end(),
+                                  std::pair{alive_from, reservation_id{0}});
+        for (; j != xs.end() && j->first <= alive_to; ++j) {
+          if (j->second == a)
+            continue;
+          if (res_.at(j->second).first_ack_us <= alive_to)
+            fail(3, chat, j->second,
+                 "reservation " + std::to_string(j->second)
+                   + " was acknowledged while reservation " + std::to_string(a)
+                   + " of the same chat was surely still active");
+        }
+      }
+    }
+  }
+
+  void fencing() {
+    std::set<reservation_id> ended;
+    for (const auto& r : rec_.ops)
+      if (r.ok() && (r.what == op::fail || r.what == op::cancel))
+        ended.insert(r.id);
+    for (const auto& [id, row] : ledger_) {
+      check(3);
+      if (released_.count(id) > 0)
+        fail(3, row->chat, id, "charged after the sweeper released it");
+      if (ended.count(id) > 0)
+        fail(3, row->chat, id, "charged after an acknowledged fail/cancel");
+    }
+  }
+
+  // -- 4: nobody stays locked out -------------------------------------------
+
+  /// How long faults that stop sweeping overlapped [from, to].
+  int64_t disturbed_ms(int64_t from, int64_t to) const {
+    int64_t out = 0;
+    for (const auto& f : rec_.faults)
+      if (f.what == fault::kill_server || f.what == fault::restart_postgres
+          || f.what == fault::pause_postgres)
+        out += std::max<int64_t>(0, std::min(to, f.end_us)
+                                      - std::max(from, f.begin_us));
+    return out / 1000;
+  }
+
+  /// The longest a reservation may live: the hard deadline, one sweep,
+  /// slack, and whatever outage overlapped its life.
+  int64_t allowed_lock_ms(int64_t created_us, int64_t until_us) const {
+    return lim_.sweep_timeout_ms + lim_.sweep_interval_ms + lim_.slack_ms
+           + disturbed_ms(created_us, until_us);
+  }
+
+  void locks() {
+    for (const auto& x : snap_.reservations) {
+      check(4);
+      fail(4, x.chat, x.id,
+           "still held after the run (workers quiet, "
+           "sweeps waited for)");
+    }
+    for (const auto& x : snap_.releases) {
+      auto k = res_.find(x.id);
+      if (k == res_.end() || k->second.created_us == 0)
+        continue;
+      check(4);
+      auto locked_ms = (x.released_us - k->second.created_us) / 1000;
+      auto allowed_ms = allowed_lock_ms(k->second.created_us, x.released_us);
+      if (locked_ms > allowed_ms)
+        fail(4, x.chat, x.id,
+             "released " + std::to_string(locked_ms) + " ms after reserve, "
+               + "allowed " + std::to_string(allowed_ms) + " ms");
+    }
+    // An answer proves the reservation still existed when it was sent: a
+    // late worker must find it released, not commit it.
+    for (const auto& r : rec_.ops) {
+      if (!r.ok() || r.what == op::reserve || r.id == 0)
+        continue;
+      auto k = res_.find(r.id);
+      if (k == res_.end() || k->second.created_us == 0)
+        continue;
+      check(4);
+      auto held_ms = (r.sent_us - k->second.created_us) / 1000;
+      auto allowed_ms = allowed_lock_ms(k->second.created_us, r.sent_us);
+      if (held_ms > allowed_ms)
+        fail(4, r.chat, r.id,
+             std::string{to_string(r.what)} + " succeeded "
+               + std::to_string(held_ms) + " ms after reserve, allowed "
+               + std::to_string(allowed_ms) + " ms: not swept in time");
+    }
+    for (auto id : rec_.killed_jobs) {
+      check(4);
+      if (released_.count(id) == 0) {
+        auto k = res_.find(id);
+        fail(4, k == res_.end() ? 0 : k->second.chat, id,
+             "a killed worker's reservation was not released by the sweeper");
+      }
+    }
+  }
+
+  // -- 5: while Postgres is down, only storage_unavailable -------------------
+
+  void outages() {
+    for (const auto& o : rec_.outages) {
+      auto j = std::lower_bound(
+        by_sent_.begin(), by_sent_.end(), o.from_us,
+        [](const op_record* r, int64_t t) { return r->sent_us < t; });
+      for (; j != by_sent_.end() && (*j)->sent_us <= o.to_us; ++j) {
+        const auto& r = **j;
+        if (r.acked_us == 0 || r.acked_us > o.to_us)
+          continue;
+        check(5);
+        if (!unknown(r))
+          fail(5, r.chat, r.id,
+               std::string{to_string(r.what)} + " answered "
+                 + outcome_name(r.result) + " while Postgres was down");
+      }
+    }
+  }
+
+  // -- 6: cancel and start of one reservation never both succeed -------------
+
+  void cancel_xor_start() {
+    std::set<reservation_id> cancelled, started;
+    for (const auto& r : rec_.ops)
+      if (r.ok() && r.what == op::cancel)
+        cancelled.insert(r.id);
+      else if (r.ok() && r.what == op::start)
+        started.insert(r.id);
+    for (auto id : cancelled) {
+      check(6);
+      if (started.count(id) > 0)
+        fail(6, res_.count(id) ? res_.at(id).chat : 0, id,
+             "both cancel and start were acknowledged");
+    }
+  }
+
+  const recorder& rec_;
+  const std::map<chat_id, pockets>& initial_;
+  const persistence::audit_snapshot& snap_;
+  audit_limits lim_;
+  audit_result out_;
+  std::string seed_;
+  std::unordered_map<reservation_id, known_reservation> res_;
+  std::map<reservation_id, int64_t> cancelled_; ///< ok cancel: first sent
+  std::map<chat_id, std::vector<int64_t>> unknown_cancels_; ///< sent, sorted
+  std::vector<const op_record*> by_sent_;
+  std::set<uint64_t> payments_requested_;
+  std::map<reservation_id, const persistence::audit_ledger_row*> ledger_;
+  std::map<reservation_id, const persistence::audit_release*> released_;
+};
+
+} // namespace
+
+audit_result audit(const recorder& rec,
+                   const std::map<chat_id, pockets>& initial,
+                   const persistence::audit_snapshot& snapshot,
+                   const audit_limits& limits) {
+  return auditor{rec, initial, snapshot, limits}.run();
+}
+
+} // namespace chargeonce::chaos

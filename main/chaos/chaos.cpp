@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-chaos: real chargeonce-server processes on a real Postgres,
+// driven through the client library by simulated gateways, workers and an
+// admin while faults are injected on a seeded schedule (kill -9 of servers,
+// pg_terminate_backend, Postgres restarts and SIGSTOP pauses, dropped client
+// connections, worker processes killed mid-job). Afterwards, with workers
+// quiet and the sweeps waited for, Postgres is audited against the record
+// of every request and answer. Exit 0: no violation; 1: a violation or the
+// harness failed; 2: usage.
+#include "main/chaos/chaos.hpp"
+
+#include "client/client.hpp"
+#include "main/chaos/audit.hpp"
+#include "main/chaos/faults.hpp"
+#include "main/chaos/options.hpp"
+#include "main/chaos/process.hpp"
+#include "main/chaos/report.hpp"
+#include "main/chaos/workload.hpp"
+#include "persistence/audit.hpp"
+#include "persistence/seed.hpp"
+#include "persistence/migrations.hpp"
+#include "protocol/errors.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+namespace {
+
+using namespace chargeonce;
+using namespace chargeonce::chaos;
+
+constexpr int exit_ok = 0;
+constexpr int exit_violation = 1;
+constexpr int exit_usage = 2;
+
+/// Chaos chats live far from real ones, one block of 1,000 per seed.
+constexpr chat_id chat_base = 900'000'000'000;
+constexpr int64_t process_chats = 8;
+/// Marks the servers' Postgres connections for pg_terminate_backend.
+constexpr const char* app_name = "chargeonce-chaos";
+/// Per request: above the servers' store-timeout, below a stuck run.
+constexpr auto client_timeout = std::chrono::seconds(4);
+
+/// How every server is timed, and how the auditor judges deadlines.
+audit_limits limits_of(uint64_t seed, const server_timings& t) {
+  audit_limits out;
+  out.sweep_timeout_ms = t.sweep_timeout_ms;
+  out.sweep_interval_ms = t.sweep_interval_ms;
+  out.seed = seed;
+  return out;
+}
+
+/// Everything the run needs besides its options.
+struct setup {
+  std::unique_ptr<postgres_control> pg;
+  std::string dsn;
+  chat_id first_chat = 0;
+};
+
+/// Starts or checks Postgres, migrates, clears this seed's chats.
+std::string prepare(const chaos_options& o, setup& s) {
+  if (o.postgres.empty()) {
+    s.pg = std::make_unique<postgres_control>(o.data_dir + "/postgres");
+    std::string err;
+    s.dsn = s.pg->start(err);
+    if (s.dsn.empty())
+      return "cannot start Postgres: " + err;
+  } else {
+    s.dsn = o.postgres;
+  }
+  if (auto done = persistence::migrate(s.dsn); !done)
+    return "cannot migrate: " + error_message(done.error());
+  s.first_chat = chat_base + static_cast<chat_id>(o.seed % 100000) * 1000;
+  if (auto err =
+        persistence::drop_chats(s.dsn, s.first_chat, o.chats + process_chats))
+    return "cannot clear old chaos chats: " + error_message(err);
+  return {};
+}
+
+/// Waits until the sweepers released every reservation left by silent
+/// workers (bounded: a lock that outlives this is a violation anyway).
+void drain(const setup& s, int64_t chats, const audit_limits& lim) {
+  auto until =
+    std::chrono::steady_clock::now()
+    + std::chrono::milliseconds(lim.sweep_timeout_ms + 3 * lim.sweep_interval_ms
+                                + lim.slack_ms + 10000);
+  while (std::chrono::steady_clock::now() < until) {
+    auto n = persistence::count_reservations(s.dsn, s.first_chat,
+                                             chats + process_chats);
+    if (n && *n == 0)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+/// The run itself: servers, clients, workload and faults; fills `rec`.
+std::string run(const chaos_options& o, setup& s, recorder& rec,
+                std::map<chat_id, pockets>& initial) {
+  server_set servers{o.server, s.dsn + " application_name=" + app_name,
+                     o.data_dir, server_timings{}, o.servers};
+  for (size_t i = 0; i < o.servers; ++i)
+    if (!servers.start(i))
+      return "server " + std::to_string(i) + " did not start; see "
+             + servers.log_of(i);
+  caf::actor_system_config cfg;
+  client::prepare_config(cfg);
+  caf::actor_system sys{cfg};
+  client::options copts;
+  for (auto port : servers.ports())
+    copts.servers.push_back(client::endpoint{"127.0.0.1", port});
+  copts.timeout = client_timeout;
+  client::client c{sys, copts};
+  workload_options wopts;
+  wopts.seed = o.seed;
+  wopts.first_chat = s.first_chat;
+  wopts.chats = o.chats;
+  wopts.process_chats = process_chats;
+  wopts.gateways = o.gateways;
+  wopts.workers = o.workers;
+  const server_timings t;
+  wopts.late_ms = t.sweep_timeout_ms + 2 * t.sweep_interval_ms + 1000;
+  workload wl{c, rec, wopts};
+  std::mt19937_64 rng{o.seed};
+  if (!wl.create_chats(rng))
+    return "cannot create the chats";
+  initial = wl.initial;
+  fault_options fopts;
+  fopts.enabled = o.faults;
+  fopts.dsn = s.dsn;
+  fopts.app_name = app_name;
+  fopts.self_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  fopts.dir = o.data_dir;
+  fopts.seed = o.seed;
+  fopts.first_process_chat = s.first_chat + o.chats;
+  fopts.process_chats = process_chats;
+  fault_injector faults{rec, servers, s.pg.get(), fopts};
+  spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
+               o.seed, o.duration_s, o.servers, o.chats);
+  wl.start();
+  auto ok = faults.run(std::chrono::steady_clock::now()
+                       + std::chrono::seconds(o.duration_s));
+  wl.stop();
+  if (!ok)
+    return faults.error();
+  spdlog::info("chaos: workload stopped, waiting for the sweepers");
+  drain(s, o.chats, limits_of(o.seed, server_timings{}));
+  return {};
+}
+
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("chargeonce-chaos");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z [%l] %v");
+}
+
+/// Restart and pause need a cluster we control.
+void check_faults(chaos_options& o) {
+  if (o.postgres.empty())
+    return;
+  std::vector<fault> kept;
+  for (auto f : o.faults) {
+    bool needs_cluster =
+      f == fault::restart_postgres || f == fault::pause_postgres;
+    if (needs_cluster && o.faults_given)
+      throw usage_error(std::string{"--faults="} + to_string(f)
+                        + " needs the embedded cluster (drop --postgres)");
+    if (!needs_cluster)
+      kept.push_back(f);
+  }
+  o.faults = kept;
+}
+
+int chaos_main(chaos_options& o) {
+  setup_logging();
+  std::signal(SIGPIPE, SIG_IGN);
+  std::filesystem::create_directories(o.data_dir);
+  setup s;
+  recorder rec;
+  std::map<chat_id, pockets> initial;
+  auto error = prepare(o, s);
+  if (error.empty())
+    error = run(o, s, rec, initial);
+  audit_result result;
+  if (error.empty()) {
+    if (o.self_test_violation)
+      if (auto err = persistence::forge_charge(s.dsn, s.first_chat + 1,
+                                               9'000'000'000'000 + o.seed))
+        error = "cannot plant the self-test row: " + error_message(err);
+    auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
+                                                 o.chats + process_chats);
+    if (snap)
+      result = audit(rec, initial, *snap, limits_of(o.seed, server_timings{}));
+    else if (error.empty())
+      error = "cannot read the audit snapshot: " + error_message(snap.error());
+  }
+  if (s.pg)
+    s.pg->shutdown();
+  run_facts facts{o.seed,   o.duration_s, o.servers,
+                  o.faults, error,        o.self_test_violation};
+  auto summary = summarize(facts, rec, result);
+  std::cout << render(summary) << std::flush;
+  if (!o.json_path.empty())
+    std::ofstream{o.json_path} << summary.dump(2) << '\n';
+  return error.empty() && result.violations_total == 0 ? exit_ok
+                                                       : exit_violation;
+}
+
+} // namespace
+
+namespace chargeonce {
+
+int run_chaos(int argc, char** argv) {
+  chaos_options o;
+  try {
+    o = parse_options(argc, argv);
+    if (o.help) {
+      std::cout << usage_text;
+      return exit_ok;
+    }
+    if (o.worker_process)
+      return worker_process_main(o.worker);
+    check_faults(o);
+  } catch (const usage_error& e) {
+    std::cerr << "chargeonce-chaos: " << e.what() << "\n\n" << usage_text;
+    return exit_usage;
+  }
+  return chaos_main(o);
+}
+
+} // namespace chargeonce

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/chaos/faults.hpp"
+
+#include "main/chaos/worker_process.hpp"
+#include "persistence/audit.hpp"
+#include "protocol/errors.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace chargeonce::chaos {
+
+fault_injector::fault_injector(recorder& rec, server_set& servers,
+                               postgres_control* pg, fault_options opts)
+    : rec_(rec), servers_(servers), pg_(pg), opts_(std::move(opts)),
+      rng_(opts_.seed ^ 0x5eedfa17u) {}
+
+int64_t fault_injector::uniform(int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>{lo, hi}(rng_);
+}
+
+void fault_injector::sleep_ms(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+bool fault_injector::run(std::chrono::steady_clock::time_point deadline) {
+  if (opts_.enabled.empty()) {
+    std::this_thread::sleep_until(deadline);
+    return true;
+  }
+  auto first_round = opts_.enabled;
+  std::shuffle(first_round.begin(), first_round.end(), rng_);
+  for (size_t n = 0;; ++n) {
+    auto gap =
+      std::chrono::milliseconds(uniform(opts_.gap_min_ms, opts_.gap_max_ms));
+    if (std::chrono::steady_clock::now() + gap >= deadline)
+      break;
+    std::this_thread::sleep_for(gap);
+    auto f = n < first_round.size()
+               ? first_round[n]
+               : opts_.enabled[uniform(0, opts_.enabled.size() - 1)];
+    current_ = fault_record{f, now_us(), 0, {}};
+    if (!inject(f))
+      return false;
+    current_.end_us = now_us();
+    spdlog::info("chaos: fault={} {}", to_string(f), current_.detail);
+    rec_.add(current_);
+  }
+  std::this_thread::sleep_until(deadline);
+  return true;
+}
+
+bool fault_injector::inject(fault f) {
+  switch (f) {
+  case fault::kill_server:
+    return kill_server();
+  case fault::terminate_backend:
+    return terminate_backend();
+  case fault::restart_postgres:
+    return restart_postgres();
+  case fault::pause_postgres:
+    return pause_postgres();
+  case fault::drop_connection:
+    return drop_connection();
+  case fault::kill_worker:
+    return kill_worker();
+  }
+  return false;
+}
+
+bool fault_injector::kill_server() {
+  auto i = static_cast<size_t>(uniform(0, servers_.size() - 1));
+  servers_.kill(i);
+  auto down = uniform(300, 2000);
+  sleep_ms(down);
+  current_.detail =
+    "server=" + std::to_string(i) + " down_ms=" + std::to_string(down);
+  if (!servers_.start(i)) {
+    error_ = "server " + std::to_string(i) + " did not restart; see "
+             + servers_.log_of(i);
+    return false;
+  }
+  return true;
+}
+
+bool fault_injector::terminate_backend() {
+  auto n = persistence::terminate_backends(opts_.dsn, opts_.app_name);
+  if (!n) {
+    // Not the system under test failing: our own connection did.
+    current_.detail = "error=" + error_message(n.error());
+    return true;
+  }
+  current_.detail = "backends=" + std::to_string(*n);
+  return true;
+}
+
+bool fault_injector::restart_postgres() {
+  if (!pg_->stop()) {
+    error_ = "Postgres did not stop; see " + pg_->dir() + "/postgres.log";
+    return false;
+  }
+  outage o{now_us(), 0};
+  auto down = uniform(500, 2500);
+  sleep_ms(down);
+  o.to_us = now_us();
+  rec_.add(o);
+  std::string err;
+  if (pg_->start(err).empty()) {
+    error_ = "Postgres did not restart: " + err;
+    return false;
+  }
+  current_.detail = "down_ms=" + std::to_string(down);
+  return true;
+}
+
+bool fault_injector::pause_postgres() {
+  auto pids = pg_->freeze();
+  if (pids.empty()) {
+    error_ = "no postmaster to pause in " + pg_->dir();
+    return false;
+  }
+  outage o{now_us(), 0};
+  auto paused = uniform(1500, 4000);
+  sleep_ms(paused);
+  o.to_us = now_us();
+  pg_->thaw(pids);
+  rec_.add(o);
+  current_.detail = "processes=" + std::to_string(pids.size())
+                    + " paused_ms=" + std::to_string(paused);
+  return true;
+}
+
+bool fault_injector::drop_connection() {
+  size_t n = 0;
+  for (size_t i = 0; i < servers_.size(); ++i)
+    n += servers_.proxy_of(i).drop_all();
+  current_.detail = "connections=" + std::to_string(n);
+  return true;
+}
+
+bool fault_injector::kill_worker() {
+  worker_process_args a;
+  std::string list;
+  for (auto port : servers_.ports())
+    list += (list.empty() ? "" : ",") + std::string{"127.0.0.1:"}
+            + std::to_string(port);
+  a.servers = list;
+  a.chat = opts_.first_process_chat + 1
+           + static_cast<chat_id>(workers_spawned_ % opts_.process_chats);
+  a.seed = opts_.seed;
+  a.key = ++workers_spawned_;
+  int fd = -1;
+  auto pid = spawn(worker_process_command(opts_.self_exe, a),
+                   opts_.dir + "/worker-processes.log", &fd);
+  if (pid <= 0) {
+    error_ = "cannot fork a worker process";
+    return false;
+  }
+  // Mid-job: usually after it reserved and started, sometimes before.
+  auto alive = uniform(300, 3000);
+  sleep_ms(alive);
+  kill_and_reap(pid);
+  auto actor = static_cast<uint32_t>(1000 + a.key);
+  auto jobs = collect_worker_output(fd, actor, rec_);
+  for (auto id : jobs)
+    rec_.add_process_release(id);
+  current_.detail = "chat=" + std::to_string(a.chat) + " pid="
+                    + std::to_string(pid) + " alive_ms=" + std::to_string(alive)
+                    + " jobs=" + std::to_string(jobs.size());
+  return true;
+}
+
+} // namespace chargeonce::chaos

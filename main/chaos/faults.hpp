@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-chaos's fault schedule: one fault at a time, chosen by the
+// seeded generator, each one undone (server restarted, Postgres started or
+// thawed) before the next begins. Runs on the main thread, which forked
+// every child (PR_SET_PDEATHSIG is tied to the forking thread).
+#pragma once
+
+#include "main/chaos/process.hpp"
+#include "main/chaos/record.hpp"
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace chargeonce::chaos {
+
+struct fault_options {
+  std::vector<fault> enabled;
+  std::string dsn;      ///< for pg_terminate_backend
+  std::string app_name; ///< the servers' application_name
+  std::string self_exe; ///< this binary, for worker processes
+  std::string dir;      ///< logs of worker processes
+  uint64_t seed = 1;
+  chat_id first_process_chat = 0; ///< chats first+1 … first+count
+  int64_t process_chats = 8;
+  int64_t gap_min_ms = 1500; ///< quiet time between two faults
+  int64_t gap_max_ms = 4000;
+};
+
+class fault_injector {
+public:
+  fault_injector(recorder& rec, server_set& servers, postgres_control* pg,
+                 fault_options opts);
+
+  /// Injects faults until `deadline`; every enabled type comes once (in a
+  /// seeded order) before the others repeat. False if the harness itself
+  /// failed (a server or Postgres did not come back).
+  bool run(std::chrono::steady_clock::time_point deadline);
+
+  /// What went wrong when run() returned false.
+  const std::string& error() const { return error_; }
+
+private:
+  bool inject(fault f);
+  bool kill_server();
+  bool terminate_backend();
+  bool restart_postgres();
+  bool pause_postgres();
+  bool drop_connection();
+  bool kill_worker();
+  int64_t uniform(int64_t lo, int64_t hi);
+  void sleep_ms(int64_t ms);
+
+  recorder& rec_;
+  server_set& servers_;
+  postgres_control* pg_;
+  fault_options opts_;
+  std::mt19937_64 rng_;
+  uint64_t workers_spawned_ = 0;
+  std::string error_;
+  fault_record current_;
+};
+
+} // namespace chargeonce::chaos

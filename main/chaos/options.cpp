@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/chaos/options.hpp"
+
+#include <charconv>
+#include <filesystem>
+#include <unistd.h>
+
+namespace chargeonce::chaos {
+
+const char* const usage_text =
+  R"(usage: chargeonce-chaos [--seed=N] [--duration=SECONDS] [--servers=N]
+                        [--faults=LIST] [--json=PATH] [--postgres=DSN]
+                        [--server=PATH] [--data-dir=DIR] [--chats=N]
+                        [--gateways=N] [--workers=N] [--self-test-violation]
+
+Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
+--postgres) and N chargeonce-server processes, drives them with simulated
+gateways, workers and an admin while injecting faults, then audits Postgres
+against its record of every request and answer.
+
+  --seed       seeds the workload and the fault schedule (default 1)
+  --duration   seconds of chaos (default 60), then a drain and the audit
+  --servers    chargeonce-server processes (default 2)
+  --faults     comma-separated, default all: kill-server, terminate-backend,
+               restart-postgres, pause-postgres, drop-connection, kill-worker
+               (restart/pause-postgres need the embedded cluster)
+  --json       also write the summary as JSON to PATH
+  --postgres   use this database instead of an embedded cluster
+  --server     the chargeonce-server binary (default: next to this one)
+  --data-dir   cluster, server logs and port files (default var/chaos)
+  --chats      chats the gateways use (default 48)
+  --gateways   simulated gateway threads (default 4)
+  --workers    simulated worker threads (default 8)
+  --self-test-violation   plant a forged ledger row before the audit: the
+               run must then report violations (tests the auditor)
+
+Exit status: 0 no violation, 1 a violation (or the harness failed), 2 usage.
+)";
+
+namespace {
+
+std::vector<fault> parse_faults(const std::string& text) {
+  std::vector<fault> out;
+  size_t from = 0;
+  while (from <= text.size()) {
+    auto comma = text.find(',', from);
+    auto item = text.substr(from, comma == std::string::npos ? std::string::npos
+                                                             : comma - from);
+    fault f;
+    if (!fault_from_string(item, f))
+      throw usage_error("--faults: unknown fault '" + item + "'");
+    out.push_back(f);
+    if (comma == std::string::npos)
+      break;
+    from = comma + 1;
+  }
+  return out;
+}
+
+std::string next_to_self(const std::string& name) {
+  std::error_code err;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", err);
+  return (self.parent_path() / name).string();
+}
+
+void apply(chaos_options& o, const std::string& name, const std::string& v) {
+  if (name == "seed")
+    o.seed = parse_int<uint64_t>(name, v, 0, UINT64_MAX);
+  else if (name == "duration")
+    o.duration_s = parse_int<int64_t>(name, v, 1, 7 * 86400);
+  else if (name == "servers")
+    o.servers = parse_int<size_t>(name, v, 1, 16);
+  else if (name == "faults") {
+    o.faults = v.empty() ? std::vector<fault>{} : parse_faults(v);
+    o.faults_given = true;
+  } else if (name == "json")
+    o.json_path = v;
+  else if (name == "postgres")
+    o.postgres = v;
+  else if (name == "server")
+    o.server = v;
+  else if (name == "data-dir")
+    o.data_dir = v;
+  else if (name == "chats")
+    o.chats = parse_int<int64_t>(name, v, 1, 100000);
+  else if (name == "gateways")
+    o.gateways = parse_int<size_t>(name, v, 1, 64);
+  else if (name == "workers")
+    o.workers = parse_int<size_t>(name, v, 1, 64);
+  else if (name == "servers-list") // the worker process's servers
+    o.worker.servers = v;
+  else if (name == "chat")
+    o.worker.chat = parse_int<int64_t>(name, v, INT64_MIN, INT64_MAX);
+  else if (name == "key")
+    o.worker.key = parse_int<uint64_t>(name, v, 0, UINT64_MAX);
+  else
+    throw usage_error("unknown option --" + name);
+}
+
+} // namespace
+
+chaos_options parse_options(int argc, char** argv) {
+  chaos_options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--self-test-violation") {
+      o.self_test_violation = true;
+      continue;
+    }
+    if (arg == "--worker-process") {
+      o.worker_process = true;
+      continue;
+    }
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
+      throw usage_error("expected --name=value, got '" + arg + "'");
+    auto name = arg.substr(2, eq - 2);
+    // The worker process takes the server list as --servers too.
+    if (o.worker_process && name == "servers")
+      name = "servers-list";
+    apply(o, name, arg.substr(eq + 1));
+  }
+  if (!o.faults_given)
+    for (size_t i = 0; i < fault_count; ++i)
+      o.faults.push_back(static_cast<fault>(i));
+  if (o.server.empty())
+    o.server = next_to_self("chargeonce-server");
+  if (o.worker_process)
+    o.worker.seed = o.seed;
+  return o;
+}
+
+} // namespace chargeonce::chaos

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-chaos's command line (plain --name=value parsing, like
+// chargeonce-cli and chargeonce-bench).
+#pragma once
+
+#include "main/chaos/record.hpp"
+#include "main/chaos/worker_process.hpp"
+#include "main/flags/flags.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace chargeonce::chaos {
+
+struct chaos_options {
+  uint64_t seed = 1;
+  int64_t duration_s = 60;
+  size_t servers = 2;
+  std::vector<fault> faults; ///< default: every type
+  bool faults_given = false;
+  std::string json_path;
+  std::string postgres; ///< empty: an embedded cluster under data_dir
+  std::string server;   ///< chargeonce-server; default next to this binary
+  std::string data_dir = "var/chaos";
+  int64_t chats = 48;
+  size_t gateways = 4;
+  size_t workers = 8;
+  bool self_test_violation = false;
+  bool help = false;
+  bool worker_process = false; ///< internal: run as a killable worker
+  worker_process_args worker;
+};
+
+/// Throws usage_error.
+chaos_options parse_options(int argc, char** argv);
+
+extern const char* const usage_text;
+
+} // namespace chargeonce::chaos

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/chaos/workload.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/time.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace chargeonce::chaos {
+
+namespace {
+
+/// Jobs waiting for a worker; beyond this a new job is dropped (swept later).
+constexpr size_t queue_max = 64;
+constexpr int retries_max = 4; ///< commit/fail/top-up after unknown outcome
+
+op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
+  op_record r;
+  r.what = what;
+  r.actor = actor;
+  r.chat = chat;
+  r.id = id;
+  r.sent_us = now_us();
+  return r;
+}
+
+void fill(op_record& r, const reservation& x) {
+  r.id = x.id;
+  r.amounts = x.held;
+  r.job = x.kind;
+  r.created_us = to_unix_micros(x.created_at);
+}
+
+void fill(op_record& r, const receipt& x) {
+  r.amounts = x.charged;
+  r.job = x.kind;
+}
+
+void fill(op_record& r, const chat_status& x) {
+  r.amounts = x.available;
+}
+
+void fill(op_record& r, const top_up_receipt& x) {
+  r.credits = x.credits;
+}
+
+template <class T>
+void finish(recorder& rec, op_record& r, const caf::expected<T>& x) {
+  if (x) {
+    r.acked_us = now_us();
+    r.result = static_cast<uint8_t>(outcome::ok);
+    fill(r, *x);
+  } else {
+    set_error(r, x.error());
+  }
+  rec.add(r);
+}
+
+/// An answer that leaves the outcome unknown: worth repeating.
+bool unknown(const op_record& r) {
+  return r.result == static_cast<uint8_t>(outcome::transport)
+         || r.result == static_cast<uint8_t>(ec::storage_unavailable);
+}
+
+int64_t uniform(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>{lo, hi}(rng);
+}
+
+double chance(std::mt19937_64& rng) {
+  return std::uniform_real_distribution<double>{0, 1}(rng);
+}
+
+} // namespace
+
+// -- stop flag ----------------------------------------------------------------
+
+bool stop_flag::nap(int64_t ms) {
+  std::unique_lock<std::mutex> guard{mtx_};
+  cv_.wait_for(guard, std::chrono::milliseconds(ms),
+               [this] { return stop_.load(); });
+  return !stop_;
+}
+
+void stop_flag::raise() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+// -- setup --------------------------------------------------------------------
+
+workload::workload(client::client& c, recorder& rec, workload_options opts)
+    : client_(c), rec_(rec), opts_(opts) {}
+
+workload::~workload() {
+  stop();
+}
+
+bool workload::create_chats(std::mt19937_64& rng) {
+  for (int64_t i = 1; i <= opts_.chats; ++i) {
+    chat_spec spec;
+    spec.chat = opts_.first_chat + i;
+    // Some chats start poor, so insufficient_* answers happen too.
+    spec.initial = {static_cast<int32_t>(uniform(rng, 0, 60)),
+                    static_cast<int32_t>(uniform(rng, 0, 20)),
+                    static_cast<int32_t>(uniform(rng, 0, 30))};
+    auto r = begin(op::create, 0, spec.chat);
+    auto x = client_.create(spec);
+    finish(rec_, r, x);
+    if (!x) {
+      spdlog::error("chaos: cannot create chat={} error={}", spec.chat,
+                    error_name(x.error()));
+      return false;
+    }
+    initial[spec.chat] = spec.initial;
+  }
+  for (int64_t i = 1; i <= opts_.process_chats; ++i) {
+    chat_spec spec;
+    spec.chat = opts_.first_chat + opts_.chats + i;
+    spec.initial = {0, 1000, 0}; // killed workers reserve images here
+    auto r = begin(op::create, 0, spec.chat);
+    auto x = client_.create(spec);
+    finish(rec_, r, x);
+    if (!x)
+      return false;
+    initial[spec.chat] = spec.initial;
+  }
+  return true;
+}
+
+void workload::start() {
+  std::mt19937_64 seeds{opts_.seed};
+  uint32_t actor = 1;
+  for (size_t i = 0; i < opts_.gateways; ++i, ++actor)
+    threads_.emplace_back([this, actor, s = seeds()] { gateway(actor, s); });
+  for (size_t i = 0; i < opts_.workers; ++i, ++actor)
+    threads_.emplace_back([this, actor, s = seeds()] { worker(actor, s); });
+  threads_.emplace_back([this, actor, s = seeds()] { admin(actor, s); });
+}
+
+void workload::stop() {
+  stop_.raise();
+  queue_cv_.notify_all();
+  for (auto& t : threads_)
+    t.join();
+  threads_.clear();
+}
+
+chat_id workload::pick_chat(std::mt19937_64& rng) const {
+  return opts_.first_chat + uniform(rng, 1, opts_.chats);
+}
+
+std::string workload::request_id(uint64_t key) const {
+  return "chaos-" + std::to_string(opts_.seed) + "-" + std::to_string(key);
+}
+
+// -- job queue ----------------------------------------------------------------
+
+void workload::push(const job& j) {
+  std::lock_guard<std::mutex> guard{queue_mtx_};
+  // A double tap returns the same reservation: one job, not two.
+  if (!queued_ever_.insert(j.id).second || queue_.size() >= queue_max)
+    return;
+  queue_.push_back(j);
+  queue_cv_.notify_one();
+}
+
+bool workload::pop(job& out) {
+  std::unique_lock<std::mutex> guard{queue_mtx_};
+  queue_cv_.wait_for(guard, std::chrono::milliseconds(200),
+                     [this] { return !queue_.empty() || stop_.raised(); });
+  if (queue_.empty())
+    return false;
+  out = queue_.front();
+  queue_.pop_front();
+  return true;
+}
+
+// -- gateways -----------------------------------------------------------------
+
+void workload::reserve(uint32_t actor, chat_id chat, kind k, uint64_t key) {
+  auto r = begin(op::reserve, actor, chat);
+  r.key = key;
+  r.job = k;
+  auto x = client_.reserve(chat, k, request_id(key));
+  finish(rec_, r, x);
+  if (x)
+    push(job{chat, x->id});
+}
+
+void workload::taps(uint32_t actor, chat_id chat, std::mt19937_64& rng) {
+  // The same button pressed 2-3 times at once, usually with one request_id
+  // (a retrying client), sometimes with fresh ones (a real double tap).
+  auto n = uniform(rng, 2, 3);
+  auto k = chance(rng) < 0.5 ? kind::text : kind::image;
+  auto key = next_key();
+  bool same = chance(rng) < 0.7;
+  std::vector<std::thread> tappers;
+  for (int64_t i = 0; i < n; ++i) {
+    auto tap_key = same || i == 0 ? key : next_key();
+    tappers.emplace_back(
+      [this, actor, chat, k, tap_key] { reserve(actor, chat, k, tap_key); });
+  }
+  for (auto& t : tappers)
+    t.join();
+}
+
+void workload::cancel(uint32_t actor, chat_id chat) {
+  auto r = begin(op::cancel, actor, chat);
+  auto x = client_.cancel(chat);
+  finish(rec_, r, x);
+}
+
+void workload::gateway(uint32_t actor, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  while (stop_.nap(uniform(rng, 0, 15))) {
+    auto chat = pick_chat(rng);
+    auto p = chance(rng);
+    if (p < 0.10) {
+      auto r = begin(op::touch, actor, chat);
+      finish(rec_, r, client_.touch(chat));
+    } else if (p < 0.20) {
+      auto r = begin(op::status, actor, chat);
+      finish(rec_, r, client_.status(chat));
+    } else if (p < 0.55) {
+      reserve(actor, chat, chance(rng) < 0.5 ? kind::text : kind::image,
+              next_key());
+    } else if (p < 0.72) {
+      taps(actor, chat, rng);
+    } else if (p < 0.82) {
+      cancel(actor, chat);
+    } else {
+      // Reserve, then cancel a moment later: races the worker's start.
+      reserve(actor, chat, kind::image, next_key());
+      if (stop_.nap(uniform(rng, 0, 300)))
+        cancel(actor, chat);
+    }
+  }
+}
+
+// -- workers ------------------------------------------------------------------
+
+bool workload::start_job(uint32_t actor, const job& j) {
+  for (int i = 0; i < retries_max; ++i) {
+    auto r = begin(op::start, actor, j.chat, j.id);
+    finish(rec_, r, client_.start(j.chat, j.id));
+    if (r.ok())
+      return true;
+    if (!unknown(r) || !stop_.nap(200))
+      return false; // gone, expired, cancelled: drop the job
+  }
+  return false;
+}
+
+void workload::commit_job(uint32_t actor, const job& j, int attempts) {
+  for (int i = 0; i < attempts; ++i) {
+    auto r = begin(op::commit, actor, j.chat, j.id);
+    finish(rec_, r, client_.commit(j.chat, j.id));
+    if (!unknown(r))
+      return;
+    if (!stop_.nap(200))
+      return;
+  }
+}
+
+/// Heartbeats `n` times, `gap_ms` apart.
+void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
+  auto heartbeats = [&](int64_t n, int64_t gap_ms) {
+    for (int64_t i = 0; i < n && stop_.nap(gap_ms); ++i) {
+      auto r = begin(op::heartbeat, actor, j.chat, j.id);
+      finish(rec_, r, client_.heartbeat(j.chat, j.id));
+    }
+  };
+  auto p = chance(rng);
+  if (p < 0.05)
+    return; // died before it started the job
+  if (!start_job(actor, j))
+    return;
+  if (p < 0.60) { // finishes: commit (sometimes twice, as a retry would)
+    heartbeats(uniform(rng, 0, 2), uniform(rng, 50, 500));
+    commit_job(actor, j, retries_max);
+    if (chance(rng) < 0.1)
+      commit_job(actor, j, 1);
+  } else if (p < 0.75) { // the job failed
+    heartbeats(uniform(rng, 0, 1), uniform(rng, 50, 300));
+    for (int i = 0; i < retries_max; ++i) {
+      auto r = begin(op::fail, actor, j.chat, j.id);
+      finish(rec_, r, client_.fail(j.chat, j.id));
+      if (!unknown(r) || !stop_.nap(200))
+        break;
+    }
+  } else if (p < 0.83) { // hangs: heartbeats, then goes quiet (lease lapses)
+    heartbeats(uniform(rng, 1, 3), uniform(rng, 100, 500));
+  } else if (p < 0.90) { // dies silently: no heartbeat at all
+    return;
+  } else { // comes back late, after a sweep released the job
+    heartbeats(uniform(rng, 0, 1), 100);
+    if (!stop_.nap(opts_.late_ms))
+      return;
+    auto r = begin(op::heartbeat, actor, j.chat, j.id);
+    finish(rec_, r, client_.heartbeat(j.chat, j.id));
+    commit_job(actor, j, 1);
+  }
+}
+
+void workload::worker(uint32_t actor, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  while (!stop_.raised()) {
+    job j;
+    if (pop(j))
+      run_job(actor, j, rng);
+  }
+}
+
+// -- admin --------------------------------------------------------------------
+
+void workload::top_up(uint32_t actor, chat_id chat, int64_t credits,
+                      uint64_t pay, std::mt19937_64& rng) {
+  auto payment =
+    "pay-" + std::to_string(opts_.seed) + "-" + std::to_string(pay);
+  for (int i = 0; i < retries_max; ++i) {
+    auto r = begin(op::top_up, actor, chat);
+    r.key = pay;
+    r.credits = static_cast<int32_t>(credits);
+    finish(rec_, r, client_.top_up(chat, credits, payment));
+    // A webhook is retried after an unknown outcome, and sometimes anyway.
+    if (!unknown(r) && chance(rng) > 0.2)
+      return;
+    if (!stop_.nap(100))
+      return;
+  }
+}
+
+void workload::admin(uint32_t actor, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  while (stop_.nap(uniform(rng, 20, 120))) {
+    auto chat = pick_chat(rng);
+    if (chance(rng) < 0.7) {
+      top_up(actor, chat, uniform(rng, 1, 5), next_key(), rng);
+    } else {
+      // Premium that lapsed an hour ago up to premium for another hour.
+      auto until =
+        caf::make_timestamp() + std::chrono::minutes(uniform(rng, -60, 60));
+      auto r = begin(op::premium, actor, chat);
+      finish(rec_, r, client_.set_premium(chat, until));
+    }
+  }
+}
+
+} // namespace chargeonce::chaos

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-chaos's simulated users: gateways (touch, reserve with double
+// and triple taps, cancel at random moments, status), workers (start,
+// heartbeat or not, commit, fail, time out, die silently, come back late
+// after a sweep) and an admin (top-ups retried by payment id, premium
+// changes). Every request and answer goes to the recorder.
+#pragma once
+
+#include "client/client.hpp"
+#include "main/chaos/record.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace chargeonce::chaos {
+
+/// A stop flag that sleeping threads notice at once.
+class stop_flag {
+public:
+  /// Sleeps `ms`; false if the run is stopping (then returns early).
+  bool nap(int64_t ms);
+  void raise();
+  bool raised() const { return stop_; }
+
+private:
+  std::atomic<bool> stop_{false};
+  std::mutex mtx_;
+  std::condition_variable cv_;
+};
+
+struct workload_options {
+  uint64_t seed = 1;
+  chat_id first_chat = 0; ///< chats first+1 … first+chats
+  int64_t chats = 48;
+  /// Chats after those, reserved by the worker processes that get killed.
+  int64_t process_chats = 8;
+  size_t gateways = 4;
+  size_t workers = 4;
+  /// A late worker sleeps this long before it comes back: past any
+  /// deadline plus a sweep.
+  int64_t late_ms = 9000;
+};
+
+/// A reserved job handed from gateways to workers.
+struct job {
+  chat_id chat = 0;
+  reservation_id id = 0;
+};
+
+class workload {
+public:
+  workload(client::client& c, recorder& rec, workload_options opts);
+  ~workload();
+
+  /// Registers the chats with seeded starting pockets (before any fault).
+  bool create_chats(std::mt19937_64& rng);
+  void start();
+  void stop();
+
+  /// The pockets each chat was created with.
+  std::map<chat_id, pockets> initial;
+
+private:
+  void gateway(uint32_t actor, uint64_t seed);
+  void worker(uint32_t actor, uint64_t seed);
+  void admin(uint32_t actor, uint64_t seed);
+  void reserve(uint32_t actor, chat_id chat, kind k, uint64_t request);
+  void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
+  void cancel(uint32_t actor, chat_id chat);
+  void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
+  bool start_job(uint32_t actor, const job& j);
+  void commit_job(uint32_t actor, const job& j, int attempts);
+  void top_up(uint32_t actor, chat_id chat, int64_t credits, uint64_t pay,
+              std::mt19937_64& rng);
+  chat_id pick_chat(std::mt19937_64& rng) const;
+  uint64_t next_key() { return ++keys_; }
+  std::string request_id(uint64_t key) const;
+
+  void push(const job& j);
+  bool pop(job& out);
+
+  client::client& client_;
+  recorder& rec_;
+  workload_options opts_;
+  stop_flag stop_;
+  std::atomic<uint64_t> keys_{0};
+  std::mutex queue_mtx_;
+  std::condition_variable queue_cv_;
+  std::deque<job> queue_;
+  std::set<reservation_id> queued_ever_; ///< a job is handed out once
+  std::vector<std::thread> threads_;
+};
+
+} // namespace chargeonce::chaos

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// The billing routes: one CAF request to the role's facade each, answered
+// with the same JSON as the CLI prints.
+#include "main/http/errors.hpp"
+#include "main/http/handlers.hpp"
+#include "main/http/input.hpp"
+#include "protocol/json.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <httplib.h>
+#include <limits>
+
+namespace chargeonce::http {
+
+namespace {
+
+constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();
+constexpr int64_t int64_min = std::numeric_limits<int64_t>::min();
+constexpr int64_t int64_max = std::numeric_limits<int64_t>::max();
+
+/// Asks `facade` once, from this httplib worker thread, and answers with
+/// `ok_status` and the result's JSON or with the mapped error. The request
+/// has a finite timeout: a thread is never stuck on a lost reply.
+template <class T, class Handle, class... Ts>
+void ask(exchange& x, const Handle& facade, int ok_status, Ts... xs) {
+  caf::scoped_actor self{*x.be.sys};
+  reply out;
+  self->request(facade, x.be.request_timeout, xs...)
+    .receive(
+      [&](T& result) {
+        out = {ok_status, to_json(result)};
+      },
+      [&](caf::error& err) { out = error_reply(err); });
+  if (out.status >= 500)
+    spdlog::warn("http failed method={} path={} status={} error={}",
+                 x.req.method, x.req.path, out.status, out.body.dump());
+  send(x.res, out);
+}
+
+chat_id path_chat(const exchange& x) {
+  return path_int(x, "chat");
+}
+
+reservation_id path_reservation(const exchange& x) {
+  return path_int(x, "id");
+}
+
+} // namespace
+
+// -- gateway ------------------------------------------------------------------
+
+void touch(exchange& x) {
+  ask<chat_status>(x, x.be.gateway, 200, atom::touch_v, path_chat(x));
+}
+
+void reserve(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"kind", "request_id"});
+  kind k = kind::text;
+  auto kind_text = string_field(body, "kind");
+  if (!from_string(kind_text, k))
+    reject("kind must be text or image, got '" + kind_text + "'");
+  auto request_id = string_field(body, "request_id", std::string{});
+  ask<reservation>(x, x.be.gateway, 200, atom::reserve_v, chat, k, request_id);
+}
+
+void cancel(exchange& x) {
+  ask<reservation>(x, x.be.gateway, 200, atom::cancel_v, path_chat(x));
+}
+
+void status(exchange& x) {
+  ask<chat_status>(x, x.be.gateway, 200, atom::status_v, path_chat(x));
+}
+
+// -- worker -------------------------------------------------------------------
+
+void start(exchange& x) {
+  ask<reservation>(x, x.be.worker, 200, atom::start_v, path_chat(x),
+                   path_reservation(x));
+}
+
+void heartbeat(exchange& x) {
+  ask<reservation>(x, x.be.worker, 200, atom::heartbeat_v, path_chat(x),
+                   path_reservation(x));
+}
+
+void commit(exchange& x) {
+  ask<receipt>(x, x.be.worker, 200, atom::commit_v, path_chat(x),
+               path_reservation(x));
+}
+
+void fail(exchange& x) {
+  ask<reservation>(x, x.be.worker, 200, atom::fail_v, path_chat(x),
+                   path_reservation(x));
+}
+
+// -- admin --------------------------------------------------------------------
+
+void create_chat(exchange& x) {
+  auto body = body_object(
+    x, {"chat", "daily_messages", "daily_images", "balance", "premium_until"});
+  chat_spec spec;
+  spec.chat = int_field(body, "chat", int64_min, int64_max);
+  auto pocket = [&](const char* name) {
+    return static_cast<int32_t>(int_field(body, name, 0, int32_max, 0));
+  };
+  spec.initial.daily_messages = pocket("daily_messages");
+  spec.initial.daily_images = pocket("daily_images");
+  spec.initial.balance = pocket("balance");
+  spec.premium_until = time_field(body, "premium_until", false);
+  ask<chat_status>(x, x.be.admin, 201, atom::create_v, spec);
+}
+
+void top_up(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"credits", "payment_id"});
+  // The full int64 range reaches the registry, which names the legal range.
+  auto credits = int_field(body, "credits", int64_min, int64_max);
+  auto payment_id = string_field(body, "payment_id");
+  ask<top_up_receipt>(x, x.be.admin, 200, atom::top_up_v, chat, credits,
+                      payment_id);
+}
+
+void set_premium(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"until"});
+  auto until = *time_field(body, "until", true);
+  ask<chat_status>(x, x.be.admin, 200, atom::premium_v, chat, until);
+}
+
+void set_flags(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"started", "blocked", "banned"});
+  flags_update update{bool_field(body, "started"), bool_field(body, "blocked"),
+                      bool_field(body, "banned")};
+  ask<chat_status>(x, x.be.admin, 200, atom::flags_v, chat, update);
+}
+
+} // namespace chargeonce::http

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// One function per route (the table is in http_routes.cpp). Each reads its
+// input, makes at most one CAF request to its role's facade, and answers.
+#pragma once
+
+#include "main/http/context.hpp"
+
+namespace chargeonce::http {
+
+// -- gateway (http_billing.cpp) ----------------------------------------------
+void touch(exchange& x);
+void reserve(exchange& x);
+void cancel(exchange& x);
+void status(exchange& x);
+
+// -- worker (http_billing.cpp) -----------------------------------------------
+void start(exchange& x);
+void heartbeat(exchange& x);
+void commit(exchange& x);
+void fail(exchange& x);
+
+// -- admin (http_billing.cpp) ------------------------------------------------
+void create_chat(exchange& x);
+void top_up(exchange& x);
+void set_premium(exchange& x);
+void set_flags(exchange& x);
+
+// -- events (http_events.cpp) ------------------------------------------------
+/// Server-Sent Events: queue_notice, reservation_released, limits_refilled.
+void events(exchange& x);
+
+// -- operations (http_server.cpp) --------------------------------------------
+void healthz(exchange& x);
+void readyz(exchange& x);
+void metrics(exchange& x);
+
+} // namespace chargeonce::http

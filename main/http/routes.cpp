@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/http/routes.hpp"
+
+#include "main/http/errors.hpp"
+#include "main/http/handlers.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <httplib.h>
+
+namespace chargeonce::http {
+
+namespace {
+
+using r = role;
+
+// The single source of truth for the adapter's surface.
+constexpr route table[] = {
+  {"GET", "/healthz", r::open, healthz},
+  {"GET", "/readyz", r::open, readyz},
+  {"GET", "/metrics", r::open, metrics},
+  {"GET", "/v1/events", r::gateway, events},
+  {"POST", "/v1/chats/{chat}/touch", r::gateway, touch},
+  {"POST", "/v1/chats/{chat}/reservations", r::gateway, reserve},
+  {"DELETE", "/v1/chats/{chat}/reservation", r::gateway, cancel},
+  {"GET", "/v1/chats/{chat}", r::gateway, status},
+  {"POST", "/v1/chats/{chat}/reservations/{id}/start", r::worker, start},
+  {"POST", "/v1/chats/{chat}/reservations/{id}/heartbeat", r::worker,
+   heartbeat},
+  {"POST", "/v1/chats/{chat}/reservations/{id}/commit", r::worker, commit},
+  {"POST", "/v1/chats/{chat}/reservations/{id}/fail", r::worker, fail},
+  {"POST", "/v1/chats", r::admin, create_chat},
+  {"POST", "/v1/chats/{chat}/top-ups", r::admin, top_up},
+  {"PUT", "/v1/chats/{chat}/premium", r::admin, set_premium},
+  {"PATCH", "/v1/chats/{chat}/flags", r::admin, set_flags},
+};
+
+std::vector<std::string> segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t pos = 1; // every path starts with '/'
+  while (pos <= path.size()) {
+    auto next = path.find('/', pos);
+    if (next == std::string::npos)
+      next = path.size();
+    out.emplace_back(path.substr(pos, next - pos));
+    pos = next + 1;
+  }
+  return out;
+}
+
+/// True if `path` fits the template; fills `params` with `{name}` segments.
+bool match(const char* pattern, const std::vector<std::string>& path,
+           std::map<std::string, std::string>& params) {
+  auto want = segments(pattern);
+  if (want.size() != path.size())
+    return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& w = want[i];
+    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
+      if (path[i].empty())
+        return false;
+      params[w.substr(1, w.size() - 2)] = path[i];
+    } else if (w != path[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Compares without an early exit, so the time taken does not tell an
+/// attacker how much of a token was right.
+bool same_token(const std::string& given, const std::string& want) {
+  if (want.empty() || given.size() != want.size())
+    return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ want[i]);
+  return diff == 0;
+}
+
+/// The role whose token the request carries, or `open` for none.
+role bearer_role(const backend& be, const httplib::Request& req) {
+  static constexpr char prefix[] = "Bearer ";
+  auto header = req.get_header_value("Authorization");
+  if (header.rfind(prefix, 0) != 0)
+    return role::open;
+  auto token = header.substr(std::strlen(prefix));
+  for (auto who : {role::gateway, role::worker, role::admin})
+    if (same_token(token, be.tokens[static_cast<size_t>(who)]))
+      return who;
+  return role::open;
+}
+
+/// Answers 401/403 and returns false unless the request may call `x`.
+bool authorized(const backend& be, const route& x, const httplib::Request& req,
+                httplib::Response& res) {
+  if (x.who == role::open)
+    return true;
+  auto needed = to_string(x.who);
+  if (be.tokens[static_cast<size_t>(x.who)].empty()) {
+    send(res, error_reply(403, "forbidden",
+                          std::string{"the "} + needed
+                            + " role has no token configured: its routes are "
+                              "off"));
+    return false;
+  }
+  auto given = bearer_role(be, req);
+  if (given == x.who)
+    return true;
+  if (given == role::open) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"chargeonce\"");
+    send(res,
+         error_reply(401, "unauthorized", "missing or unknown bearer token"));
+  } else {
+    send(res, error_reply(403, "forbidden",
+                          std::string{"a "} + to_string(given)
+                            + " token cannot call " + needed + " routes"));
+  }
+  spdlog::info("http refused method={} path={} status={} remote={}", req.method,
+               req.path, res.status, req.remote_addr);
+  return false;
+}
+
+bool same_method(const httplib::Request& req, const route& x) {
+  // httplib serves HEAD with the GET handler and drops the body.
+  return req.method == x.method
+         || (req.method == "HEAD" && std::strcmp(x.method, "GET") == 0);
+}
+
+} // namespace
+
+const char* to_string(role x) {
+  switch (x) {
+  case role::gateway:
+    return "gateway";
+  case role::worker:
+    return "worker";
+  case role::admin:
+    return "admin";
+  default:
+    return "open";
+  }
+}
+
+const std::vector<route>& routes() {
+  static const std::vector<route> all(std::begin(table), std::end(table));
+  return all;
+}
+
+void dispatch(backend& be, const httplib::Request& req, const std::string& body,
+              httplib::Response& res) {
+  auto path = segments(req.path);
+  std::string allow;
+  for (const auto& x : table) {
+    std::map<std::string, std::string> params;
+    if (!match(x.path, path, params))
+      continue;
+    if (!same_method(req, x)) {
+      allow += (allow.empty() ? "" : ", ") + std::string{x.method};
+      continue;
+    }
+    if (!authorized(be, x, req, res))
+      return;
+    exchange ex{be, req, body, res, std::move(params)};
+    try {
+      x.handle(ex);
+    } catch (const input_error& e) {
+      send(res, error_reply(e.status, e.name, e.what()));
+    }
+    return;
+  }
+  if (!allow.empty()) {
+    res.set_header("Allow", allow);
+    send(res, error_reply(405, "method_not_allowed",
+                          req.method + " is not allowed on " + req.path));
+    return;
+  }
+  send(res, error_reply(404, "no_route", "no route " + req.path));
+}
+
+} // namespace chargeonce::http

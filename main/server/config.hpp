@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-server's options: command line (--name=value) and an ini file
+// (caf-application.ini, or --config-file=PATH) with the same names.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace chargeonce {
+
+struct server_config : caf::actor_system_config {
+  uint16_t port = 4242;      ///< all roles, 127.0.0.1 only
+  int32_t gateway_port = -1; ///< -1: not published; 0: any free port
+  int32_t worker_port = -1;
+  int32_t admin_port = -1;
+  std::string bind = "127.0.0.1";       ///< gateway and worker ports
+  std::string admin_bind = "127.0.0.1"; ///< the admin port
+  bool allow_plain_tcp = false;         ///< unencrypted beyond loopback
+  std::string tls_cert; ///< PEM certificate the role ports present
+  std::string tls_key;  ///< its private key (unencrypted PEM)
+  std::string tls_ca;   ///< the cluster CA that client certificates need
+
+  /// Any role port configured: --port is not published.
+  bool split_ports() const {
+    return gateway_port >= 0 || worker_port >= 0 || admin_port >= 0;
+  }
+
+  /// All three TLS files given: role ports speak mutual TLS.
+  bool tls() const { return !tls_cert.empty(); }
+  std::string postgres; ///< empty: the embedded cluster
+  std::string data_dir = "var/postgres";
+  std::string port_file; ///< written once listening (for tests)
+  std::string log_level = "info";
+  caf::timespan idle_timeout = std::chrono::seconds(60);
+  caf::timespan store_timeout = std::chrono::seconds(10);
+  caf::timespan statement_timeout = std::chrono::seconds(5);
+  size_t connections = 1;
+  /// Operations of different chats sharing one Postgres statement at most.
+  size_t persistence_batch_max = 128;
+  /// Operations waiting per connection at most; beyond: `overloaded`.
+  size_t persistence_queue_max = 4096;
+  caf::timespan sweep_interval = std::chrono::seconds(60);
+  caf::timespan max_job_duration = std::chrono::seconds(60);
+  caf::timespan sweep_timeout = caf::timespan{0}; ///< 0: 3 x max-job-duration
+  caf::timespan lease_duration = std::chrono::seconds(30);
+  caf::timespan queue_notice_delay = std::chrono::seconds(5);
+  caf::timespan release_retention = std::chrono::hours(24);
+  caf::timespan refill_interval = std::chrono::hours(24);
+  caf::timespan reactivation_after = std::chrono::hours(24);
+  caf::timespan reactivation_interval = std::chrono::hours(1);
+  int32_t free_daily_messages = 10;
+  int32_t free_daily_images = 3;
+  int32_t premium_daily_messages = 10;
+  int32_t premium_daily_images = 10;
+
+  // -- HTTP/JSON adapter (main/http/server.hpp) ------------------------------
+  int32_t http_port = -1;              ///< -1: off; 0: any free port
+  std::string http_bind = "127.0.0.1"; ///< beyond loopback only with TLS
+  /// Bearer tokens per role; empty: that role's HTTP routes answer 403.
+  /// The *_file variants read the token from a file (first line).
+  std::string http_gateway_token;
+  std::string http_worker_token;
+  std::string http_admin_token;
+  std::string http_gateway_token_file;
+  std::string http_worker_token_file;
+  std::string http_admin_token_file;
+  size_t http_threads = 8;      ///< httplib worker threads (connections served)
+  size_t http_max_streams = 4;  ///< concurrent /v1/events streams
+  size_t http_max_body = 65536; ///< bytes; larger bodies get 413
+  /// Read, write and keep-alive idle timeout of HTTP connections.
+  caf::timespan http_timeout = std::chrono::seconds(5);
+
+  /// HTTP served: --http-port is not -1.
+  bool http() const { return http_port >= 0; }
+
+  server_config();
+
+  /// Fills derived defaults and checks the options against each other;
+  /// returns a message for the operator, empty when the config is usable.
+  std::string finalize();
+
+private:
+  /// The HTTP part of finalize(): reads token files and checks limits.
+  std::string finalize_http();
+};
+
+} // namespace chargeonce

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-server: wires Postgres, the persistence pool and the registry,
+// publishes the API, and shuts down on SIGINT/SIGTERM.
+#include "main/server/server.hpp"
+
+#include "actors/facade_actor.hpp"
+#include "actors/persistence_actor.hpp"
+#include "actors/supervisor_actor.hpp"
+#include "main/http/server.hpp"
+#include "main/server/config.hpp"
+#include "main/server/embedded_cluster.hpp"
+#include "persistence/migrations.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+namespace {
+
+using namespace chargeonce;
+
+/// Blocks SIGINT/SIGTERM in every thread (CAF's included, which inherit the
+/// mask) so that only the main thread's sigwait sees them.
+sigset_t block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("chargeonce");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z [%l] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+/// Starts the embedded cluster when no --postgres was given, then migrates.
+std::optional<std::string>
+prepare_database(const server_config& cfg,
+                 std::unique_ptr<embedded_cluster>& cluster) {
+  std::string dsn = cfg.postgres;
+  if (dsn.empty()) {
+    cluster = std::make_unique<embedded_cluster>(cfg.data_dir);
+    auto started = cluster->start();
+    if (!started) {
+      spdlog::critical("embedded postgres failed error={}",
+                       error_message(started.error()));
+      return std::nullopt;
+    }
+    dsn = *started;
+  }
+  if (auto done = persistence::migrate(dsn); !done) {
+    spdlog::critical("cannot migrate error={}", error_message(done.error()));
+    return std::nullopt;
+  }
+  return dsn;
+}
+
+template <class Duration>
+std::chrono::milliseconds ms(Duration x) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(x);
+}
+
+persistence::store_options store_options_of(const server_config& cfg,
+                                            const std::string& dsn) {
+  persistence::store_options out;
+  out.dsn = dsn;
+  out.statement_timeout = ms(cfg.statement_timeout);
+  out.sweep_timeout = ms(cfg.sweep_timeout);
+  out.lease_duration = ms(cfg.lease_duration);
+  out.release_retention = ms(cfg.release_retention);
+  out.refill_interval = ms(cfg.refill_interval);
+  out.reactivation_after = ms(cfg.reactivation_after);
+  out.free_plan = {cfg.free_daily_messages, cfg.free_daily_images};
+  out.premium_plan = {cfg.premium_daily_messages, cfg.premium_daily_images};
+  return out;
+}
+
+supervisor_options supervisor_options_of(const server_config& cfg) {
+  supervisor_options out;
+  out.connections = cfg.connections;
+  out.chat =
+    chat_options{cfg.store_timeout, cfg.idle_timeout, cfg.queue_notice_delay};
+  out.sweep_interval = cfg.sweep_interval;
+  out.reactivation_interval = cfg.reactivation_interval;
+  return out;
+}
+
+/// The registry's handle, from the supervisor that owns it.
+caf::expected<api_actor> api_of(caf::actor_system& sys,
+                                const supervisor_actor& root) {
+  caf::expected<api_actor> out{caf::sec::none};
+  caf::scoped_actor self{sys};
+  self->request(root, std::chrono::seconds(10), atom::api_v)
+    .receive([&](api_actor& x) { out = std::move(x); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+/// One published endpoint: who answers there, for whom, on which port.
+struct listener {
+  std::string role; ///< api, gateway, worker or admin
+  caf::actor handle;
+  uint16_t port = 0;
+  bool tls = false;
+};
+
+/// Publishes a typed handle, so that remote clients can check its interface
+/// at connect time.
+template <class Handle>
+caf::expected<listener>
+open_listener(caf::actor_system& sys, const std::string& role, Handle handle,
+              int port, const std::string& address, bool tls = false) {
+  auto p = static_cast<uint16_t>(port);
+  auto bound = tls ? caf::openssl::publish(handle, p, address.c_str(), true)
+                   : sys.middleman().publish(handle, p, address.c_str(), true);
+  if (!bound)
+    return bound.error();
+  spdlog::info("listening role={} address={} port={} tls={}", role, address,
+               *bound, tls);
+  return listener{role, caf::actor_cast<caf::actor>(handle), *bound, tls};
+}
+
+/// The all-in-one API on --port (loopback only), plus each role's facade on
+/// its own port when configured.
+caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
+                                                    const server_config& cfg,
+                                                    const api_actor& api) {
+  std::vector<listener> out;
+  auto add = [&](caf::expected<listener> x) -> caf::error {
+    if (!x)
+      return x.error();
+    out.push_back(std::move(*x));
+    return caf::none;
+  };
+  // With role ports, the all-roles API is not published at all: CAF 0.17
+  // lets a peer address any actor this node has published by its id, so an
+  // all-roles endpoint next to the facades would undo their separation.
+  if (!cfg.split_ports())
+    if (auto err = add(open_listener(
+          sys, "api", sys.spawn(make_api_facade, api), cfg.port, "127.0.0.1")))
+      return err;
+  if (cfg.gateway_port >= 0)
+    if (auto err =
+          add(open_listener(sys, "gateway", sys.spawn(make_gateway, api),
+                            cfg.gateway_port, cfg.bind, cfg.tls())))
+      return err;
+  if (cfg.worker_port >= 0)
+    if (auto err = add(open_listener(sys, "worker", sys.spawn(make_worker, api),
+                                     cfg.worker_port, cfg.bind, cfg.tls())))
+      return err;
+  if (cfg.admin_port >= 0)
+    if (auto err =
+          add(open_listener(sys, "admin", sys.spawn(make_admin, api),
+                            cfg.admin_port, cfg.admin_bind, cfg.tls())))
+      return err;
+  return out;
+}
+
+/// Line 1: the all-roles API port, 0 when role ports replace it (scripts
+/// read `head -n1`); then `role=port` lines, and `http=port` if served.
+void write_port_file(const std::string& path, const std::vector<listener>& xs,
+                     const http::server* web) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << (xs.front().role == "api" ? xs.front().port : 0) << '\n';
+    for (const auto& x : xs)
+      if (x.role != "api")
+        out << x.role << '=' << x.port << '\n';
+    if (web != nullptr)
+      out << "http=" << web->port() << '\n';
+  }
+  std::rename(tmp.c_str(), path.c_str()); // readers never see half a file
+}
+
+void close_listeners(caf::actor_system& sys, const std::vector<listener>& xs) {
+  for (const auto& x : xs) {
+    if (x.tls) // caf::openssl::unpublish does not compile in 0.17.6
+      caf::scoped_actor {
+        sys
+        } -> request(sys.openssl_manager().actor_handle(),
+                     std::chrono::seconds(5), caf::unpublish_atom_v,
+                     x.handle.address(), x.port)
+          .receive([] {}, [](caf::error&) {});
+    else
+      sys.middleman().unpublish(x.handle, x.port);
+    // Every published handle is a facade of ours (never the registry).
+    caf::anon_send_exit(x.handle, caf::exit_reason::user_shutdown);
+  }
+}
+
+int serve(caf::actor_system& sys, const server_config& cfg,
+          const std::string& dsn, const sigset_t& signals) {
+  auto factory = make_persistence_factory(
+    sys, store_options_of(cfg, dsn),
+    persistence_limits{cfg.persistence_batch_max, cfg.persistence_queue_max,
+                       cfg.store_timeout});
+  supervisor_actor root =
+    sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
+  int rc = 0;
+  auto api = api_of(sys, root);
+  auto listeners = api ? open_listeners(sys, cfg, *api)
+                       : caf::expected<std::vector<listener>>{api.error()};
+  // The HTTP adapter (off unless --http-port); stopped before the listeners.
+  auto web =
+    listeners ? http::server::start(sys, cfg, *api, dsn)
+              : caf::expected<std::unique_ptr<http::server>>{listeners.error()};
+  if (listeners && !web)
+    close_listeners(sys, *listeners);
+  if (!listeners || !web) {
+    spdlog::critical("cannot listen error={}",
+                     sys.render(listeners ? web.error() : listeners.error()));
+    rc = 1;
+  } else {
+    spdlog::info("serving connections={} sweep_timeout={} "
+                 "max_job_duration={}",
+                 cfg.connections, caf::deep_to_string(cfg.sweep_timeout),
+                 caf::deep_to_string(cfg.max_job_duration));
+    if (cfg.allow_plain_tcp)
+      spdlog::warn("plain TCP allowed beyond loopback bind={} admin_bind={}: "
+                   "anyone who reaches these ports can bill",
+                   cfg.bind, cfg.admin_bind);
+    if (!cfg.port_file.empty())
+      write_port_file(cfg.port_file, *listeners, web->get());
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("shutting down signal={}", sig);
+    web->reset();
+    close_listeners(sys, *listeners);
+  }
+  // Linked: the registry, its chats, the event bus and the pool follow.
+  caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
+} // namespace
+
+namespace chargeonce {
+
+int run_server(int argc, char** argv) {
+  auto signals = block_shutdown_signals();
+  server_config cfg;
+  if (auto err = cfg.parse(argc, argv)) {
+    std::cerr << "chargeonce-server: " << caf::actor_system_config::render(err)
+              << "\n";
+    return 2;
+  }
+  if (cfg.cli_helptext_printed)
+    return 0;
+  if (auto problem = cfg.finalize(); !problem.empty()) {
+    std::cerr << "chargeonce-server: " << problem << "\n";
+    return 2;
+  }
+  setup_logging(cfg.log_level);
+  std::unique_ptr<embedded_cluster> cluster;
+  auto dsn = prepare_database(cfg, cluster);
+  if (!dsn)
+    return 1;
+  int rc = 0;
+  {
+    caf::actor_system sys{cfg};
+    rc = serve(sys, cfg, *dsn, signals);
+  } // waits for every actor, so Postgres outlives its last transaction
+  if (cluster)
+    cluster->stop();
+  spdlog::info("stopped");
+  return rc;
+}
+
+} // namespace chargeonce

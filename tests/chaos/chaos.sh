@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# chargeonce-chaos in CI: 60 s of every fault type against two real servers
+# on a private embedded Postgres (restart and SIGSTOP need a cluster of our
+# own, so CHARGEONCE_TEST_DSN is not used), then checks the exit code and
+# the JSON summary; then a short run with a forged ledger row that the
+# auditor must report (so a blind auditor fails this test), and a usage
+# error. The seed is random unless CHARGEONCE_CHAOS_SEED is set, and is
+# printed: rerun with it to replay the same workload and fault schedule.
+#
+# usage: chaos.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER
+set -euo pipefail
+
+die() {
+  echo "chaos: FAILED: $*" >&2
+  exit 1
+}
+
+(($# == 2)) || die "usage: chaos.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER"
+chaos=$(realpath "$1")
+server=$(realpath "$2")
+[[ -x $chaos && -x $server ]] || die "not executables: $chaos $server"
+command -v jq >/dev/null || die "jq is required (apt-get install jq)"
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
+
+seed=${CHARGEONCE_CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
+duration=${CHARGEONCE_CHAOS_DURATION:-60}
+tmp=$(mktemp -d "$PWD/chaos.XXXXXX")
+chmod 755 "$tmp" # the cluster runs as postgres when we are root
+data=$tmp/data
+
+postmaster_pid() {
+  [[ -f $data/postgres/data/postmaster.pid ]] &&
+    head -n1 "$data/postgres/data/postmaster.pid"
+}
+
+# A chaos run killed while Postgres was paused leaves it stopped: thaw the
+# postmaster and its children, then shut it down.
+cleanup() {
+  local rc=$? pm child
+  pm=$(postmaster_pid || true)
+  if [[ -n $pm ]] && alive "$pm"; then
+    for child in $(ps -o pid= --ppid "$pm" 2>/dev/null); do
+      kill -CONT "$child" 2>/dev/null || true
+    done
+    kill -CONT "$pm" 2>/dev/null || true
+    kill -INT "$pm"
+    wait_gone "$pm" 20 || kill -KILL "$pm"
+  fi
+  if ((rc != 0)); then
+    for log in "$data"/server-*.log; do
+      [[ -f $log ]] || continue
+      echo "--- $log (last 20 lines) ---"
+      tail -n 20 "$log"
+    done
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap "exit 130" INT
+trap "exit 143" TERM
+
+# check DESCRIPTION JQ-EXPRESSION FILE: the expression must yield true.
+check() {
+  jq -e "$2" "$3" >/dev/null || {
+    jq '{result, harness_error, faults: .faults.by_type, invariants,
+      violations: .violations[:10]}' "$3" >&2
+    die "$1 ($2)"
+  }
+}
+
+echo "== chaos run: seed=$seed duration=${duration}s, all faults"
+status=0
+"$chaos" --seed="$seed" --duration="$duration" --servers=2 \
+  --data-dir="$data" --server="$server" --json="$tmp/run.json" || status=$?
+[[ -f $tmp/run.json ]] || die "no JSON summary (exit $status)"
+((status == 0)) || {
+  jq '{result, harness_error, violations: .violations[:20]}' "$tmp/run.json"
+  die "chargeonce-chaos --seed=$seed exited $status"
+}
+check "the run is clean" '.result == "ok" and .violations_total == 0' \
+  "$tmp/run.json"
+check "it did real work" '.operations.total > 1000
+  and .operations.by_op.commit.ok > 50 and .operations.by_op.reserve.busy > 0' \
+  "$tmp/run.json"
+for fault in kill-server terminate-backend restart-postgres pause-postgres \
+  drop-connection kill-worker; do
+  check "fault $fault was injected" ".faults.by_type[\"$fault\"] >= 1" \
+    "$tmp/run.json"
+done
+check "the faults were felt" '[.operations.by_op[] |
+  (.storage_unavailable // 0) + (.transport_error // 0)] | add > 0' \
+  "$tmp/run.json"
+check "every invariant was checked" \
+  '[.invariants[] | .checked > 0] | all' "$tmp/run.json"
+jq -c '{operations: .operations.total, faults: .faults.by_type,
+  checked: (.invariants | map_values(.checked))}' "$tmp/run.json"
+
+echo "== self-test: a forged ledger row must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=5 --servers=1 \
+  --faults=drop-connection,kill-worker --self-test-violation \
+  --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
+  >"$tmp/forged.txt" || status=$?
+((status == 1)) || die "the forged run exited $status, expected 1"
+check "the forged charge is reported" '.result == "violations"
+  and .invariants["1_charged_exactly_once"].violations >= 1
+  and .invariants["2_conservation"].violations >= 1' "$tmp/forged.json"
+grep -q "without any commit request" "$tmp/forged.txt" ||
+  die "the text summary does not list the forged charge"
+
+echo "== usage errors exit 2"
+status=0
+"$chaos" --faults=no-such-fault >/dev/null 2>&1 || status=$?
+((status == 2)) || die "--faults=no-such-fault exited $status, expected 2"
+
+echo "chaos: OK (seed $seed)"

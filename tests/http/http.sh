@@ -1,0 +1,505 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The HTTP/JSON adapter end to end, against a real chargeonce-server on its
+# own database in the CHARGEONCE_TEST_DSN cluster: the OpenAPI document
+# against the route table, every route and status code, token separation and
+# bad input (each leaves the chat's rows unchanged), slow clients, event
+# streams, /healthz /readyz /metrics, the examples, TLS and shutdown.
+# usage: http.sh SERVER ROUTES_DUMP SOURCE_DIR   (needs curl, jq, python3,
+# psql and CHARGEONCE_TEST_DSN; fails, never skips, without them)
+set -euo pipefail
+
+server=$1
+routes_dump=$2
+src=$3
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
+
+die() {
+  echo "http: FAILED: $*" >&2
+  [[ -f ${tmp:-}/server.log ]] && tail -n 30 "$tmp/server.log" >&2
+  exit 1
+}
+
+ok() { echo "http: ok: $*"; }
+
+[[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
+for tool in curl jq python3 psql; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+
+tmp=$(mktemp -d "$PWD/http.XXXXXX")
+db=chargeonce_http_$$
+dsn="$CHARGEONCE_TEST_DSN dbname=$db" # the last dbname wins
+server_pid=
+streams=()
+
+cleanup() {
+  local rc=$?
+  for pid in "${streams[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [[ -n $server_pid ]] && alive "$server_pid"; then
+    kill -TERM "$server_pid"
+    wait_gone "$server_pid" 10 || kill -KILL "$server_pid"
+  fi
+  psql "$CHARGEONCE_TEST_DSN" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
+    >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# -- the server -----------------------------------------------------------------
+
+# Its own database: the short lease and sweep interval below act on it alone.
+psql "$CHARGEONCE_TEST_DSN" -qAtc "CREATE DATABASE $db" >/dev/null
+token() { echo "$1-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"; }
+gw=$(token gateway)
+wk=$(token worker)
+ad=$(token admin)
+echo "$wk" >"$tmp/worker.token"
+
+"$server" --postgres="$dsn" --port=0 --http-port=0 --port-file="$tmp/ports" \
+  --http-gateway-token="$gw" --http-worker-token-file="$tmp/worker.token" \
+  --http-admin-token="$ad" --queue-notice-delay=1s --lease-duration=2s \
+  --sweep-interval=1s --http-max-body=4096 --http-timeout=1s \
+  --http-threads=6 --http-max-streams=2 2>"$tmp/server.log" &
+server_pid=$!
+poll 20 test -f "$tmp/ports" || die "server did not start"
+port=$(sed -n 's/^http=//p' "$tmp/ports")
+[[ -n $port ]] || die "no http= line in the port file: $(cat "$tmp/ports")"
+base=http://127.0.0.1:$port
+
+# req METHOD PATH TOKEN [BODY]: sets code (status) and out (body); headers in
+# $tmp/headers.
+req() {
+  local args=(-s -o "$tmp/out" -D "$tmp/headers" -w '%{http_code}' -X "$1")
+  [[ -n $3 ]] && args+=(-H "Authorization: Bearer $3")
+  (($# >= 4)) && args+=(-H 'Content-Type: application/json' --data-binary "$4")
+  code=$(curl "${args[@]}" "$base$2") || die "curl $1 $2 failed"
+  out=$(cat "$tmp/out")
+}
+
+# check STATUS ERROR METHOD PATH TOKEN [BODY]: one request whose status must
+# be STATUS and, unless ERROR is -, whose {"error"} must be ERROR.
+check() {
+  local want=$1 error=$2
+  shift 2
+  req "$@"
+  [[ $code == "$want" ]] || die "$1 $2: status $code, expected $want: $out"
+  if [[ $error != - ]]; then
+    [[ $(jq -r .error <<<"$out") == "$error" ]] \
+      || die "$1 $2: error $(jq -c . <<<"$out"), expected $error"
+    [[ $(jq -r '.message | type' <<<"$out") == string ]] \
+      || die "$1 $2: no message in $out"
+  fi
+}
+
+field() { jq -r "$1" <<<"$out"; }
+
+# Everything Postgres holds about one chat: bad or refused requests must not
+# change it.
+snapshot() {
+  psql "$dsn" -qAtc "SELECT (SELECT row_to_json(c) FROM chats c WHERE chat_id = $1),
+    (SELECT json_agg(r) FROM reservations r WHERE chat_id = $1),
+    (SELECT count(*) FROM ledger WHERE chat_id = $1)"
+}
+
+# -- the document ---------------------------------------------------------------
+
+"$routes_dump" >"$tmp/routes"
+python3 "$src/tests/http/openapi_check.py" "$src/docs/openapi.yaml" \
+  "$tmp/routes" || die "docs/openapi.yaml does not match the routes"
+ok "openapi.yaml documents exactly the $(wc -l <"$tmp/routes") routes"
+
+# -- operations -----------------------------------------------------------------
+
+check 200 - GET /healthz ""
+[[ $(field .status) == ok ]] || die "healthz: $out"
+check 200 - GET /readyz ""
+check 200 - GET /metrics ""
+grep -qi '^content-type: text/plain; version=0.0.4' "$tmp/headers" \
+  || die "metrics content type: $(cat "$tmp/headers")"
+ok "healthz, readyz and metrics need no token"
+
+# -- admin ----------------------------------------------------------------------
+
+chat=$(random_chat)
+check 201 - POST /v1/chats "$ad" "{\"chat\":$chat,\"daily_images\":1,\"balance\":1}"
+[[ $(field .chat) == "$chat" && $(field .balance) == 1 && $(field .plan) == free ]] \
+  || die "create: $out"
+check 409 already_exists POST /v1/chats "$ad" "{\"chat\":$chat}"
+ok "create-chat: 201, then 409 already_exists"
+
+# -- token separation -----------------------------------------------------------
+
+before=$(snapshot "$chat")
+other=$(random_chat)
+check 403 forbidden POST /v1/chats "$gw" "{\"chat\":$other}"
+check 403 forbidden POST /v1/chats "$wk" "{\"chat\":$other}"
+check 403 forbidden POST "/v1/chats/$chat/top-ups" "$wk" '{"credits":5,"payment_id":"x1"}'
+check 403 forbidden PUT "/v1/chats/$chat/premium" "$gw" '{"until":"2099-01-01"}'
+check 403 forbidden PATCH "/v1/chats/$chat/flags" "$gw" '{"banned":true}'
+check 403 forbidden POST "/v1/chats/$chat/reservations" "$ad" '{"kind":"image"}'
+check 403 forbidden POST "/v1/chats/$chat/reservations" "$wk" '{"kind":"image"}'
+check 403 forbidden POST "/v1/chats/$chat/reservations/1/commit" "$gw"
+check 403 forbidden POST "/v1/chats/$chat/reservations/1/start" "$ad"
+check 403 forbidden GET /v1/events "$wk"
+check 403 forbidden GET "/v1/chats/$chat" "$ad"
+check 401 unauthorized POST "/v1/chats/$chat/top-ups" "" '{"credits":5,"payment_id":"x2"}'
+grep -qi '^www-authenticate: Bearer' "$tmp/headers" || die "401 without WWW-Authenticate"
+check 401 unauthorized POST "/v1/chats/$chat/top-ups" "${ad}x" '{"credits":5,"payment_id":"x3"}'
+check 401 unauthorized POST "/v1/chats/$chat/touch" "wrong-token-wrong-token"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Basic $ad" \
+  -X POST "$base/v1/chats/$chat/top-ups" --data '{"credits":5,"payment_id":"x4"}')
+[[ $code == 401 ]] || die "Basic auth: $code"
+[[ $(snapshot "$chat") == "$before" ]] || die "refused requests changed chat $chat"
+[[ $(psql "$dsn" -qAtc "SELECT count(*) FROM chats WHERE chat_id = $other") == 0 ]] \
+  || die "a refused create-chat created $other"
+ok "a token of one role cannot call another role's routes (401/403, nothing changed)"
+
+# -- bad input ------------------------------------------------------------------
+
+R=/v1/chats/$chat/reservations
+check 400 malformed_json POST "$R" "$gw" '{"kind":'
+check 400 malformed_json POST "$R" "$gw" ''
+check 422 invalid_argument POST "$R" "$gw" '[1]'
+check 422 invalid_argument POST "$R" "$gw" '{}'
+check 422 invalid_argument POST "$R" "$gw" '{"kind":"video"}'
+check 422 invalid_argument POST "$R" "$gw" '{"kind":1}'
+check 422 invalid_argument POST "$R" "$gw" '{"kind":"image","request_id":5}'
+check 422 invalid_argument POST "$R" "$gw" '{"kind":"image","requestId":"a"}'
+check 422 invalid_argument POST "$R" "$gw" "{\"kind\":\"image\",\"request_id\":\"$(printf 'r%.0s' {1..300})\"}"
+check 422 invalid_argument POST /v1/chats/abc/reservations "$gw" '{"kind":"image"}'
+check 422 invalid_argument POST /v1/chats/0/touch "$gw"
+check 422 invalid_argument POST /v1/chats/99999999999999999999/touch "$gw"
+check 422 invalid_argument POST "$R/x/start" "$wk"
+check 422 invalid_argument POST "$R/0/start" "$wk"
+T=/v1/chats/$chat/top-ups
+check 422 invalid_argument POST "$T" "$ad" '{"credits":"5","payment_id":"b1"}'
+check 422 invalid_argument POST "$T" "$ad" '{"credits":1.5,"payment_id":"b2"}'
+check 422 invalid_argument POST "$T" "$ad" '{"credits":0,"payment_id":"b3"}'
+check 422 invalid_argument POST "$T" "$ad" '{"credits":99999999999999999999,"payment_id":"b4"}'
+check 422 invalid_argument POST "$T" "$ad" '{"credits":5}'
+check 422 invalid_argument POST "$T" "$ad" '{"credits":5,"payment_id":""}'
+check 422 invalid_argument POST /v1/chats "$ad" '{"chat":"1"}'
+check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"balance\":-1}"
+check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"daily_images\":2147483648}"
+check 422 invalid_argument PUT "/v1/chats/$chat/premium" "$ad" '{"until":"tomorrow"}'
+check 422 invalid_argument PUT "/v1/chats/$chat/premium" "$ad" '{}'
+check 422 invalid_argument PATCH "/v1/chats/$chat/flags" "$ad" '{"blocked":"yes"}'
+big=$(printf 'x%.0s' {1..5000})
+check 413 payload_too_large POST "$T" "$ad" "{\"credits\":5,\"payment_id\":\"$big\"}"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $ad" \
+  -H 'Transfer-Encoding: chunked' --data-binary "{\"credits\":5,\"payment_id\":\"$big\"}" "$base$T")
+[[ $code == 413 ]] || die "a chunked huge body: $code $(cat "$tmp/out")"
+check 404 no_route GET /v1/nope ""
+check 404 no_route GET / "$gw"
+check 404 no_route POST "/v1/chats/$chat/touch/" "$gw"
+check 405 method_not_allowed GET "/v1/chats/$chat/touch" "$gw"
+grep -qi '^allow: POST' "$tmp/headers" || die "405 without Allow: POST"
+check 405 method_not_allowed DELETE /v1/chats "$ad"
+[[ $(printf 'BREW / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' \
+  | timeout 5 python3 -c 'import socket,sys
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.sendall(sys.stdin.buffer.read())
+print(s.recv(100).split()[1].decode())' "$port") == 400 ]] || die "unknown method: not 400"
+
+# Slow clients: headers that never end and a body that never comes get a
+# 400, and a connection that says nothing is closed, all after
+# --http-timeout (1 s), while other clients are served meanwhile.
+python3 - "$port" "$ad" "$chat" <<'EOF' || die "slow clients"
+import socket, sys, threading, time, urllib.request
+port, token, chat = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+failures = []
+def stall(data, limit, name):
+    try:
+        stall_once(data, limit, name)
+    except BaseException as e:  # SystemExit and AssertionError alike
+        failures.append(f"{name}: {e}")
+def stall_once(data, limit, name):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(data.encode())
+    t0 = time.monotonic()
+    s.settimeout(limit + 2)
+    try:
+        answer = s.recv(4096)  # the first byte of an answer, or the close
+    except socket.timeout:
+        sys.exit(f"{name}: no answer and still open after {limit + 2} s")
+    took = time.monotonic() - t0
+    status = answer.split(b" ")[1].decode() if answer else "closed"
+    assert not status.startswith("2"), f"{name}: answered {status}"
+    assert took <= limit, f"{name}: dropped after {took:.1f} s"
+    print(f"http: slow client '{name}' dropped after {took:.1f} s ({status})")
+body = '{"credits":7,"payment_id":"slow"}'
+cases = [
+    (f"POST /v1/chats/{chat}/top-ups HTTP/1.1\r\nHost: x\r\nAuthor", 3, "headers never end"),
+    (f"POST /v1/chats/{chat}/top-ups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+     f"Content-Length: {len(body)}\r\n\r\n{body[:10]}", 3, "body never comes"),
+    ("", 3, "silent connection"),
+]
+threads = [threading.Thread(target=stall, args=c) for c in cases]
+for t in threads: t.start()
+time.sleep(0.3)
+with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+    assert r.status == 200  # served while three clients stall
+for t in threads: t.join()
+sys.exit("; ".join(failures) if failures else 0)
+EOF
+[[ $(snapshot "$chat") == "$before" ]] || die "bad input changed chat $chat"
+ok "bad input: 400/404/405/413/422, slow clients dropped, nothing changed"
+
+# -- gateway and worker ---------------------------------------------------------
+
+W=/v1/chats/$chat/reservations
+fresh=$(random_chat)
+check 200 - POST "/v1/chats/$fresh/touch" "$gw"
+[[ $(field .plan) == free && $(field .started) == false ]] || die "touch: $out"
+check 404 not_found GET "/v1/chats/$(random_chat)" "$gw"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field .daily_images) == 1 && $(field .reservation) == null ]] || die "status: $out"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-1"}'
+id=$(field .id)
+[[ $(field .status) == queued && $(field .held.daily_images) == 1 ]] || die "reserve: $out"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-1"}'
+[[ $(field .id) == "$id" ]] || die "a retried reserve made a new reservation: $out"
+check 409 busy POST "$W" "$gw" '{"kind":"image","request_id":"job-2"}'
+check 409 invalid_state POST "$W/$id/commit" "$wk"
+check 200 - POST "$W/$id/start" "$wk"
+[[ $(field .status) == in_progress ]] || die "start: $out"
+check 409 too_late DELETE "/v1/chats/$chat/reservation" "$gw"
+check 200 - POST "$W/$id/heartbeat" "$wk"
+[[ $(field .lease_expires_at) != null ]] || die "heartbeat: $out"
+check 200 - POST "$W/$id/commit" "$wk"
+receipt=$out
+[[ $(field .charged.daily_images) == 1 && $(field .reservation) == "$id" ]] || die "commit: $out"
+check 200 - POST "$W/$id/commit" "$wk"
+[[ $out == "$receipt" ]] || die "a repeated commit differs: $out vs $receipt"
+check 402 insufficient_messages POST "$W" "$gw" '{"kind":"text"}'
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-3"}'
+[[ $(field .held.balance) == 1 ]] || die "reserve from balance: $out"
+check 200 - DELETE "/v1/chats/$chat/reservation" "$gw"
+[[ $(field .request_id) == job-3 ]] || die "cancel: $out"
+check 404 not_found DELETE "/v1/chats/$chat/reservation" "$gw"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-4"}'
+id=$(field .id)
+check 200 - POST "$W/$id/start" "$wk"
+check 200 - POST "$W/$id/fail" "$wk"
+check 404 not_found POST "$W/$id/commit" "$wk"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field .balance) == 1 && $(field .daily_images) == 0 ]] || die "after fail: $out"
+ok "touch, status, reserve (idempotent), start, heartbeat, commit (idempotent), cancel, fail"
+
+# Races over HTTP, more at once than --http-threads: one chat, 16 reserves
+# with different request_ids (exactly one wins, the rest are busy), then 16
+# commits of the winner (one charge, 16 identical receipts).
+race=$(random_chat)
+check 201 - POST /v1/chats "$ad" "{\"chat\":$race,\"balance\":5}"
+python3 - "$base" "$gw" "$wk" "$race" <<'EOF' || die "races over HTTP"
+import json, sys, urllib.error, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+base, gw, wk, chat = sys.argv[1:]
+def post(path, token, body=None):
+    req = urllib.request.Request(base + path, method="POST", data=json.dumps(body or {}).encode(),
+                                 headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+with ThreadPoolExecutor(16) as pool:
+    got = list(pool.map(lambda i: post(f"/v1/chats/{chat}/reservations", gw,
+                                       {"kind": "image", "request_id": f"race-{i}"}), range(16)))
+wins = [b for s, b in got if s == 200]
+assert len(wins) == 1, got
+assert all(s == 409 and b["error"] == "busy" for s, b in got if s != 200), got
+rid = wins[0]["id"]
+assert post(f"/v1/chats/{chat}/reservations/{rid}/start", wk)[0] == 200
+with ThreadPoolExecutor(16) as pool:
+    got = list(pool.map(lambda i: post(f"/v1/chats/{chat}/reservations/{rid}/commit", wk), range(16)))
+assert all(s == 200 for s, _ in got), got
+assert len({json.dumps(b, sort_keys=True) for _, b in got}) == 1, got
+EOF
+[[ $(psql "$dsn" -qAtc "SELECT count(*) || ' ' || (SELECT balance FROM chats WHERE chat_id = $race)
+  FROM ledger WHERE chat_id = $race") == "1 4" ]] || die "the races charged other than once"
+ok "16 racing reserves: one wins; 16 racing commits: one charge, one receipt"
+
+# HTTP requests pass through the same facades as CAF clients: they count.
+# (Into a file first: grep -q would end the pipe early, failing curl.)
+curl -s "$base/metrics" >"$tmp/metrics"
+grep -Eq '^chargeonce_operations_total\{operation="commit",outcome="ok"\} [1-9]' \
+  "$tmp/metrics" || die "commits over HTTP are not in /metrics"
+ok "operations over HTTP appear in /metrics"
+
+check 200 - POST "$T" "$ad" '{"credits":5,"payment_id":"pay-1"}'
+first=$out
+check 200 - POST "$T" "$ad" '{"credits":5,"payment_id":"pay-1"}'
+[[ $out == "$first" ]] || die "a retried top-up differs: $out"
+check 422 invalid_argument POST "$T" "$ad" '{"credits":6,"payment_id":"pay-1"}'
+check 404 not_found POST "/v1/chats/$(random_chat)/top-ups" "$ad" '{"credits":1,"payment_id":"p"}'
+check 200 - PUT "/v1/chats/$chat/premium" "$ad" '{"until":"2099-01-01T00:00:00Z"}'
+[[ $(field .plan) == premium ]] || die "premium: $out"
+check 200 - PUT "/v1/chats/$chat/premium" "$ad" '{"until":"2001-01-01"}'
+check 404 not_found PUT "/v1/chats/$(random_chat)/premium" "$ad" '{"until":"2001-01-01"}'
+check 200 - PATCH "/v1/chats/$chat/flags" "$ad" '{"blocked":true}'
+[[ $(field .blocked) == true && $(field .balance) == 6 ]] || die "flags: $out"
+check 403 chat_blocked POST "$W" "$gw" '{"kind":"image"}'
+check 200 - PATCH "/v1/chats/$chat/flags" "$ad" '{"blocked":false,"banned":true}'
+check 403 chat_banned POST "$W" "$gw" '{"kind":"image"}'
+check 200 - PATCH "/v1/chats/$chat/flags" "$ad" '{"banned":false}'
+check 404 not_found PATCH "/v1/chats/$(random_chat)/flags" "$ad" '{"banned":false}'
+ok "top-up (idempotent), premium, flags; blocked/banned reserve -> 403"
+
+# -- events and fencing ---------------------------------------------------------
+
+stream() { # stream FILE: a background SSE client; its pid in $!
+  curl -s -N -H "Authorization: Bearer $gw" "$base/v1/events" >"$1" &
+}
+
+# has_event FILE TYPE RESERVATION: the stream in FILE carried that event for
+# $chat, as an `event:` line followed by its `data:` line.
+has_event() {
+  grep -A1 -x "event: $2" "$1" | sed -n 's/^data: //p' \
+    | jq -e -s --arg type "$2" --argjson chat "$chat" --argjson id "$3" \
+      'any(.[]; .event == $type and .chat == $chat and .reservation == $id)' \
+      >/dev/null
+}
+stream "$tmp/events"
+streams+=($!)
+poll 5 grep -q '^: subscribed' "$tmp/events" || die "no event stream"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-5"}'
+id=$(field .id)
+poll 5 has_event "$tmp/events" queue_notice "$id" \
+  || die "no queue_notice for $id: $(cat "$tmp/events")"
+check 200 - POST "$W/$id/start" "$wk"
+check 200 - POST "$W/$id/heartbeat" "$wk" # arms the 2 s lease, then silence
+poll 8 has_event "$tmp/events" reservation_released "$id" \
+  || die "no reservation_released for $id: $(grep -v '^:' "$tmp/events")"
+check 410 expired POST "$W/$id/commit" "$wk"
+check 410 expired POST "$W/$id/heartbeat" "$wk"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field .balance) == 6 && $(field .reservation) == null ]] || die "after release: $out"
+ok "SSE: queue_notice and reservation_released; a released job's commit -> 410"
+
+stream "$tmp/events2"
+streams+=($!)
+poll 5 grep -q '^: subscribed' "$tmp/events2" || die "no second stream"
+check 503 too_many_streams GET /v1/events "$gw"
+grep -qi '^retry-after: 1' "$tmp/headers" || die "503 without Retry-After"
+kill "${streams[@]}"
+streams=()
+closed_streams() { (($(grep -c 'http events stream closed' "$tmp/server.log") >= $1)); }
+poll 5 closed_streams 2 || die "streams of gone clients were not closed"
+poll 5 grep -q 'subscriber dropped subscribers=0' "$tmp/server.log" \
+  || die "the event bus kept the gone subscribers"
+curl -s -N --max-time 1 -H "Authorization: Bearer $gw" "$base/v1/events" \
+  >"$tmp/events3" || true
+grep -q '^: subscribed' "$tmp/events3" || die "no stream after the others closed"
+ok "at most --http-max-streams streams (503 beyond); gone clients unsubscribed"
+
+# -- the examples ---------------------------------------------------------------
+
+job_chat=$(random_chat)
+check 201 - POST /v1/chats "$ad" "{\"chat\":$job_chat,\"daily_images\":1,\"balance\":1}"
+export CHARGEONCE_URL=$base
+CHARGEONCE_TOKEN=$gw timeout 20 python3 "$src/examples/gateway.py" "$job_chat" image \
+  upd-1 >"$tmp/gateway.out" || die "gateway.py: $(cat "$tmp/gateway.out")"
+grep -q '"step": "notice"' "$tmp/gateway.out" || die "gateway.py saw no notice"
+id=$(jq -s -r '.[] | select(.step == "reserve") | .reservation' "$tmp/gateway.out")
+echo "$job_chat $id" | CHARGEONCE_TOKEN=$wk timeout 20 python3 \
+  "$src/examples/worker.py" >"$tmp/worker.out" || die "worker.py failed"
+[[ $(jq -r .committed "$tmp/worker.out") == true ]] || die "worker.py: $(cat "$tmp/worker.out")"
+CHARGEONCE_TOKEN=$gw timeout 20 python3 "$src/examples/gateway.py" "$job_chat" image \
+  upd-2 >"$tmp/gateway.out" || die "gateway.py (2): $(cat "$tmp/gateway.out")"
+id=$(jq -s -r '.[] | select(.step == "reserve") | .reservation' "$tmp/gateway.out")
+echo "$job_chat $id fail" | CHARGEONCE_TOKEN=$wk timeout 20 python3 \
+  "$src/examples/worker.py" >"$tmp/worker.out" || die "worker.py (fail) failed"
+[[ $(jq -r .failed "$tmp/worker.out") == true ]] || die "worker.py: $(cat "$tmp/worker.out")"
+check 200 - GET "/v1/chats/$job_chat" "$gw"
+[[ $(field .daily_images) == 0 && $(field .balance) == 1 ]] || die "after the examples: $out"
+ok "examples/gateway.py and examples/worker.py (commit and fail)"
+
+# -- readiness --------------------------------------------------------------------
+
+last=$(psql "$dsn" -qAtc "SELECT max(name) FROM schema_migrations")
+# Renamed, not deleted: the row keeps its checksum for when it comes back.
+psql "$dsn" -qAtc "UPDATE schema_migrations SET name = 'hidden_$last' WHERE name = '$last'" >/dev/null
+readyz_is() { [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == "$1" ]]; }
+poll 5 readyz_is 503 || die "readyz with a migration missing"
+curl -s "$base/readyz" | jq -e ".error == \"not_ready\" and (.message | contains(\"$last\"))" \
+  >/dev/null || die "readyz body: $(curl -s "$base/readyz")"
+psql "$dsn" -qAtc "UPDATE schema_migrations SET name = '$last' WHERE name = 'hidden_$last'" >/dev/null
+poll 5 readyz_is 200 || die "readyz after the migration is back"
+# Postgres gone for this server: new connections refused, its sessions
+# killed. Operations answer 503 storage_unavailable with Retry-After.
+psql "$CHARGEONCE_TEST_DSN" -qAtc "ALTER DATABASE $db ALLOW_CONNECTIONS false;
+  SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+  WHERE datname = '$db'" >/dev/null
+poll 5 readyz_is 503 || die "readyz while Postgres refuses connections"
+check 503 storage_unavailable POST "/v1/chats/$chat/top-ups" "$ad" \
+  '{"credits":1,"payment_id":"while-down"}'
+grep -qi '^retry-after: 1' "$tmp/headers" || die "503 without Retry-After"
+psql "$CHARGEONCE_TEST_DSN" -qAtc "ALTER DATABASE $db ALLOW_CONNECTIONS true" >/dev/null
+poll 5 readyz_is 200 || die "readyz after Postgres is back"
+touch_ok() { req POST "/v1/chats/$chat/touch" "$gw" && [[ $code == 200 ]]; }
+poll 15 touch_ok || die "operations did not recover: $code $out"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field .balance) == 6 ]] || die "the refused top-up changed the balance: $out"
+ok "readyz 503 without a migration or Postgres; storage_unavailable -> 503 + Retry-After"
+
+# -- shutdown with an open stream -------------------------------------------------
+
+stream "$tmp/events4"
+streams+=($!)
+poll 5 grep -q '^: subscribed' "$tmp/events4" || die "no stream before shutdown"
+kill -TERM "$server_pid"
+wait_gone "$server_pid" 10 || die "the server did not stop within 10 s of SIGTERM"
+status=0
+reap "$server_pid"
+((status == 0)) || die "server exit status $status"
+grep -q 'http stopped' "$tmp/server.log" || die "no 'http stopped' in the log"
+server_pid=
+ok "SIGTERM with an open event stream: clean exit"
+
+# -- startup checks and TLS -------------------------------------------------------
+
+rc=0
+"$server" --postgres="$dsn" --http-port=0 --http-bind=0.0.0.0 2>"$tmp/refused.log" || rc=$?
+[[ $rc == 2 ]] || die "plain HTTP beyond loopback was not refused: $rc"
+grep -q 'refusing plain HTTP' "$tmp/refused.log" || die "$(cat "$tmp/refused.log")"
+rc=0
+"$server" --postgres="$dsn" --http-port=0 --http-admin-token=short 2>"$tmp/refused.log" || rc=$?
+[[ $rc == 2 ]] || die "a short token was accepted"
+rc=0
+"$server" --postgres="$dsn" --http-port=0 --http-admin-token="$gw" \
+  --http-gateway-token="$gw" 2>"$tmp/refused.log" || rc=$?
+[[ $rc == 2 ]] || die "one token for two roles was accepted"
+"$src/scripts/dev-certs" "$tmp/certs" >/dev/null
+c=$tmp/certs
+rm -f "$tmp/ports"
+"$server" --postgres="$dsn" --port=0 --http-port=0 --port-file="$tmp/ports" \
+  --tls-cert="$c/server.pem" --tls-key="$c/server.key" --tls-ca="$c/ca.pem" \
+  --http-gateway-token="$gw" 2>"$tmp/server.log" &
+server_pid=$!
+poll 20 test -f "$tmp/ports" || die "TLS server did not start"
+port=$(sed -n 's/^http=//p' "$tmp/ports")
+# The certificate chains to the cluster CA (s_client checks no host name:
+# dev-certs' certificates carry only a CN, which curl does not match).
+verify() {
+  local said
+  said=$(openssl s_client -connect "127.0.0.1:$port" -CAfile "$1" \
+    -verify_return_error </dev/null 2>&1 || true)
+  [[ $said == *"Verify return code: 0 (ok)"* ]]
+}
+verify "$c/ca.pem" || die "the HTTPS certificate does not chain to the cluster CA"
+verify "$c/rogue-ca.pem" && die "the HTTPS certificate chains to another CA"
+code=$(curl -s -k -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" \
+  -X POST "https://127.0.0.1:$port/v1/chats/$chat/touch" || true)
+[[ $code == 200 && $(jq -r .chat "$tmp/out") == "$chat" ]] || die "HTTPS touch: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/healthz" || true)
+[[ $code != 200 ]] || die "plain HTTP answered on the TLS port"
+code=$(curl -s -k -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" \
+  -X POST "https://127.0.0.1:$port/v1/chats" --data "{\"chat\":$other}" || true)
+[[ $code == 403 && $(jq -r .error "$tmp/out") == forbidden ]] \
+  || die "admin route without an admin token configured: $code"
+ok "TLS with the role ports' certificate; startup refuses unsafe HTTP options"
+
+echo "http: all passed"

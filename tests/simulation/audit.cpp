@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tests/simulation/audit.hpp"
+
+#include "protocol/errors.hpp"
+
+namespace chargeonce::test {
+
+namespace {
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+bool at_most(const pockets& x, const pockets& bound) {
+  return x.daily_messages <= bound.daily_messages
+         && x.daily_images <= bound.daily_images && x.balance <= bound.balance
+         && x.daily_messages >= 0 && x.daily_images >= 0 && x.balance >= 0;
+}
+
+} // namespace
+
+void sim_auditor::on_receipt(const sim_world& w, sim_acks& acks,
+                             const receipt& x) {
+  auto id = x.reservation;
+  auto l = w.ledger.find(id);
+  if (l == w.ledger.end())
+    flag("acknowledged commit " + str(id) + " has no ledger row");
+  else if (l->second.charged != x.charged)
+    flag("receipt differs from the ledger for " + str(id));
+  auto held = w.held_of.find(id);
+  if (held == w.held_of.end() || !at_most(x.charged, held->second))
+    flag("commit " + str(id) + " charged more than its hold");
+  auto first = acks.receipts.emplace(id, x).first;
+  if (first->second.charged != x.charged
+      || first->second.committed_at != x.committed_at)
+    flag("a retried commit of " + str(id) + " returned another receipt");
+}
+
+void sim_auditor::on_outage_answer(const std::string& what,
+                                   const caf::error& err) {
+  // Our codes other than storage_unavailable (busy, insufficient_*, ...) or
+  // a success would mean someone decided without Postgres. CAF's own errors
+  // (request_receiver_down of a killed chat actor) are connection errors.
+  if (!err)
+    flag("during an outage, " + what + " succeeded");
+  else if (err.category() == caf::atom(error_category_name)
+           && err != ec::storage_unavailable)
+    flag("during an outage, " + what + " answered " + error_name(err));
+}
+
+void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
+                        caf::timestamp now) {
+  // Invariant 2: conservation per chat, no negative pocket.
+  std::map<chat_id, pockets> expected = acks.initial;
+  for (const auto& [chat, d] : w.refilled) {
+    auto& e = expected[chat];
+    e.daily_messages += d.daily_messages;
+    e.daily_images += d.daily_images;
+  }
+  for (const auto& [pid, p] : w.purchases)
+    expected[p.chat].balance += p.credits;
+  for (const auto& [id, r] : w.ledger) {
+    auto& e = expected[r.chat];
+    e.daily_messages -= r.charged.daily_messages;
+    e.daily_images -= r.charged.daily_images;
+    e.balance -= r.charged.balance;
+    // Invariant 1: nothing charged without a commit request.
+    if (acks.commit_requested.count(id) == 0)
+      flag("reservation " + str(id) + " charged without a commit request");
+    // Invariant 3 (fencing): what ended otherwise is never charged.
+    if (w.released.count(id) != 0)
+      flag("released reservation " + str(id) + " was charged");
+    if (w.failed_applied.count(id) != 0)
+      flag("failed reservation " + str(id) + " was charged");
+    if (w.cancelled_applied.count(id) != 0)
+      flag("cancelled reservation " + str(id) + " was charged");
+  }
+  for (const auto& [c, chat] : w.chats) {
+    const auto& p = chat.available;
+    if (p.daily_messages < 0 || p.daily_images < 0 || p.balance < 0)
+      flag("negative pocket in chat " + str(c));
+    if (p != expected[c])
+      flag("conservation broken in chat " + str(c));
+  }
+  // Invariant 3: at most one active reservation per chat.
+  std::set<chat_id> locked;
+  for (const auto& [id, r] : w.reservations)
+    if (!locked.insert(r.chat).second)
+      flag("two active reservations in chat " + str(r.chat));
+  // Invariant 4: no chat locked past its deadline plus one sweep interval.
+  // Faults excuse a late release (the sweep's own transactions fail), so
+  // it applies to reservations whose deadline came at least two store
+  // timeouts (a pending release or scan ends by then) after the last fault.
+  for (const auto& [id, r] : w.reservations) {
+    auto d = w.deadline(r);
+    if (now <= d || w.impaired_until >= d - 2 * store_timeout)
+      continue;
+    ++deadline_checks;
+    if (now > d + sweep_interval)
+      flag("chat " + str(r.chat) + " still locked by " + str(id)
+           + " one sweep interval past its deadline");
+  }
+  // Invariant 6: cancel and start of one reservation never both succeed.
+  for (auto id : acks.started_ok)
+    if (acks.cancelled_ok.count(id) != 0)
+      flag("reservation " + str(id) + " was started and cancelled");
+  for (auto id : w.started_applied)
+    if (w.cancelled_applied.count(id) != 0)
+      flag("reservation " + str(id) + " was started and cancelled (db)");
+}
+
+void sim_auditor::audit_drained(const sim_world& w) {
+  if (!w.reservations.empty())
+    flag(str(static_cast<int64_t>(w.reservations.size()))
+         + " reservation(s) left after the run, workers quiet");
+}
+
+} // namespace chargeonce::test

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// The money auditor of the seeded simulation: checks the money invariants
+// (charged exactly once, conservation, one active reservation and fencing,
+// no lock left, outage answers, cancel xor start) against the simulated
+// database and what the callers were told.
+#pragma once
+
+#include "tests/simulation/world.hpp"
+
+#include <caf/error.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace chargeonce::test {
+
+/// What the simulated users and workers asked for and were told.
+struct sim_acks {
+  std::map<chat_id, pockets> initial;
+  std::set<reservation_id> commit_requested;  ///< sent, answered or not
+  std::map<reservation_id, receipt> receipts; ///< first acknowledged receipt
+  std::set<reservation_id> started_ok;        ///< start acknowledged
+  std::set<reservation_id> cancelled_ok;      ///< cancel acknowledged
+};
+
+struct sim_auditor {
+  caf::timespan sweep_interval;
+  caf::timespan store_timeout;
+  /// (step, reservation) pairs past the deadline that invariant 4 watched
+  uint64_t deadline_checks = 0;
+  std::string violation; ///< the first one found
+
+  void flag(const std::string& what) {
+    if (violation.empty())
+      violation = what;
+  }
+
+  /// Invariant 1 for one acknowledged receipt: it is the ledger row, it
+  /// charges at most the hold, and every retry returns the same receipt.
+  void on_receipt(const sim_world& w, sim_acks& acks, const receipt& x);
+
+  /// Invariant 5 for one answer given while storage was unreachable.
+  void on_outage_answer(const std::string& what, const caf::error& err);
+
+  /// Invariants 1, 2, 3, 4 (the deadline) and 6, after every step.
+  void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
+
+  /// Invariant 4 at the end: workers quiet, nothing is left.
+  void audit_drained(const sim_world& w);
+};
+
+} // namespace chargeonce::test

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// The driver's machinery: setup, the randomized scheduler and clock, the
+// client actors, the run and the final drain. The steps are in sim_steps.cpp.
+#include "tests/simulation/driver.hpp"
+
+#include "protocol/errors.hpp"
+#include "tests/simulation/persistence.hpp"
+
+#include <algorithm>
+
+namespace chargeonce::test {
+
+using namespace std::chrono_literals;
+
+simulation::simulation(uint64_t seed, sim_mutant mutant,
+                       caf::exit_reason chat_kill_reason)
+    : rng_(seed), kill_reason_(chat_kill_reason) {
+  world->rng.seed(seed * 7919 + 1);
+  world->mutant = mutant;
+  options_.connections = 2;
+  options_.sweep_interval = 10s;
+  options_.reactivation_interval = 15s;
+  options_.chat = chat_options{5s, 3s, 2s}; // short idle: passivation races
+  world->stall_max = 2 * options_.chat.store_timeout;
+  world->store_timeout = options_.chat.store_timeout;
+  auditor.sweep_interval = options_.sweep_interval;
+  auditor.store_timeout = options_.chat.store_timeout;
+  auto factory = [this] {
+    auto member = spawn_sim_persistence(sys, world);
+    members_.push_back(caf::actor_cast<caf::actor>(member));
+    return member;
+  };
+  root_ = sys.spawn(make_supervisor, factory, options_);
+  sched.run();
+  auto rh = self->request(root_, caf::infinite, atom::api_v);
+  sched.run();
+  api_ = caf::actor_cast<caf::actor>(*receive<api_actor>(rh));
+}
+
+simulation::~simulation() {
+  caf::anon_send_exit(root_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(fake_actor, caf::exit_reason::user_shutdown);
+  for (auto& m : members_)
+    caf::anon_send_exit(m, caf::exit_reason::user_shutdown);
+  for (auto& c : clients_)
+    caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+  // Chat actors awaiting an answer take the exit after their timeout.
+  for (int i = 0; i < 100; ++i) {
+    sched.run();
+    if (!sched.has_pending_timeout())
+      break;
+    sched.trigger_timeouts();
+  }
+}
+
+// -- scheduler and clock ------------------------------------------------------
+
+caf::timestamp simulation::now() {
+  return caf::timestamp{std::chrono::duration_cast<caf::timespan>(
+    sched.clock().now().time_since_epoch())};
+}
+
+/// Runs every actor that has mail, in an order the seed picks, then acts
+/// on the answers, until nothing moves without the clock.
+void simulation::settle() {
+  for (;;) {
+    while (sched.has_job()) {
+      auto& jobs = sched.jobs;
+      auto i = static_cast<long>(rng_() % jobs.size());
+      std::rotate(jobs.begin(), jobs.begin() + i, jobs.begin() + i + 1);
+      sched.run_once();
+    }
+    if (completed_.empty())
+      return;
+    auto answers = std::move(completed_);
+    completed_.clear();
+    for (auto& f : answers)
+      f();
+  }
+}
+
+/// Timer by timer, so that periodic timers (the sweep tick) keep their
+/// cadence however far the clock jumps.
+void simulation::pass_time_until(caf::timestamp t) {
+  for (int guard = 0; guard < 100000; ++guard) {
+    settle();
+    auto target = t;
+    const auto& timers = sched.clock().schedule();
+    if (!timers.empty()) {
+      auto next = caf::timestamp{std::chrono::duration_cast<caf::timespan>(
+        timers.begin()->first.time_since_epoch())};
+      target = std::min(target, next);
+    }
+    sched.advance_time(std::max(target - now(), caf::timespan{0}));
+    if (target == t)
+      return;
+  }
+  auditor.flag("the clock does not advance: a timer loop");
+}
+
+void simulation::pass_time(caf::timespan d) {
+  pass_time_until(now() + d);
+  settle();
+}
+
+// -- requests -----------------------------------------------------------------
+
+namespace {
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+} // namespace
+
+void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
+  call<reservation>(
+    "reserve(" + str(c) + ")", c,
+    [this, c](caf::expected<reservation>& r) {
+      if (r && jobs_.count(r->id) == 0 && pick(4) != 0) { // job is queued
+        sim_job j;
+        j.chat = c;
+        j.id = r->id;
+        j.heartbeats = pick(2) == 0;
+        j.fate = pick(10);
+        jobs_[r->id] = j;
+      }
+    },
+    atom::reserve_v, c, k, rid);
+}
+
+void simulation::issue_start(reservation_id id) {
+  auto c = jobs_[id].chat;
+  call<reservation>(
+    "start(" + str(id) + ")", c,
+    [this, id](caf::expected<reservation>& r) {
+      if (r) {
+        acks_.started_ok.insert(id);
+        if (auto j = jobs_.find(id); j != jobs_.end())
+          j->second.started = true;
+      } else if (!sim_unknown_outcome(r.error())) {
+        jobs_.erase(id); // cancelled, released or gone: the worker moves on
+      }
+    },
+    atom::start_v, c, id);
+}
+
+void simulation::issue_commit(reservation_id id) {
+  auto c = jobs_[id].chat;
+  acks_.commit_requested.insert(id);
+  call<receipt>(
+    "commit(" + str(id) + ")", c,
+    [this, id](caf::expected<receipt>& x) {
+      if (x)
+        auditor.on_receipt(*world, acks_, *x);
+      if (x || !sim_unknown_outcome(x.error()))
+        jobs_.erase(id); // else the worker retries the commit later
+    },
+    atom::commit_v, c, id);
+}
+
+// -- the run ------------------------------------------------------------------
+
+int simulation::pick(int n) {
+  return static_cast<int>(rng_() % static_cast<uint64_t>(n));
+}
+
+chat_id simulation::some_chat() {
+  return 1 + pick(chats_per_run);
+}
+
+void simulation::setup() {
+  static constexpr int rates[] = {2, 5, 10, 20}; // calm to stormy seeds
+  for (chat_id c = 1; c <= chats_per_run; ++c) {
+    pockets p{pick(3), pick(3), pick(4)};
+    acks_.initial[c] = p;
+    call<chat_status>(
+      "create(" + str(c) + ")", c,
+      [this](caf::expected<chat_status>& x) {
+        if (!x && x.error() != caf::sec::request_timeout)
+          auditor.flag("setup failed: " + error_name(x.error()));
+      },
+      atom::create_v, chat_spec{c, p, caf::none});
+  }
+  settle();
+  world->fault_percent = rates[pick(4)];
+  trail << "\n fault_percent=" << world->fault_percent;
+}
+
+std::string simulation::run() {
+  setup();
+  for (int i = 0; i < steps_per_run && auditor.violation.empty(); ++i) {
+    trail << "\n [" << i << " t="
+          << std::chrono::duration_cast<std::chrono::milliseconds>(
+               now().time_since_epoch())
+               .count()
+          << "ms]";
+    step();
+    auditor.audit(*world, acks_, now());
+  }
+  if (auditor.violation.empty())
+    drain();
+  auditor.audit(*world, acks_, now());
+  stats["refills"] += world->refills;
+  stats["sweep_releases"] += world->released.size();
+  stats["requests"] += calls_.size();
+  return auditor.violation;
+}
+
+/// Invariant 4 at the end, and every request answered: faults off, workers
+/// quiet, long enough for every stall, restart and sweep to end.
+void simulation::drain() {
+  trail << "\n [drain]";
+  world->fault_percent = 0;
+  world->stall_next = 0;
+  jobs_.clear();
+  pass_time(world->sweep_timeout + 2 * options_.sweep_interval
+            + 2 * world->stall_max + options_.restart_backoff_max);
+  auditor.audit_drained(*world);
+  for (const auto& c : calls_)
+    if (!c->done)
+      auditor.flag("request never answered: " + c->what);
+}
+
+} // namespace chargeonce::test

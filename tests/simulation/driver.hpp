@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+// The seeded simulation's driver: the real supervisor, registry and chat
+// actors on CAF's deterministic scheduler, over simulated persistence
+// actors. Simulated users, workers and admins send requests through
+// short-lived client actors; every run of the scheduler picks the next
+// actor at random (seeded), so messages between actors interleave
+// differently per seed. Faults are injected between and during steps; the
+// auditor runs after every step.
+#pragma once
+
+#include "actors/supervisor_actor.hpp"
+#include "protocol/errors.hpp"
+#include "tests/support/fixture.hpp"
+#include "tests/simulation/audit.hpp"
+#include "tests/simulation/world.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace chargeonce::test {
+
+/// One request of a simulated client, answered or not.
+struct sim_call {
+  std::string what; ///< "commit(3,17)", for the trail
+  chat_id chat = 0;
+  caf::timestamp sent;
+  bool done = false;
+  bool dropped = false;       ///< the client's connection lost the answer
+  bool during_outage = false; ///< answered while storage was unreachable
+  caf::error err;             ///< the answer, if it is an error
+};
+
+/// A job a worker took from the queue, and how this worker behaves.
+struct sim_job {
+  chat_id chat = 0;
+  reservation_id id = 0;
+  bool started = false;
+  bool heartbeats = false; ///< keeps its lease alive while running
+  int fate = 0;            ///< finish, fail, hang, die, come back late
+  caf::timestamp back_at;  ///< a late worker's return
+};
+
+/// The caller cannot know whether it happened: storage_unavailable, or a
+/// CAF error (timeout, a chat actor killed). It retries later.
+inline bool sim_unknown_outcome(const caf::error& err) {
+  return err == ec::storage_unavailable
+         || err.category() != caf::atom(error_category_name);
+}
+
+class simulation : public deterministic_fixture {
+public:
+  static constexpr int chats_per_run = 6;
+  static constexpr int steps_per_run = 150;
+
+  /// `chat_kill_reason`: how kill_chat() ends a chat actor; a crash by
+  /// default.
+  simulation(
+    uint64_t seed, sim_mutant mutant,
+    caf::exit_reason chat_kill_reason = caf::exit_reason::unhandled_exception);
+  ~simulation();
+
+  /// Runs the seed; returns the first violation, or an empty string.
+  std::string run();
+
+  std::shared_ptr<sim_world> world = std::make_shared<sim_world>();
+  std::ostringstream trail; ///< what happened, printed for a failing seed
+  std::map<std::string, uint64_t> stats; ///< driver-side events and faults
+  sim_auditor auditor;
+
+private:
+  // -- scheduler and clock --
+  caf::timestamp now();
+  void settle();
+  void pass_time(caf::timespan d);
+  /// Advances to `t`, firing the timers due then, without running them.
+  void pass_time_until(caf::timestamp t);
+
+  // -- requests --
+  template <class T, class... Ts>
+  std::shared_ptr<sim_call> call(std::string what, chat_id chat,
+                                 std::function<void(caf::expected<T>&)> then,
+                                 Ts... xs);
+  void issue_reserve(chat_id c, kind k, const std::string& rid);
+  void issue_start(reservation_id id);
+  void issue_commit(reservation_id id);
+  /// A request whose answer nobody acts upon (the auditor still sees it).
+  template <class T, class... Ts>
+  void ask(std::string what, chat_id chat, Ts... xs) {
+    call<T>(std::move(what), chat, nullptr, xs...);
+  }
+
+  // -- steps --
+  void setup();
+  void step();
+  void user_taps();
+  void user_cancels(bool race_start);
+  void worker_acts();
+  void late_workers_return();
+  void admin_acts();
+  void outage();
+  void kill_persistence();
+  void kill_chat(bool mid_operation);
+  void passivation_race();
+  void drain();
+
+  int pick(int n);
+  chat_id some_chat();
+
+  std::mt19937_64 rng_;
+  supervisor_options options_;
+  supervisor_actor root_;
+  caf::actor api_;
+  std::vector<caf::actor> members_; ///< every persistence actor spawned
+  std::vector<caf::actor> clients_; ///< every client actor spawned
+  std::vector<std::shared_ptr<sim_call>> calls_;
+  std::vector<std::function<void()>> completed_; ///< answers to act upon
+  std::map<reservation_id, sim_job> jobs_;
+  std::map<chat_id, caf::timestamp> last_answer_;
+  sim_acks acks_;
+  uint64_t payments_ = 0;
+  caf::exit_reason kill_reason_;
+};
+
+/// Sends one request from a fresh client actor; `then` runs in settle()
+/// with the answer (a dropped connection's caller sees request_timeout).
+template <class T, class... Ts>
+std::shared_ptr<sim_call>
+simulation::call(std::string what, chat_id chat,
+                 std::function<void(caf::expected<T>&)> then, Ts... xs) {
+  auto rec = std::make_shared<sim_call>();
+  rec->what = std::move(what);
+  rec->chat = chat;
+  rec->sent = now();
+  if (pick(100) < 3) {
+    rec->dropped = true;
+    ++world->faults["client_dropped_answer"];
+  }
+  calls_.push_back(rec);
+  auto w = world;
+  auto* outbox = &completed_;
+  auto* sim = this;
+  auto finish = [rec, w, outbox, sim, then](caf::expected<T> x) {
+    rec->done = true;
+    rec->during_outage = w->outage;
+    if (!x)
+      rec->err = x.error();
+    outbox->push_back([rec, sim, then, x]() mutable {
+      sim->last_answer_[rec->chat] = sim->now();
+      if (rec->during_outage)
+        sim->auditor.on_outage_answer(rec->what, rec->err);
+      sim->trail << ' ' << rec->what << '='
+                 << (x ? std::string{"ok"} : error_name(x.error()))
+                 << (rec->dropped ? "(lost)" : "");
+      if (rec->dropped)
+        x = caf::make_error(caf::sec::request_timeout);
+      if (then)
+        then(x);
+    });
+  };
+  auto api = api_;
+  clients_.push_back(sys.spawn([=](caf::event_based_actor* client) {
+    client->request(api, caf::infinite, xs...)
+      .then([=](T& x) { finish(std::move(x)); },
+            [=](caf::error& e) { finish(std::move(e)); });
+  }));
+  return rec;
+}
+
+} // namespace chargeonce::test

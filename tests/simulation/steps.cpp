@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: Apache-2.0
+// The simulation's steps: what users, workers and admins do, and the faults
+// injected between and during their requests.
+#include "tests/simulation/driver.hpp"
+
+namespace chargeonce::test {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+bool terminated(const caf::actor& x) {
+  return caf::actor_cast<caf::abstract_actor*>(x)->getf(
+    caf::abstract_actor::is_terminated_flag);
+}
+
+} // namespace
+
+void simulation::step() {
+  late_workers_return();
+  auto roll = pick(100);
+  if (roll < 16)
+    user_taps();
+  else if (roll < 20)
+    user_cancels(false);
+  else if (roll < 26)
+    user_cancels(true);
+  else if (roll < 50)
+    worker_acts();
+  else if (roll < 60)
+    admin_acts();
+  else if (roll < 64)
+    outage();
+  else if (roll < 67)
+    kill_persistence();
+  else if (roll < 71)
+    kill_chat(true);
+  else if (roll < 73)
+    kill_chat(false);
+  else if (roll < 78)
+    passivation_race();
+  else { // time passes: leases lapse, sweeps, refills and passivations run
+    trail << " time";
+    pass_time(std::chrono::milliseconds(500 + pick(7500)));
+  }
+}
+
+// -- users --------------------------------------------------------------------
+
+/// A single, double or triple tap: the same request several times before
+/// anything ran, racing in the actors (with one request_id or none).
+void simulation::user_taps() {
+  auto c = some_chat();
+  auto taps = 1 + pick(3);
+  ++stats[taps == 1 ? "tap" : taps == 2 ? "double_tap" : "triple_tap"];
+  auto k = pick(2) == 0 ? kind::text : kind::image;
+  auto rid = pick(2) == 0 ? std::string{} : "tap-" + str(pick(1 << 30));
+  for (int i = 0; i < taps; ++i)
+    issue_reserve(c, k, rid);
+  settle();
+}
+
+/// A cancel at a random moment; or exactly while a worker starts the job.
+void simulation::user_cancels(bool race_start) {
+  chat_id c = some_chat();
+  if (race_start) {
+    std::vector<reservation_id> queued;
+    for (const auto& [id, j] : jobs_)
+      if (!j.started)
+        queued.push_back(id);
+    if (queued.empty())
+      return;
+    auto id =
+      queued[static_cast<size_t>(pick(static_cast<int>(queued.size())))];
+    c = jobs_[id].chat;
+    ++stats["cancel_racing_start"];
+    issue_start(id); // the scheduler's seed decides who comes first
+  }
+  call<reservation>(
+    "cancel(" + str(c) + ")", c,
+    [this](caf::expected<reservation>& r) {
+      if (r)
+        acks_.cancelled_ok.insert(r->id);
+    },
+    atom::cancel_v, c);
+  settle();
+}
+
+// -- workers ------------------------------------------------------------------
+
+/// One move of a random worker, by its fate: 0-4 finish, 5 fail, 6 hang,
+/// 7 die silently, 8 come back late after a sweep, 9 finish twice (a retry
+/// racing the first commit).
+void simulation::worker_acts() {
+  std::vector<reservation_id> awake;
+  for (const auto& [id, j] : jobs_)
+    if (j.back_at == caf::timestamp{})
+      awake.push_back(id);
+  if (awake.empty())
+    return;
+  auto id = awake[static_cast<size_t>(pick(static_cast<int>(awake.size())))];
+  auto& j = jobs_[id];
+  if (!j.started) {
+    issue_start(id);
+    if (pick(5) == 0)
+      issue_start(id); // the worker's retry overtakes its first try
+    settle();
+    return;
+  }
+  if (j.heartbeats && pick(2) == 0)
+    ask<reservation>("heartbeat(" + str(id) + ")", j.chat, atom::heartbeat_v,
+                     j.chat, id);
+  switch (j.fate) {
+  case 5:
+    ask<reservation>("fail(" + str(id) + ")", j.chat, atom::fail_v, j.chat, id);
+    jobs_.erase(id);
+    break;
+  case 6: // hangs: the lease or the age limit frees the chat
+    ++stats["worker_hangs"];
+    break;
+  case 7:
+    ++stats["worker_dies"];
+    jobs_.erase(id);
+    break;
+  case 8:
+    ++stats["worker_away"];
+    j.back_at = now() + world->sweep_timeout + std::chrono::seconds(pick(20));
+    break;
+  case 9:
+    issue_commit(id);
+    issue_commit(id);
+    break;
+  default:
+    issue_commit(id);
+    break;
+  }
+  settle();
+}
+
+/// Workers that went away come back after a sweep freed their chat: their
+/// heartbeat and commit must find the reservation expired, never charge it.
+void simulation::late_workers_return() {
+  std::vector<reservation_id> back;
+  for (const auto& [id, j] : jobs_)
+    if (j.back_at != caf::timestamp{} && j.back_at <= now())
+      back.push_back(id);
+  for (auto id : back) {
+    ++stats["late_worker_returns"];
+    auto& j = jobs_[id];
+    j.back_at = {};
+    j.fate = 0;
+    ask<reservation>("late-heartbeat(" + str(id) + ")", j.chat,
+                     atom::heartbeat_v, j.chat, id);
+    issue_commit(id);
+  }
+  if (!back.empty())
+    settle();
+}
+
+// -- admins and user updates --------------------------------------------------
+
+/// Top-ups (retries reuse payment ids), premium changes, user updates that
+/// refill the daily window, flags: all racing the jobs.
+void simulation::admin_acts() {
+  auto c = some_chat();
+  switch (pick(5)) {
+  case 0:
+  case 1: {
+    auto pid =
+      "pay-"
+      + str(pick(2) == 0 && payments_ > 0 ? static_cast<int64_t>(payments_)
+                                          : static_cast<int64_t>(++payments_));
+    ask<top_up_receipt>("top_up(" + str(c) + ")", c, atom::top_up_v, c,
+                        int64_t{1 + pick(2)}, pid);
+    break;
+  }
+  case 2: {
+    auto until = now() + std::chrono::seconds(pick(60)) - 20s;
+    ask<chat_status>("premium(" + str(c) + ")", c, atom::premium_v, c, until);
+    break;
+  }
+  case 3:
+    ask<chat_status>("touch(" + str(c) + ")", c, atom::touch_v, c);
+    break;
+  default: {
+    flags_update x;
+    x.started = true;
+    if (pick(4) == 0)
+      x.blocked = pick(2) == 0;
+    ask<chat_status>("flags(" + str(c) + ")", c, atom::flags_v, c, x);
+    break;
+  }
+  }
+  if (pick(3) == 0) // the admin's change races a user's tap
+    issue_reserve(c, kind::image, {});
+  settle();
+}
+
+// -- faults -------------------------------------------------------------------
+
+/// Storage unreachable for a while (invariant 5 is checked on every answer
+/// given meanwhile, in call()).
+void simulation::outage() {
+  auto d = std::chrono::milliseconds(pick(3000));
+  world->outage = true;
+  world->impair("outage", now() + d);
+  auto c = some_chat();
+  issue_reserve(c, kind::image, {});
+  ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
+  for (auto& [id, j] : jobs_)
+    if (j.started && j.back_at == caf::timestamp{}) {
+      issue_commit(id);
+      break;
+    }
+  pass_time(d);
+  world->outage = false;
+  settle();
+}
+
+/// A persistence actor dies; the supervisor restarts it after a backoff.
+void simulation::kill_persistence() {
+  auto victim =
+    members_[static_cast<size_t>(pick(static_cast<int>(members_.size())))];
+  world->impair("persistence_killed", now() + options_.restart_backoff_max
+                                        + options_.chat.store_timeout);
+  caf::anon_send_exit(victim, caf::exit_reason::kill);
+  pass_time(std::chrono::milliseconds(50 + pick(500)));
+}
+
+/// Kills a chat actor, either while its Postgres request is in flight (the
+/// request stalls, so the answer comes after the kill) or at whatever
+/// moment; once the registry saw it die, the next operation respawns it.
+/// CAF 0.17 keeps an exit message behind an awaited response (and, as
+/// observed here, often behind the operations that arrive meanwhile): the
+/// actor dies after its Postgres request ended. Every caller waiting on it
+/// at the kill is answered within one store timeout: the one in flight
+/// with its answer or storage_unavailable, the ones queued behind it with
+/// theirs or request_receiver_down.
+void simulation::kill_chat(bool mid_operation) {
+  auto c = some_chat();
+  caf::actor victim;
+  if (mid_operation) {
+    world->stall_next = c;
+    world->stalled_chat = {};
+    auto job = std::find_if(jobs_.begin(), jobs_.end(), [c](const auto& x) {
+      return x.second.chat == c && x.second.started
+             && x.second.back_at == caf::timestamp{};
+    });
+    if (job != jobs_.end())
+      issue_commit(job->first);
+    else
+      issue_reserve(c, kind::text, {});
+    settle();
+    world->stall_next = 0;
+    victim = caf::actor_cast<caf::actor>(world->stalled_chat);
+    if (!victim) { // refused before Postgres (outage, reconnect)
+      ++stats["chat_kill_missed"];
+      return;
+    }
+  } else {
+    victim = caf::actor_cast<caf::actor>(world->actors[c]);
+    if (!victim)
+      return;
+  }
+  std::vector<std::shared_ptr<sim_call>> waiting;
+  for (const auto& x : calls_)
+    if (x->chat == c && !x->done)
+      waiting.push_back(x);
+  world->impair(mid_operation ? "chat_killed_mid_operation" : "chat_killed",
+                now() + options_.chat.store_timeout);
+  world->killed.insert(victim.address());
+  caf::anon_send_exit(victim, kill_reason_);
+  settle();
+  if (mid_operation) {
+    pass_time(options_.chat.store_timeout);
+    for (const auto& x : waiting)
+      if (!x->done)
+        auditor.flag("caller of a killed chat actor not answered: " + x->what);
+  }
+  if (!terminated(victim)) { // the exit waits in its mailbox (see above)
+    ++stats["chat_kill_deferred"];
+    return;
+  }
+  // The registry saw the exit: the next operation respawns the chat actor.
+  call<chat_status>(
+    "status-after-kill(" + str(c) + ")", c,
+    [this, c](caf::expected<chat_status>& x) {
+      if (!x && x.error() == caf::sec::request_receiver_down)
+        auditor.flag("chat " + str(c) + " not respawned after a kill");
+    },
+    atom::status_v, c);
+  settle();
+}
+
+/// An operation arrives in the very instant the chat actor's idle timer
+/// fires: the registry's idle handshake against the new message.
+void simulation::passivation_race() {
+  auto c = some_chat();
+  ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
+  settle();
+  auto before = world->actors[c];
+  auto at = last_answer_.count(c) ? last_answer_[c] : now();
+  pass_time_until(std::max(now(), at + options_.chat.idle_timeout));
+  ++world->faults["passivation_race"];
+  issue_reserve(c, kind::text, {});
+  if (pick(2) == 0)
+    ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
+  settle();
+  if (world->actors[c] != before)
+    ++stats["passivated_in_race"];
+}
+
+} // namespace chargeonce::test

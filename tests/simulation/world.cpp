@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tests/simulation/world.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
+#include "protocol/window.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace chargeonce::test {
+
+namespace {
+
+caf::error err(ec code, const std::string& what) {
+  return caf::make_error(code, what);
+}
+
+int64_t micros(caf::timestamp t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           t.time_since_epoch())
+    .count();
+}
+
+} // namespace
+
+const char* to_string(sim_mutant x) {
+  switch (x) {
+  case sim_mutant::none:
+    return "none";
+  case sim_mutant::commit_not_idempotent:
+    return "commit_not_idempotent";
+  case sim_mutant::charge_released:
+    return "charge_released";
+  case sim_mutant::no_unique_index:
+    return "no_unique_index";
+  case sim_mutant::cancel_in_progress:
+    return "cancel_in_progress";
+  case sim_mutant::sweep_blind:
+    return "sweep_blind";
+  case sim_mutant::outage_says_busy:
+    return "outage_says_busy";
+  case sim_mutant::killed_commit_charges_twice:
+    return "killed_commit_charges_twice";
+  }
+  return "?";
+}
+
+void sim_world::impair(const char* type, caf::timestamp until) {
+  ++faults[type];
+  impaired_until = std::max(impaired_until, until);
+}
+
+caf::optional<reservation> sim_world::active_of(chat_id chat) const {
+  for (const auto& [id, r] : reservations)
+    if (r.chat == chat)
+      return r;
+  return caf::none;
+}
+
+caf::error sim_world::explain_missing(chat_id chat, reservation_id id) const {
+  if (auto i = reservations.find(id); i != reservations.end())
+    return err(ec::invalid_argument, "another chat's reservation");
+  if (auto i = ledger.find(id); i != ledger.end())
+    return i->second.chat == chat
+             ? err(ec::invalid_state, "already committed")
+             : err(ec::invalid_argument, "another chat's reservation");
+  if (auto i = released.find(id); i != released.end())
+    return i->second == chat ? err(ec::expired, "released")
+                             : err(ec::invalid_argument, "another chat's");
+  if (chats.count(chat) == 0)
+    return err(ec::not_found, "unknown chat");
+  return err(ec::not_found, "gone");
+}
+
+bool sim_world::due(const reservation& r, caf::timestamp now) const {
+  return r.created_at < now - sweep_timeout
+         || (r.lease_expires_at && *r.lease_expires_at < now);
+}
+
+caf::timestamp sim_world::deadline(const reservation& r) const {
+  auto age_limit = r.created_at + sweep_timeout;
+  return r.lease_expires_at ? std::min(age_limit, *r.lease_expires_at)
+                            : age_limit;
+}
+
+caf::expected<chat_status> sim_world::create(const chat_spec& spec,
+                                             caf::timestamp now) {
+  if (chats.count(spec.chat) != 0)
+    return err(ec::already_exists, "exists");
+  sim_chat c;
+  c.available = spec.initial;
+  c.premium_until = spec.premium_until;
+  chats[spec.chat] = c;
+  return status(spec.chat, now);
+}
+
+caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
+                                              const std::string& request_id,
+                                              caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  auto active = active_of(chat);
+  if (active && !request_id.empty() && active->request_id == request_id
+      && active->kind == k)
+    return *active;
+  if (c->second.banned)
+    return err(ec::chat_banned, "banned");
+  if (c->second.blocked)
+    return err(ec::chat_blocked, "blocked");
+  bool premium = c->second.premium_until && *c->second.premium_until > now;
+  pocket_choice choice;
+  if (auto code = choose_pockets(k, premium, c->second.available, choice);
+      code != ec::none)
+    return err(code, "cannot pay");
+  if (active && mutant != sim_mutant::no_unique_index)
+    return err(ec::busy, "active reservation");
+  reservation r;
+  r.id = ++next_id;
+  r.chat = chat;
+  r.kind = k;
+  r.queue = choice.queue;
+  r.held = choice.held;
+  r.request_id = request_id;
+  r.created_at = now;
+  reservations[r.id] = r;
+  held_of[r.id] = r.held;
+  return r;
+}
+
+caf::expected<reservation> sim_world::start(chat_id chat, reservation_id id) {
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  if (i->second.status == reservation_status::queued)
+    started_applied.insert(id);
+  i->second.status = reservation_status::in_progress;
+  return i->second;
+}
+
+caf::expected<reservation> sim_world::heartbeat(chat_id chat, reservation_id id,
+                                                caf::timestamp now) {
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  if (i->second.status != reservation_status::in_progress)
+    return err(ec::invalid_state, "never started");
+  i->second.lease_expires_at = now + lease_duration;
+  return i->second;
+}
+
+caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
+                                         caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  auto& p = c->second.available;
+  auto charge = [&](const pockets& h) {
+    pockets charged{std::min(h.daily_messages, p.daily_messages),
+                    std::min(h.daily_images, p.daily_images),
+                    std::min(h.balance, p.balance)};
+    p.daily_messages -= charged.daily_messages; // == GREATEST(0, p - held)
+    p.daily_images -= charged.daily_images;
+    p.balance -= charged.balance;
+    return charged;
+  };
+  if (auto l = ledger.find(id); l != ledger.end() && l->second.chat == chat) {
+    if (mutant == sim_mutant::commit_not_idempotent)
+      charge(held_of[id]); // the bug: the retry pays again
+    return l->second;
+  }
+  if (mutant == sim_mutant::charge_released && released.count(id) != 0
+      && released[id] == chat) { // the bug: no fencing by the release
+    receipt x{id, chat, kind::image, charge(held_of[id]), now};
+    ledger[id] = x;
+    return x;
+  }
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  if (i->second.status != reservation_status::in_progress)
+    return err(ec::invalid_state, "never started");
+  receipt x{id, chat, i->second.kind, charge(i->second.held), now};
+  ledger[id] = x;
+  reservations.erase(i);
+  return x;
+}
+
+void sim_world::charge_again(chat_id chat, reservation_id id) {
+  auto& p = chats[chat].available;
+  const auto& h = held_of[id];
+  p.daily_messages -= std::min(h.daily_messages, p.daily_messages);
+  p.daily_images -= std::min(h.daily_images, p.daily_images);
+  p.balance -= std::min(h.balance, p.balance);
+}
+
+caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id) {
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  auto r = i->second;
+  reservations.erase(i);
+  failed_applied.insert(id);
+  return r;
+}
+
+caf::expected<reservation> sim_world::cancel(chat_id chat) {
+  auto active = active_of(chat);
+  if (active
+      && (active->status == reservation_status::queued
+          || mutant == sim_mutant::cancel_in_progress)) {
+    reservations.erase(active->id);
+    cancelled_applied.insert(active->id);
+    return *active;
+  }
+  if (active)
+    return err(ec::too_late, "in progress");
+  return err(ec::not_found,
+             chats.count(chat) ? "no reservation" : "unknown chat");
+}
+
+caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  chat_status st;
+  st.chat = chat;
+  st.available = c->second.available;
+  st.premium_until = c->second.premium_until;
+  st.premium = st.premium_until && *st.premium_until > now;
+  st.started = c->second.started;
+  st.blocked = c->second.blocked;
+  st.banned = c->second.banned;
+  st.active = active_of(chat);
+  st.window_started_at = c->second.window_started_at;
+  st.last_activity_at = c->second.last_activity_at;
+  return st;
+}
+
+void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
+  bool premium = c.premium_until && *c.premium_until > now;
+  const auto& q = premium ? premium_plan : free_plan;
+  ++refills;
+  auto& delta = refilled[chat];
+  delta.daily_messages += q.daily_messages - c.available.daily_messages;
+  delta.daily_images += q.daily_images - c.available.daily_images;
+  c.available.daily_messages = q.daily_messages;
+  c.available.daily_images = q.daily_images;
+}
+
+caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
+  auto i = chats.find(chat);
+  if (i == chats.end()) { // a new chat: the free plan, its window open
+    sim_chat c;
+    c.available = {free_plan.daily_messages, free_plan.daily_images, 0};
+    c.window_started_at = now;
+    c.last_activity_at = now;
+    chats[chat] = c;
+    return status(chat, now);
+  }
+  auto& c = i->second;
+  c.last_activity_at = now;
+  switch (on_activity(c.window_started_at, now, refill_interval)) {
+  case window_action::none:
+    break;
+  case window_action::open:
+    c.window_started_at = now;
+    break;
+  case window_action::refill:
+    c.window_started_at = now;
+    refill(chat, c, now);
+    break;
+  }
+  return status(chat, now);
+}
+
+caf::expected<reservation_released>
+sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat || !due(i->second, now))
+    return err(ec::not_found, "not past its deadline");
+  auto lease_lapsed =
+    i->second.lease_expires_at && *i->second.lease_expires_at < now;
+  reservations.erase(i);
+  released[id] = chat;
+  return reservation_released{chat, id,
+                              lease_lapsed ? "lease_expired" : "sweep_timeout"};
+}
+
+std::vector<sweep_candidate> sim_world::sweep(const sweep_cursor& after,
+                                              uint32_t limit,
+                                              caf::timestamp now) {
+  std::vector<sweep_candidate> out;
+  bool lease = after.phase == sweep_phase::lease;
+  if (lease && mutant == sim_mutant::sweep_blind)
+    return out; // the bug: lapsed leases wait for the age limit
+  for (const auto& [id, r] : reservations) {
+    if (lease ? !(r.lease_expires_at && *r.lease_expires_at < now)
+              : !(r.created_at < now - sweep_timeout))
+      continue;
+    auto at_us = micros(lease ? *r.lease_expires_at : r.created_at);
+    if (std::tie(at_us, id) > std::tie(after.at_us, after.reservation))
+      out.push_back({r.chat, sweep_cursor{after.phase, at_us, id}});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+    return std::tie(x.cursor.at_us, x.cursor.reservation)
+           < std::tie(y.cursor.at_us, y.cursor.reservation);
+  });
+  if (out.size() > limit)
+    out.resize(limit);
+  return out;
+}
+
+caf::expected<top_up_receipt> sim_world::top_up(chat_id chat, int64_t credits,
+                                                const std::string& payment_id,
+                                                caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  if (auto p = purchases.find(payment_id); p != purchases.end()) {
+    if (p->second.chat != chat || p->second.credits != credits)
+      return err(ec::invalid_argument, "payment_id reused");
+    return p->second;
+  }
+  c->second.available.balance += static_cast<int32_t>(credits);
+  top_up_receipt x{chat, payment_id, static_cast<int32_t>(credits), now};
+  purchases[payment_id] = x;
+  return x;
+}
+
+caf::expected<chat_status>
+sim_world::set_premium(chat_id chat, caf::timestamp until, caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  c->second.premium_until = until;
+  return status(chat, now);
+}
+
+caf::expected<chat_status>
+sim_world::set_flags(chat_id chat, const flags_update& x, caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  if (x.started)
+    c->second.started = *x.started;
+  if (x.blocked)
+    c->second.blocked = *x.blocked;
+  if (x.banned)
+    c->second.banned = *x.banned;
+  return status(chat, now);
+}
+
+reactivation_page sim_world::reactivate(const reactivation_cursor& after,
+                                        uint32_t limit, caf::timestamp now) {
+  std::vector<std::pair<reactivation_cursor, chat_id>> due_chats;
+  for (const auto& [id, c] : chats) {
+    if (!c.started || c.blocked || c.banned || !c.last_activity_at
+        || (c.reactivated_at && *c.reactivated_at >= *c.last_activity_at)
+        || !(*c.last_activity_at < now - reactivation_after))
+      continue;
+    reactivation_cursor at{micros(*c.last_activity_at), id};
+    if (std::tie(at.at_us, at.chat) > std::tie(after.at_us, after.chat))
+      due_chats.emplace_back(at, id);
+  }
+  std::sort(due_chats.begin(), due_chats.end(),
+            [](const auto& x, const auto& y) {
+              return std::tie(x.first.at_us, x.first.chat)
+                     < std::tie(y.first.at_us, y.first.chat);
+            });
+  if (due_chats.size() > limit)
+    due_chats.resize(limit);
+  reactivation_page page;
+  page.next = after;
+  for (const auto& [at, id] : due_chats) {
+    auto& c = chats[id];
+    c.reactivated_at = now;
+    c.window_started_at = caf::none;
+    refill(id, c, now);
+    page.chats.push_back(id);
+    page.next = at;
+  }
+  return page;
+}
+
+} // namespace chargeonce::test

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tests/support/fixture.hpp"
+
+#include "protocol/errors.hpp"
+
+#include <algorithm>
+
+namespace chargeonce::test {
+
+namespace {
+
+/// The fake's own deadline for one held answer.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+
+/// Answers now, or later when the log holds answers.
+template <class T>
+caf::result<T> answer(caf::event_based_actor* self,
+                      const std::shared_ptr<fake_log>& log, std::string call,
+                      T value) {
+  log->calls.push_back(std::move(call));
+  log->last_sender = self->current_sender();
+  if (!log->hold)
+    return value;
+  auto rp = self->make_response_promise();
+  auto ticket = ++log->tickets;
+  log->owed.push_back(
+    {caf::actor{self}, [rp, value]() mutable { rp.deliver(value); }, ticket,
+     [rp]() mutable {
+       rp.deliver(caf::make_error(ec::storage_unavailable,
+                                  "Postgres did not answer in time"));
+     }});
+  self->delayed_send(self, log->store_timeout, expire_atom::value, ticket);
+  return rp;
+}
+
+reservation make_reservation(chat_id chat, reservation_id id) {
+  reservation r;
+  r.id = id;
+  r.chat = chat;
+  r.queue = "text_generation";
+  return r;
+}
+
+std::string name(const char* op, chat_id chat) {
+  return std::string{op} + " " + std::to_string(chat);
+}
+
+} // namespace
+
+caf::behavior fake_persistence(caf::event_based_actor* self,
+                               std::shared_ptr<fake_log> log) {
+  log->spawned.push_back(caf::actor{self});
+  return {
+    [=](atom::create, const chat_spec& spec) {
+      chat_status st;
+      st.chat = spec.chat;
+      return answer(self, log, name("create", spec.chat), st);
+    },
+    [=](atom::reserve, chat_id chat, kind, const std::string&) {
+      return answer(self, log, name("reserve", chat),
+                    make_reservation(chat, log->reserve_id));
+    },
+    [=](atom::start, chat_id chat, reservation_id id) {
+      return answer(self, log, name("start", chat), make_reservation(chat, id));
+    },
+    [=](atom::heartbeat, chat_id chat, reservation_id id) {
+      return answer(self, log, name("heartbeat", chat),
+                    make_reservation(chat, id));
+    },
+    [=](atom::commit, chat_id chat, reservation_id id) {
+      receipt x;
+      x.reservation = id;
+      x.chat = chat;
+      return answer(self, log, name("commit", chat), x);
+    },
+    [=](atom::fail, chat_id chat, reservation_id id) {
+      return answer(self, log, name("fail", chat), make_reservation(chat, id));
+    },
+    [=](atom::cancel, chat_id chat) {
+      return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
+    },
+    [=](atom::status, chat_id chat) {
+      chat_status st;
+      st.chat = chat;
+      if (log->active != 0)
+        st.active = make_reservation(chat, log->active);
+      return answer(self, log, name("status", chat), st);
+    },
+    [=](atom::release, chat_id chat, reservation_id id) {
+      return answer(self, log, name("release", chat),
+                    reservation_released{chat, id, "sweep_timeout"});
+    },
+    [=](atom::sweep, const sweep_cursor& after, uint32_t) {
+      log->cursors.push_back(after);
+      std::vector<sweep_candidate> page;
+      if (!log->pages.empty()) {
+        page = std::move(log->pages.front());
+        log->pages.pop_front();
+      }
+      return page;
+    },
+    [=](atom::prune) { return uint64_t{0}; },
+    [=](expire_atom, uint64_t ticket) {
+      auto& owed = log->owed;
+      auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {
+        return x.ticket == ticket;
+      });
+      if (mine == owed.end())
+        return;
+      auto time_out = std::move(mine->time_out);
+      owed.erase(mine);
+      time_out();
+    },
+    [=](deliver_atom) {
+      auto& owed = log->owed;
+      auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {
+        return x.owner == caf::actor{self};
+      });
+      if (mine == owed.end())
+        return;
+      auto deliver = std::move(mine->deliver);
+      owed.erase(mine);
+      deliver();
+    },
+  };
+}
+
+caf::behavior event_recorder(caf::event_based_actor*,
+                             std::shared_ptr<fake_log> log) {
+  auto note = [log](const char* what, chat_id chat, reservation_id id) {
+    log->events.push_back(std::string{what} + " " + std::to_string(chat) + " "
+                          + std::to_string(id));
+  };
+  return {
+    [=](const queue_notice& x) { note("queue_notice", x.chat, x.reservation); },
+    [=](const reservation_released& x) {
+      note("reservation_released", x.chat, x.reservation);
+    },
+    [=](const limits_refilled& x) { note("limits_refilled", x.chat, 0); },
+  };
+}
+
+} // namespace chargeonce::test

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "tests/support/test_db.hpp"
+
+#include "persistence/migrations.hpp"
+#include "protocol/errors.hpp"
+
+#include <pqxx/pqxx>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+namespace chargeonce::test {
+
+const std::string& dsn() {
+  static const std::string value = [] {
+    const char* env = std::getenv("CHARGEONCE_TEST_DSN");
+    if (env == nullptr || *env == '\0') {
+      std::cerr << "CHARGEONCE_TEST_DSN is not set: run scripts/test\n";
+      std::exit(2);
+    }
+    if (auto done = persistence::migrate(env); !done) {
+      std::cerr << "migration failed: " << error_message(done.error()) << "\n";
+      std::exit(2);
+    }
+    return std::string{env};
+  }();
+  return value;
+}
+
+namespace {
+
+// Random base per process, so reruns against one database never collide.
+std::atomic<chat_id> next_chat = [] {
+  std::mt19937_64 rng{std::random_device{}()};
+  return static_cast<chat_id>(rng() % 1'000'000'000'000) + 1'000'000;
+}();
+
+} // namespace
+
+persistence::store_options store_options() {
+  persistence::store_options opts;
+  opts.dsn = dsn();
+  // The same suites run a second time against the per-statement SQL (the
+  // benchmark's baseline), so both implementations keep one contract.
+  const char* mode = std::getenv("CHARGEONCE_STORE_STATEMENTS");
+  opts.server_functions = mode == nullptr || std::string{mode} != "1";
+  return opts;
+}
+
+chat_id fresh_chat() {
+  // The negative half is exercised too: group chats have negative ids.
+  auto id = next_chat.fetch_add(1);
+  return id % 2 == 0 ? id : -id;
+}
+
+chat_id fresh_chat_block(int64_t n) {
+  return next_chat.fetch_add(n);
+}
+
+reserve_tally
+tally(std::vector<std::future<caf::expected<reservation>>>& results) {
+  reserve_tally out;
+  for (auto& f : results) {
+    auto r = f.get();
+    if (r)
+      ++out.won;
+    else if (r.error() == ec::busy)
+      ++out.busy;
+    else
+      ++out.other;
+  }
+  return out;
+}
+
+void insert_stuck_reservations(chat_id base, int64_t n,
+                               const std::string& age) {
+  auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
+  sql("INSERT INTO chats (chat_id, balance) SELECT g, 1 FROM "
+      "generate_series("
+      + range + ") g");
+  sql("INSERT INTO reservations (chat_id, kind, status, "
+      "held_daily_messages, held_daily_images, held_balance, queue, "
+      "created_at) SELECT g, 'image', 'in_progress', 0, 0, 1, "
+      "'image_generation', now() - interval '"
+      + age + "' FROM generate_series(" + range + ") g");
+}
+
+std::string sql(const std::string& statement) {
+  pqxx::connection conn{dsn()};
+  pqxx::work tx{conn};
+  auto rs = tx.exec(statement);
+  tx.commit();
+  if (rs.empty() || rs[0].empty() || rs[0][0].is_null())
+    return {};
+  return rs[0][0].as<std::string>();
+}
+
+long long sql_int(const std::string& statement) {
+  return std::stoll(sql(statement));
+}
+
+} // namespace chargeonce::test
