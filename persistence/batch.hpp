@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The hot billing operations as one batch: applied by one statement (one
-// round trip, one commit) through the server-side functions of migrations
-// 004_functions.sql (per operation) and 006_set_based.sql (the batch).
+// round trip, one commit) through chargeonce_apply_batch and the
+// per-operation functions it calls (migration 002_functions.sql).
 #pragma once
 
 #include "protocol/types.hpp"

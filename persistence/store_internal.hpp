@@ -20,7 +20,7 @@ namespace detail {
 /// SQLSTATE of unique_violation: the only database error that means busy.
 inline constexpr const char* unique_violation_sqlstate = "23505";
 
-/// The prepared statement that applies a batch (006_set_based.sql).
+/// The prepared statement that applies a batch (002_functions.sql).
 inline constexpr const char* apply_statement = "chargeonce_apply_batch";
 
 // -- row mapping --------------------------------------------------------------

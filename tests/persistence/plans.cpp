@@ -2,8 +2,8 @@
 // The batch function keeps using its indexes, and only for the batch's own
 // rows, when the plans PL/pgSQL cached per connection were made on empty
 // tables (a fresh deployment) and the tables then grow without an ANALYZE
-// (005_plans.sql, 006_set_based.sql), and a batch costs index lookups in
-// proportion to its size (008_linear_batches.sql).
+// (the SET options of chargeonce_apply_batch), and a batch costs index
+// lookups in proportion to its size (its LATERAL lookups).
 #include "persistence/migrations.hpp"
 #include "tests/support/test_db.hpp"
 
@@ -16,20 +16,28 @@
 
 namespace {
 
-/// Applies one operation through chargeonce_apply on `conn`, in the current
+/// One operation: position 0 of the arrays chargeonce_apply_batch takes.
+struct operation {
+  std::string op;
+  long long chat = 0;
+  long long id = 0;
+};
+
+/// Applies one operation as a batch of one on `conn`, in the current
 /// transaction; returns the outcome and the reservation id.
 std::pair<std::string, long long> apply_one(pqxx::work& tx,
-                                            const std::string& op_json) {
-  auto rs = tx.exec("SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply('["
-                    + op_json + "]'::jsonb, 30000)");
+                                            const operation& x) {
+  auto rs = tx.exec_params(
+    "SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply_batch("
+    "ARRAY[$1::text], ARRAY[$2::bigint], ARRAY[$3::bigint], "
+    "ARRAY['image'], ARRAY[''], 30000)",
+    x.op, x.chat, x.id);
   REQUIRE(rs.size() == 1);
   return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
 }
 
-std::string chat_op(const char* op, long long chat, long long id = 0) {
-  return std::string{"{\"op\":\""} + op + "\",\"chat\":" + std::to_string(chat)
-         + ",\"id\":" + std::to_string(id)
-         + ",\"kind\":\"image\",\"request_id\":\"\"}";
+operation chat_op(const char* op, long long chat, long long id = 0) {
+  return {op, chat, id};
 }
 
 /// One full cycle in three transactions, as the persistence actor runs them.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// References to chats (009_statement_references.sql): every writer outside
+// References to chats (the triggers of 001_schema.sql): every writer outside
 // the batch function is checked as a foreign key would check it, with the
 // same SQLSTATE and constraint names; the batch function, which skips the
 // per-row check, never writes a row for a chat that does not exist.

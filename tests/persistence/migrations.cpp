@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: Apache-2.0
+// The squashed schema (persistence/migrations) is the schema of the 0.1
+// migration chain it replaced (fixtures/migrations_0.1_chain), except for
+// what fixtures/drop_legacy.sql drops on purpose; and migrate() records a
+// checksum per migration and refuses databases that do not fit it.
+#include "persistence/migrations.hpp"
+
+#include "protocol/errors.hpp"
+#include "tests/support/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using chargeonce::ec;
+using chargeonce::error_message;
+using chargeonce::persistence::migrate;
+using chargeonce::persistence::migrations;
+
+const fs::path fixtures = CHARGEONCE_TEST_FIXTURES_DIR;
+const fs::path migrations_dir = CHARGEONCE_MIGRATIONS_DIR;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in{p, std::ios::binary};
+  REQUIRE_MESSAGE(in.good(), "cannot read ", p.string());
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string{"'\\''"} : std::string{c};
+  return out + "'";
+}
+
+/// The output of `command` (its stderr goes to the test's); fails the test
+/// unless it exits with 0.
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE_MESSAGE(p != nullptr, "cannot run ", command);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+    out.append(buf, n);
+  int status = ::pclose(p);
+  REQUIRE_MESSAGE(status == 0, command, " failed with status ", status);
+  return out;
+}
+
+/// A database of its own in the cluster of CHARGEONCE_TEST_DSN, dropped
+/// again at the end of the test.
+struct scratch_database {
+  std::string name;
+  std::string dsn;
+
+  scratch_database() {
+    static std::atomic<int> count{0};
+    name = "chargeonce_migrations_" + std::to_string(::getpid()) + "_"
+           + std::to_string(count++);
+    dsn = chargeonce::test::dsn() + " dbname=" + name;
+    drop();
+    admin("CREATE DATABASE " + name);
+  }
+
+  ~scratch_database() { drop(); }
+
+  static void admin(const std::string& statement) {
+    pqxx::connection conn{chargeonce::test::dsn()};
+    pqxx::nontransaction tx{conn};
+    tx.exec(statement);
+  }
+
+  void drop() { admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); }
+
+  /// Runs `sql` in one transaction.
+  void exec(const std::string& sql) const {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    tx.exec(sql);
+    tx.commit();
+  }
+
+  /// The first field of the first row of `query`, as text.
+  std::string query1(const std::string& query) const {
+    pqxx::connection conn{dsn};
+    pqxx::nontransaction tx{conn};
+    auto rs = tx.exec(query);
+    REQUIRE(rs.size() == 1);
+    return rs[0][0].is_null() ? "NULL" : rs[0][0].as<std::string>();
+  }
+
+  /// What 0.1's migrate() did: each file of the chain in its own
+  /// transaction, recorded by name in 0.1's schema_migrations.
+  void apply_old_chain() const {
+    std::vector<fs::path> files;
+    for (const auto& e :
+         fs::directory_iterator{fixtures / "migrations_0.1_chain"})
+      files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    REQUIRE(files.size() == 10);
+    pqxx::connection conn{dsn};
+    pqxx::nontransaction{conn}.exec(
+      "CREATE TABLE schema_migrations (name text PRIMARY KEY, "
+      "applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const auto& f : files) {
+      pqxx::work tx{conn};
+      tx.exec(read_file(f));
+      tx.exec_params("INSERT INTO schema_migrations (name) VALUES ($1)",
+                     f.stem().string());
+      tx.commit();
+    }
+  }
+
+  /// pg_dump's schema, without the bookkeeping table and without the
+  /// random \restrict keys of newer pg_dumps.
+  std::string schema() const {
+    // pg_dump must not be older than the server.
+    auto major = query1("SELECT current_setting('server_version_num')::int "
+                        "/ 10000");
+    fs::path same_major = "/usr/lib/postgresql/" + major + "/bin/pg_dump";
+    std::string pg_dump =
+      fs::exists(same_major) ? same_major.string() : std::string{"pg_dump"};
+    auto dump = run(shell_quoted(pg_dump)
+                    + " --schema-only --no-owner "
+                      "--exclude-table=schema_migrations -d "
+                    + shell_quoted(dsn));
+    std::istringstream in{dump};
+    std::string out;
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("\\restrict ", 0) != 0
+          && line.rfind("\\unrestrict ", 0) != 0)
+        out += line + "\n";
+    REQUIRE(out.find("CREATE TABLE public.chats") != std::string::npos);
+    return out;
+  }
+};
+
+/// `diff -u` of two schemas, for the failure message.
+std::string diff(const std::string& a, const std::string& b) {
+  auto base = fs::temp_directory_path()
+              / ("chargeonce_schema_" + std::to_string(::getpid()));
+  auto pa = base.string() + ".old.sql";
+  auto pb = base.string() + ".new.sql";
+  std::ofstream{pa} << a;
+  std::ofstream{pb} << b;
+  std::string out;
+  if (FILE* p = ::popen(("diff -u " + pa + " " + pb).c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+      out.append(buf, n);
+    ::pclose(p);
+  }
+  fs::remove(pa);
+  fs::remove(pb);
+  return out;
+}
+
+/// The schema of the squashed migrations, as the real migrate() applies it.
+std::string squashed_schema() {
+  scratch_database db;
+  REQUIRE(migrate(db.dsn));
+  return db.schema();
+}
+
+std::vector<std::string> names_of_migrations() {
+  std::vector<std::string> out;
+  for (const auto& m : migrations())
+    out.push_back(m.name);
+  return out;
+}
+
+} // namespace
+
+TEST_SUITE("migrations") {
+  TEST_CASE("the squashed migrations give the schema of the 0.1 chain, less "
+            "exactly the drops of drop_legacy.sql") {
+    scratch_database old_chain;
+    old_chain.apply_old_chain();
+    old_chain.exec(read_file(fixtures / "drop_legacy.sql"));
+    auto expected = old_chain.schema();
+    auto actual = squashed_schema();
+    if (expected != actual) {
+      auto why = "the squashed schema differs from the 0.1 chain's (- chain, "
+                 "+ squashed):\n"
+                 + diff(expected, actual);
+      FAIL_CHECK(why);
+    }
+  }
+
+  TEST_CASE("the schema comparison sees one changed column, index, trigger, "
+            "function body or function setting") {
+    auto baseline = squashed_schema();
+    const char* changes[] = {
+      "ALTER TABLE ledger ALTER COLUMN kind SET NOT NULL",
+      "DROP INDEX reservations_lease_expires_at",
+      "DROP TRIGGER ledger_chat_changed ON ledger",
+      "CREATE OR REPLACE FUNCTION chargeonce_describe(p_chat bigint, "
+      "p_id bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT "
+      "'reservation ' || p_id || ' of chat' || p_chat $$",
+      "ALTER FUNCTION chargeonce_apply_batch(text[], bigint[], bigint[], "
+      "text[], text[], bigint) RESET enable_hashjoin",
+    };
+    for (const char* change : changes) {
+      INFO(change);
+      scratch_database db;
+      REQUIRE(migrate(db.dsn));
+      db.exec(change);
+      CHECK(db.schema() != baseline);
+    }
+  }
+
+  TEST_CASE("migrate records each migration with the sha256 of its file") {
+    scratch_database db;
+    auto applied = migrate(db.dsn);
+    REQUIRE(applied);
+    CHECK(*applied == names_of_migrations());
+    pqxx::connection conn{db.dsn};
+    pqxx::nontransaction tx{conn};
+    auto rows =
+      tx.exec("SELECT name, checksum FROM schema_migrations ORDER BY name");
+    REQUIRE(rows.size() == migrations().size());
+    for (const auto& row : rows) {
+      auto name = row[0].as<std::string>();
+      INFO("migration ", name);
+      auto file = migrations_dir / (name + ".sql");
+      auto sha256sum = run("sha256sum " + shell_quoted(file.string()));
+      CHECK(row[1].as<std::string>() == sha256sum.substr(0, 64));
+    }
+    // Up to date: nothing to apply, no complaint.
+    auto again = migrate(db.dsn);
+    REQUIRE(again);
+    CHECK(again->empty());
+  }
+
+  TEST_CASE("migrate refuses a database whose migration was edited after it "
+            "was applied, naming the migration and both checksums") {
+    scratch_database db;
+    REQUIRE(migrate(db.dsn));
+    auto ours = db.query1("SELECT checksum FROM schema_migrations "
+                          "WHERE name = '001_schema'");
+    std::string theirs(64, '0');
+    db.exec("UPDATE schema_migrations SET checksum = '" + theirs
+            + "' WHERE name = '001_schema'");
+    auto refused = migrate(db.dsn);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    auto message = error_message(refused.error());
+    INFO(message);
+    CHECK(message.find("migration 001_schema was edited after it was "
+                       "applied: checksum "
+                       + theirs + " != " + ours)
+          != std::string::npos);
+  }
+
+  TEST_CASE("migrate refuses a database with a migration this server does "
+            "not know and leaves it as it was") {
+    scratch_database db;
+    REQUIRE(migrate(db.dsn));
+    db.exec("INSERT INTO schema_migrations (name, checksum) "
+            "VALUES ('003_x', 'abc')");
+    auto refused = migrate(db.dsn);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    auto message = error_message(refused.error());
+    INFO(message);
+    CHECK(message.find("database has migration 003_x that this server does "
+                       "not know: it was migrated by a newer chargeonce or "
+                       "by the old 0.1 chain")
+          != std::string::npos);
+    CHECK(db.query1("SELECT count(*) FROM schema_migrations")
+          == std::to_string(migrations().size() + 1));
+  }
+
+  TEST_CASE("migrate refuses a database of the 0.1 chain and leaves its "
+            "bookkeeping as it was") {
+    scratch_database db;
+    db.apply_old_chain();
+    auto refused = migrate(db.dsn);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    auto message = error_message(refused.error());
+    INFO(message);
+    CHECK(message.find("database has migration 001_core (and 9 more) that "
+                       "this server does not know")
+          != std::string::npos);
+    CHECK(db.query1("SELECT string_agg(name, ',' ORDER BY name) "
+                    "FROM schema_migrations")
+          == "001_core,002_leases,003_limits,004_functions,005_plans,"
+             "006_set_based,007_payment_id_partial,008_linear_batches,"
+             "009_statement_references,010_receipts_without_join");
+    CHECK(db.query1("SELECT count(*) FROM pg_attribute WHERE attrelid = "
+                    "'schema_migrations'::regclass AND attname = 'checksum'")
+          == "0");
+  }
+
+  TEST_CASE("an empty schema_migrations of 0.1 gets the checksum column") {
+    scratch_database db;
+    db.exec("CREATE TABLE schema_migrations (name text PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now())");
+    auto applied = migrate(db.dsn);
+    REQUIRE(applied);
+    CHECK(*applied == names_of_migrations());
+    CHECK(db.query1("SELECT count(*) FROM schema_migrations "
+                    "WHERE length(checksum) = 64")
+          == std::to_string(migrations().size()));
+  }
+
+  TEST_CASE("servers migrating one fresh database together apply each "
+            "migration once (the advisory lock)") {
+    scratch_database db;
+    std::vector<std::future<caf::expected<std::vector<std::string>>>> runs;
+    for (int i = 0; i < 4; ++i)
+      runs.push_back(std::async(std::launch::async, migrate, db.dsn));
+    size_t applied = 0;
+    for (auto& r : runs) {
+      auto done = r.get();
+      REQUIRE_MESSAGE(done, error_message(done.error()));
+      applied += done->size();
+    }
+    CHECK(applied == migrations().size());
+    CHECK(db.query1("SELECT count(*) FROM schema_migrations")
+          == std::to_string(migrations().size()));
+  }
+}
