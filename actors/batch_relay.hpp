@@ -5,7 +5,7 @@
 // answers the whole batch at once, in order.
 #pragma once
 
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 #include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/interfaces.hpp"

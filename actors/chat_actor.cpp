@@ -169,7 +169,7 @@ chat_state::~chat_state() {
 
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
-          persistence_actor store, registry_actor registry, events_actor events,
+          persistence_actor store, chat_owner registry, events_actor events,
           notice_timer_actor notice_timer, chat_options options) {
   install_log_handlers(self);
   self->state.id = id;

@@ -2,17 +2,37 @@
 // The chat actor: one per active chat, serializes that chat's operations.
 #pragma once
 
+#include "actors/events_actor.hpp"
 #include "actors/notice_timer_actor.hpp"
+#include "actors/persistence_actor.hpp"
 #include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+#include "protocol/types.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <cstdint>
 
 namespace chargeonce {
+
+/// Serializes the operations of one chat. `store` replaces its persistence
+/// actor after a restart; `stop` ends it after passivation.
+using chat_actor =
+  billing_actor::extend<release_signature,
+                        caf::reacts_to<atom::store, persistence_actor>,
+                        caf::reacts_to<atom::stop>>;
+
+/// What a chat actor may ask of its registry: to be passivated when idle,
+/// with how many operations it has received. Narrower than registry_actor,
+/// which extends it: the chat actor can ask for nothing else, and this
+/// header need not include the registry's (which includes this one).
+using chat_owner =
+  caf::typed_actor<caf::reacts_to<atom::idle, chat_id, uint64_t>>;
 
 /// Timing of a chat actor, from the server's configuration.
 struct chat_options {
@@ -35,7 +55,7 @@ struct chat_state {
   static inline const char* name = "chat";
   chat_id id = 0;                  ///< the chat this actor serializes
   persistence_actor store;         ///< this chat's partition of the pool
-  registry_actor registry;         ///< asked for passivation when idle
+  chat_owner registry;             ///< asked for passivation when idle
   events_actor events;             ///< where notices and releases are published
   notice_timer_actor notice_timer; ///< hands armed queue notices back
   chat_options options;
@@ -60,7 +80,7 @@ struct chat_state {
 /// does, and passivates it.
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
-          persistence_actor store, registry_actor registry, events_actor events,
+          persistence_actor store, chat_owner registry, events_actor events,
           notice_timer_actor notice_timer, chat_options options);
 
 } // namespace chargeonce

@@ -7,7 +7,10 @@
 
 #include "persistence/batch.hpp"
 #include "persistence/store.hpp"
-#include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <deque>
 #include <functional>

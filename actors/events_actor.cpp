@@ -2,7 +2,7 @@
 #include "actors/events_actor.hpp"
 
 #include "actors/log_handlers.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>

@@ -3,7 +3,7 @@
 
 #include "actors/batch_relay.hpp"
 #include "actors/log_handlers.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 
 #include <caf/all.hpp>
 

@@ -3,10 +3,15 @@
 // chat actor when due, with one CAF timer at a time for all of them.
 #pragma once
 
-#include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+#include "protocol/types.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/actor_control_block.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/timespan.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <deque>

@@ -8,21 +8,50 @@
 #pragma once
 
 #include "actors/connection_actor.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 #include "persistence/store.hpp"
+#include "protocol/events.hpp"
 #include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+#include "protocol/types.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/timespan.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
 
 namespace chargeonce {
+
+/// Releases a reservation past its deadline (sweeper only); not_found when
+/// it was committed, failed or got a fresh lease meanwhile. The chat actors
+/// and the registry pass it on to here.
+using release_signature =
+  caf::replies_to<atom::release, chat_id,
+                  reservation_id>::with<reservation_released>;
+
+/// Owns one Postgres connection; answers after the transaction committed.
+using persistence_actor = billing_actor::extend<
+  release_signature,
+  /// The next chunk of reservations past their deadline after a cursor
+  /// (keyset pagination, at most `limit` rows).
+  caf::replies_to<atom::sweep, sweep_cursor,
+                  uint32_t>::with<std::vector<sweep_candidate>>,
+  /// Forgets released reservations older than release-retention; returns
+  /// how many rows were deleted.
+  caf::replies_to<atom::prune>::with<uint64_t>,
+  /// Active reservations in Postgres, of every server.
+  caf::replies_to<atom::count>::with<int64_t>,
+  /// Refills the next page of quiet chats after a cursor and returns them.
+  caf::replies_to<atom::reactivate, reactivation_cursor,
+                  uint32_t>::with<reactivation_page>>;
 
 /// Limits of one persistence actor, from the server's configuration.
 struct persistence_limits {

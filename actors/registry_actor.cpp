@@ -2,7 +2,7 @@
 #include "actors/registry_actor.hpp"
 
 #include "actors/log_handlers.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 #include "protocol/validation.hpp"
 
 #include <caf/all.hpp>

@@ -4,13 +4,28 @@
 #pragma once
 
 #include "actors/chat_actor.hpp"
+#include "actors/events_actor.hpp"
+#include "actors/notice_timer_actor.hpp"
+#include "actors/persistence_actor.hpp"
 #include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+#include "protocol/types.hpp"
+
+#include <caf/actor_addr.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
 namespace chargeonce {
+
+/// Routes to chat actors. `idle` is a chat actor's passivation request
+/// (chat_owner) carrying how many operations it has received; `store`
+/// replaces the persistence actor of one partition after a restart.
+using registry_actor = api_actor::extend_with<chat_owner>::extend<
+  release_signature, caf::reacts_to<atom::store, uint64_t, persistence_actor>>;
 
 struct registry_state {
   static inline const char* name = "registry";

@@ -3,7 +3,7 @@
 
 #include "actors/events_actor.hpp"
 #include "actors/log_handlers.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/recording.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/errors.hpp"
 

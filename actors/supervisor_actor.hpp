@@ -5,17 +5,31 @@
 #pragma once
 
 #include "actors/chat_actor.hpp"
+#include "actors/events_actor.hpp"
 #include "actors/persistence_actor.hpp"
+#include "actors/registry_actor.hpp"
 #include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/response_promise.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
 namespace chargeonce {
+
+/// The root of the server: owns the pool, the registry, the event bus and
+/// the scheduled scans. `sweep` runs one full sweep now and answers how many
+/// reservations it released; `reactivate` runs one reactivation scan now and
+/// answers how many chats it refilled; `api` hands out the handle to publish.
+using supervisor_actor =
+  caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
+                   caf::replies_to<atom::reactivate>::with<uint64_t>,
+                   caf::replies_to<atom::api>::with<api_actor>>;
 
 struct supervisor_options {
   size_t connections = 4; ///< persistence actors serving chats

@@ -69,7 +69,7 @@ using continuation = std::function<void(caf::expected<T>)>;
 /// request_id, start, heartbeat, commit, fail, status, touch, top-up,
 /// set-premium and set-flags are tried on the chat's next server;
 /// create-chat, cancel and a reserve without a request_id are not (a repeat
-/// could answer differently).
+/// could answer differently): client/retry.hpp says why for each.
 class client {
 public:
   client(caf::actor_system& sys, options opts);

@@ -5,7 +5,8 @@
 #pragma once
 
 #include "protocol/batch.hpp"
-#include "protocol/interfaces.hpp"
+#include "protocol/type_ids.hpp"
+#include "protocol/types.hpp"
 
 #include <caf/all.hpp>
 

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Typed actor interfaces shared by the server, its clients and the tests.
+// The typed actor interfaces that cross the network: what the server
+// publishes and its clients call. The server-internal ones live next to
+// their actors in actors/*_actor.hpp.
 #pragma once
 
 #include "protocol/batch.hpp"
@@ -50,12 +52,6 @@ using billing_actor = caf::typed_actor<
   /// Sets the given flags (started, blocked, banned).
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
 
-/// Releases a reservation past its deadline (sweeper only); not_found when
-/// it was committed, failed or got a fresh lease meanwhile.
-using release_signature =
-  caf::replies_to<atom::release, chat_id,
-                  reservation_id>::with<reservation_released>;
-
 /// The server's published API: billing plus the event stream. A subscriber
 /// (local or remote) receives queue_notice, reservation_released and
 /// limits_refilled messages, at most once each, until it goes down.
@@ -98,52 +94,5 @@ using admin_actor = caf::typed_actor<
                   std::string>::with<top_up_receipt>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
-
-/// Owns one Postgres connection; answers after the transaction committed.
-using persistence_actor = billing_actor::extend<
-  release_signature,
-  /// The next chunk of reservations past their deadline after a cursor
-  /// (keyset pagination, at most `limit` rows).
-  caf::replies_to<atom::sweep, sweep_cursor,
-                  uint32_t>::with<std::vector<sweep_candidate>>,
-  /// Forgets released reservations older than release-retention; returns
-  /// how many rows were deleted.
-  caf::replies_to<atom::prune>::with<uint64_t>,
-  /// Active reservations in Postgres, of every server.
-  caf::replies_to<atom::count>::with<int64_t>,
-  /// Refills the next page of quiet chats after a cursor and returns them.
-  caf::replies_to<atom::reactivate, reactivation_cursor,
-                  uint32_t>::with<reactivation_page>>;
-
-/// Serializes the operations of one chat. `store` replaces its persistence
-/// actor after a restart; `stop` ends it after passivation.
-using chat_actor =
-  billing_actor::extend<release_signature,
-                        caf::reacts_to<atom::store, persistence_actor>,
-                        caf::reacts_to<atom::stop>>;
-
-/// Fans events out to subscribers; never blocks a publisher.
-using events_actor =
-  caf::typed_actor<caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
-                   caf::reacts_to<queue_notice>,
-                   caf::reacts_to<reservation_released>,
-                   caf::reacts_to<limits_refilled>>;
-
-/// Routes to chat actors. `idle` is a chat actor's passivation request
-/// carrying how many operations it has received; `store` replaces the
-/// persistence actor of one partition after a restart.
-using registry_actor =
-  api_actor::extend<release_signature,
-                    caf::reacts_to<atom::idle, chat_id, uint64_t>,
-                    caf::reacts_to<atom::store, uint64_t, persistence_actor>>;
-
-/// The root of the server: owns the pool, the registry, the event bus and
-/// the scheduled scans. `sweep` runs one full sweep now and answers how many
-/// reservations it released; `reactivate` runs one reactivation scan now and
-/// answers how many chats it refilled; `api` hands out the handle to publish.
-using supervisor_actor =
-  caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
-                   caf::replies_to<atom::reactivate>::with<uint64_t>,
-                   caf::replies_to<atom::api>::with<api_actor>>;
 
 } // namespace chargeonce

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/bench/options.hpp"
 
+#include "main/flags/duration.hpp"
 #include "persistence/batch.hpp"
 #include "protocol/errors.hpp"
 
@@ -136,9 +137,9 @@ void apply_flag(bench_options& o, const std::string& name,
   else if (name == "chats")
     o.chats = parse_int<int64_t>(name, value, 1, chats_max);
   else if (name == "duration")
-    o.duration_s = parse_int<int64_t>(name, value, 1, seconds_max);
+    o.duration_s = parse_duration_seconds(name, value, 1, seconds_max);
   else if (name == "warmup")
-    o.warmup_s = parse_int<int64_t>(name, value, 0, seconds_max);
+    o.warmup_s = parse_duration_seconds(name, value, 0, seconds_max);
   else if (name == "mix")
     o.mix = parse_mix(value);
   else if (name == "connections")
@@ -150,7 +151,7 @@ void apply_flag(bench_options& o, const std::string& name,
   else if (name == "chat-order")
     o.order = parse_order(value);
   else if (name == "idle-timeout")
-    o.idle_timeout_s = parse_int<int64_t>(name, value, 1, seconds_max);
+    o.idle_timeout_s = parse_duration_seconds(name, value, 1, seconds_max);
   else if (name == "persistence")
     o.persistence_batches = parse_batches(value);
   else if (name == "child") {
@@ -196,11 +197,11 @@ const char* const usage_text =
   R"(usage: chargeonce-bench --postgres=DSN
                         (--servers=H1:P1,... [--client-api=blocking,async]
                          | --in-process) [--baseline]
-                        [--clients=N[,N...]] [--chats=N] [--duration=SECONDS]
-                        [--warmup=SECONDS] [--mix=cancel:N,fail:N,double:N]
+                        [--clients=N[,N...]] [--chats=N] [--duration=DURATION]
+                        [--warmup=DURATION] [--mix=cancel:N,fail:N,double:N]
                         [--connections=N] [--processes=N] [--server-pid=PID]
                         [--chat-order=random|sequential]
-                        [--idle-timeout=SECONDS] [--persistence=K[,K...]]
+                        [--idle-timeout=DURATION] [--persistence=K[,K...]]
                         [--json]
 
   --postgres     where chats are seeded (and the baseline runs); remote
@@ -216,8 +217,8 @@ const char* const usage_text =
   --clients      closed-loop client threads; a list means one run per value
                  (default 16)
   --chats        chats seeded fresh per run (default 100000)
-  --duration     measured seconds per run (default 10)
-  --warmup       unmeasured seconds before that (default 1)
+  --duration     measured time per run (default 10s, at most 1h)
+  --warmup       unmeasured time before that (default 1s, at most 1h)
   --mix          percent of cycles that cancel instead of start, fail
                  instead of commit, or double-tap reserve (default all 0)
   --connections  Postgres connections of the in-process pool (default 4)
@@ -227,8 +228,8 @@ const char* const usage_text =
                  resident memory after each run
   --chat-order   random (default): any chat of the run per cycle;
                  sequential: the next chat no cycle has taken yet
-  --idle-timeout in-process chat actors passivate after this many idle
-                 seconds (default: the server's 60)
+  --idle-timeout in-process chat actors passivate after this long idle
+                 (default: the server's 60s)
   --persistence  also measure the persistence layer alone, on one
                  connection, no actors: the cycles one operation per
                  transaction (the baseline's SQL, then the server-side
@@ -236,6 +237,10 @@ const char* const usage_text =
                  starts, K commits; a list: one run per K, 1..42); with the
                  Postgres backend's CPU per cycle when Postgres is local
   --json         one JSON object on stdout instead of the table
+
+DURATION: a number of seconds (90) or a number with a unit, as the server
+takes durations: 1500ms, 90s, 3min, 1h (also ns, us); the bench counts
+whole seconds.
 )";
 
 bench_options parse_args(int argc, char** argv) {

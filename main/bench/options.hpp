@@ -53,8 +53,8 @@ struct bench_options {
   bool baseline = false;
   std::vector<size_t> clients{16};
   int64_t chats = 100000;
-  int64_t duration_s = 10;
-  int64_t warmup_s = 1;
+  int64_t duration_s = 10; ///< --duration, in whole seconds
+  int64_t warmup_s = 1;    ///< --warmup, in whole seconds
   workload_mix mix;
   size_t connections = 4;
   size_t processes = 1;   ///< client processes (remote, baseline)

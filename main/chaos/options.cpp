@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/chaos/options.hpp"
 
+#include "main/flags/duration.hpp"
+
 #include <charconv>
 #include <filesystem>
 #include <unistd.h>
@@ -8,7 +10,7 @@
 namespace chargeonce::chaos {
 
 const char* const usage_text =
-  R"(usage: chargeonce-chaos [--seed=N] [--duration=SECONDS] [--servers=N]
+  R"(usage: chargeonce-chaos [--seed=N] [--duration=DURATION] [--servers=N]
                         [--faults=LIST] [--json=PATH] [--postgres=DSN]
                         [--server=PATH] [--data-dir=DIR] [--chats=N]
                         [--gateways=N] [--workers=N] [--self-test-violation]
@@ -19,7 +21,8 @@ gateways, workers and an admin while injecting faults, then audits Postgres
 against its record of every request and answer.
 
   --seed       seeds the workload and the fault schedule (default 1)
-  --duration   seconds of chaos (default 60), then a drain and the audit
+  --duration   how long the chaos lasts (default 60s, at most 168h), then a
+               drain and the audit
   --servers    chargeonce-server processes (default 2)
   --faults     comma-separated, default all: kill-server, terminate-backend,
                restart-postgres, pause-postgres, drop-connection, kill-worker
@@ -34,10 +37,15 @@ against its record of every request and answer.
   --self-test-violation   plant a forged ledger row before the audit: the
                run must then report violations (tests the auditor)
 
+DURATION: a number of seconds (90) or a number with a unit, as the server
+takes durations: 1500ms, 90s, 3min, 1h (also ns, us), in whole seconds.
+
 Exit status: 0 no violation, 1 a violation (or the harness failed), 2 usage.
 )";
 
 namespace {
+
+constexpr int64_t duration_max_s = 7 * 86400; // a week of chaos at most
 
 std::vector<fault> parse_faults(const std::string& text) {
   std::vector<fault> out;
@@ -67,7 +75,7 @@ void apply(chaos_options& o, const std::string& name, const std::string& v) {
   if (name == "seed")
     o.seed = parse_int<uint64_t>(name, v, 0, UINT64_MAX);
   else if (name == "duration")
-    o.duration_s = parse_int<int64_t>(name, v, 1, 7 * 86400);
+    o.duration_s = parse_duration_seconds(name, v, 1, duration_max_s);
   else if (name == "servers")
     o.servers = parse_int<size_t>(name, v, 1, 16);
   else if (name == "faults") {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Command-line pieces shared by chargeonce-bench and chargeonce-chaos.
+// Command-line pieces shared by chargeonce-cli, chargeonce-bench and
+// chargeonce-chaos (durations: duration.hpp).
 #pragma once
 
 #include <charconv>

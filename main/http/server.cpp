@@ -2,11 +2,10 @@
 #include "main/http/server.hpp"
 
 #include "actors/facade_actor.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/rendering.hpp"
 #include "main/http/errors.hpp"
 #include "main/http/handlers.hpp"
 #include "main/http/routes.hpp"
-#include "main/server/config.hpp"
 #include "persistence/health.hpp"
 
 #include <caf/all.hpp>
@@ -38,18 +37,18 @@ T http_seconds(caf::timespan x) {
     std::chrono::duration_cast<std::chrono::seconds>(x).count());
 }
 
-std::unique_ptr<httplib::Server> make_server(const server_config& cfg) {
-  if (!cfg.tls())
+std::unique_ptr<httplib::Server> make_server(const http_options& opts) {
+  if (!opts.tls())
     return std::make_unique<httplib::Server>();
   // Server-side TLS only: bearer tokens authenticate HTTP clients, so that
   // plain HTTPS clients (PHP, Python) need no client certificate.
-  return std::make_unique<httplib::SSLServer>(cfg.tls_cert.c_str(),
-                                              cfg.tls_key.c_str());
+  return std::make_unique<httplib::SSLServer>(opts.tls_cert.c_str(),
+                                              opts.tls_key.c_str());
 }
 
-std::array<std::string, 4> tokens_of(const server_config& cfg) {
-  return {std::string{}, cfg.http_gateway_token, cfg.http_worker_token,
-          cfg.http_admin_token};
+std::array<std::string, 4> tokens_of(const http_options& opts) {
+  return {std::string{}, opts.gateway_token, opts.worker_token,
+          opts.admin_token};
 }
 
 bool chunked(const httplib::Request& req) {
@@ -136,19 +135,19 @@ void install_handlers(httplib::Server& svr, backend& be, size_t body_max) {
   });
 }
 
-void apply_limits(httplib::Server& svr, const server_config& cfg) {
-  auto threads = cfg.http_threads;
-  // A fixed pool: at most http-threads connections are served at once; the
+void apply_limits(httplib::Server& svr, const http_options& opts) {
+  auto threads = opts.threads;
+  // A fixed pool: at most `threads` connections are served at once; the
   // others wait in the accept queue. Timeouts bound how long each holds on.
   svr.new_task_queue = [threads] {
     return new httplib::ThreadPool(threads);
   };
-  svr.set_payload_max_length(cfg.http_max_body);
-  svr.set_read_timeout(http_seconds<time_t>(cfg.http_timeout));
-  svr.set_write_timeout(http_seconds<time_t>(cfg.http_timeout));
+  svr.set_payload_max_length(opts.body_max);
+  svr.set_read_timeout(http_seconds<time_t>(opts.io_timeout));
+  svr.set_write_timeout(http_seconds<time_t>(opts.io_timeout));
   // A connection holds a pool thread while it is open, so an idle one is
   // closed as soon as a stalled read would be.
-  svr.set_keep_alive_timeout(http_seconds<time_t>(cfg.http_timeout));
+  svr.set_keep_alive_timeout(http_seconds<time_t>(opts.io_timeout));
   svr.set_keep_alive_max_count(keep_alive_requests_max);
 }
 
@@ -164,10 +163,10 @@ struct server::impl {
 server::server(std::unique_ptr<impl> x) : impl_(std::move(x)) {}
 
 caf::expected<std::unique_ptr<server>> server::start(caf::actor_system& sys,
-                                                     const server_config& cfg,
+                                                     const http_options& opts,
                                                      const api_actor& api,
                                                      const std::string& dsn) {
-  if (!cfg.http())
+  if (!opts.enabled())
     return std::unique_ptr<server>{};
   // A client that hangs up mid-response must not kill the process: writes
   // then fail with EPIPE instead.
@@ -178,27 +177,26 @@ caf::expected<std::unique_ptr<server>> server::start(caf::actor_system& sys,
   be.gateway = sys.spawn(make_gateway, api);
   be.worker = sys.spawn(make_worker, api);
   be.admin = sys.spawn(make_admin, api);
-  be.request_timeout = cfg.store_timeout + std::chrono::seconds(5);
+  be.request_timeout = opts.request_timeout;
   be.dsn = dsn;
-  be.tokens = tokens_of(cfg);
-  be.streams_max = cfg.http_max_streams;
+  be.tokens = tokens_of(opts);
+  be.streams_max = opts.streams_max;
   be.stream_buffer_max = stream_buffer_max;
-  x->svr = make_server(cfg);
+  x->svr = make_server(opts);
   std::unique_ptr<server> out{new server(std::move(x))};
   auto& svr = *out->impl_->svr;
   if (!svr.is_valid())
     return caf::make_error(caf::sec::runtime_error,
                            "HTTP: cannot load tls-cert/tls-key");
-  apply_limits(svr, cfg);
-  install_handlers(svr, out->impl_->be, cfg.http_max_body);
-  int port =
-    cfg.http_port == 0
-      ? svr.bind_to_any_port(cfg.http_bind)
-      : (svr.bind_to_port(cfg.http_bind, cfg.http_port) ? cfg.http_port : -1);
+  apply_limits(svr, opts);
+  install_handlers(svr, out->impl_->be, opts.body_max);
+  int port = opts.port == 0
+               ? svr.bind_to_any_port(opts.address)
+               : (svr.bind_to_port(opts.address, opts.port) ? opts.port : -1);
   if (port <= 0)
     return caf::make_error(caf::sec::cannot_open_port,
-                           "HTTP: cannot bind " + cfg.http_bind + ":"
-                             + std::to_string(cfg.http_port));
+                           "HTTP: cannot bind " + opts.address + ":"
+                             + std::to_string(opts.port));
   out->impl_->port = static_cast<uint16_t>(port);
   out->impl_->listener = std::thread{[&svr] {
     svr.listen_after_bind();
@@ -208,7 +206,7 @@ caf::expected<std::unique_ptr<server>> server::start(caf::actor_system& sys,
       spdlog::warn("http role={} has no token: its routes answer 403",
                    to_string(who));
   spdlog::info("listening role=http address={} port={} tls={} threads={}",
-               cfg.http_bind, port, cfg.tls(), cfg.http_threads);
+               opts.address, port, opts.tls(), opts.threads);
   return out;
 }
 

@@ -4,26 +4,25 @@
 // role facades the CAF ports use.
 #pragma once
 
+#include "main/http/options.hpp"
 #include "protocol/interfaces.hpp"
 
 #include <caf/expected.hpp>
+#include <caf/fwd.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-namespace chargeonce {
-
-struct server_config;
-
-namespace http {
+namespace chargeonce::http {
 
 class server {
 public:
-  /// Starts listening on cfg.http_bind:cfg.http_port (TLS with
-  /// cfg.tls_cert/tls_key when given); nullptr when cfg.http_port is -1.
+  /// Starts listening on opts.address:opts.port (HTTPS with
+  /// opts.tls_cert/tls_key when given); nullptr when opts.port is -1. `dsn`
+  /// is the database /readyz checks.
   static caf::expected<std::unique_ptr<server>> start(caf::actor_system& sys,
-                                                      const server_config& cfg,
+                                                      const http_options& opts,
                                                       const api_actor& api,
                                                       const std::string& dsn);
 
@@ -34,7 +33,7 @@ public:
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
-  /// The bound port (the real one when cfg.http_port was 0).
+  /// The bound port (the real one when opts.port was 0).
   uint16_t port() const;
 
   struct impl;
@@ -44,6 +43,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-} // namespace http
-
-} // namespace chargeonce
+} // namespace chargeonce::http

@@ -56,7 +56,7 @@ struct server_config : caf::actor_system_config {
   int32_t premium_daily_messages = 10;
   int32_t premium_daily_images = 10;
 
-  // -- HTTP/JSON adapter (main/http/server.hpp) ------------------------------
+  // -- HTTP/JSON adapter (copied into http::http_options by server.cpp) -----
   int32_t http_port = -1;              ///< -1: off; 0: any free port
   std::string http_bind = "127.0.0.1"; ///< beyond loopback only with TLS
   /// Bearer tokens per role; empty: that role's HTTP routes answer 403.

@@ -6,6 +6,7 @@
 #include "actors/facade_actor.hpp"
 #include "actors/persistence_actor.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "main/http/options.hpp"
 #include "main/http/server.hpp"
 #include "main/server/config.hpp"
 #include "main/server/embedded_cluster.hpp"
@@ -94,6 +95,25 @@ supervisor_options supervisor_options_of(const server_config& cfg) {
     chat_options{cfg.store_timeout, cfg.idle_timeout, cfg.queue_notice_delay};
   out.sweep_interval = cfg.sweep_interval;
   out.reactivation_interval = cfg.reactivation_interval;
+  return out;
+}
+
+/// The HTTP adapter's share of the server's options. Its requests wait
+/// longer than the chat actors' store timeout, so that those answer first.
+http::http_options http_options_of(const server_config& cfg) {
+  http::http_options out;
+  out.port = cfg.http_port;
+  out.address = cfg.http_bind;
+  out.gateway_token = cfg.http_gateway_token;
+  out.worker_token = cfg.http_worker_token;
+  out.admin_token = cfg.http_admin_token;
+  out.tls_cert = cfg.tls_cert;
+  out.tls_key = cfg.tls_key;
+  out.threads = cfg.http_threads;
+  out.streams_max = cfg.http_max_streams;
+  out.body_max = cfg.http_max_body;
+  out.io_timeout = cfg.http_timeout;
+  out.request_timeout = cfg.store_timeout + std::chrono::seconds(5);
   return out;
 }
 
@@ -215,7 +235,7 @@ int serve(caf::actor_system& sys, const server_config& cfg,
                        : caf::expected<std::vector<listener>>{api.error()};
   // The HTTP adapter (off unless --http-port); stopped before the listeners.
   auto web =
-    listeners ? http::server::start(sys, cfg, *api, dsn)
+    listeners ? http::server::start(sys, http_options_of(cfg), *api, dsn)
               : caf::expected<std::unique_ptr<http::server>>{listeners.error()};
   if (listeners && !web)
     close_listeners(sys, *listeners);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sweeping through the real actors over a real Postgres: many stuck
 // reservations, concurrent commits, and subscribers that fail.
-#include "actors/metrics.hpp"
+#include "actors/metrics/rendering.hpp"
 #include "protocol/errors.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <doctest/doctest.h>
 

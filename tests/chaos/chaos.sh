@@ -10,19 +10,14 @@
 #
 # usage: chaos.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER
 set -euo pipefail
-
-die() {
-  echo "chaos: FAILED: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 (($# == 2)) || die "usage: chaos.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER"
 chaos=$(realpath "$1")
 server=$(realpath "$2")
 [[ -x $chaos && -x $server ]] || die "not executables: $chaos $server"
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
-# shellcheck source=tests/support/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 seed=${CHARGEONCE_CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
 duration=${CHARGEONCE_CHAOS_DURATION:-60}
@@ -30,37 +25,11 @@ tmp=$(mktemp -d "$PWD/chaos.XXXXXX")
 chmod 755 "$tmp" # the cluster runs as postgres when we are root
 data=$tmp/data
 
-postmaster_pid() {
-  [[ -f $data/postgres/data/postmaster.pid ]] &&
-    head -n1 "$data/postgres/data/postmaster.pid"
-}
-
-# A chaos run killed while Postgres was paused leaves it stopped: thaw the
-# postmaster and its children, then shut it down.
-cleanup() {
-  local rc=$? pm child
-  pm=$(postmaster_pid || true)
-  if [[ -n $pm ]] && alive "$pm"; then
-    for child in $(ps -o pid= --ppid "$pm" 2>/dev/null); do
-      kill -CONT "$child" 2>/dev/null || true
-    done
-    kill -CONT "$pm" 2>/dev/null || true
-    kill -INT "$pm"
-    wait_gone "$pm" 20 || kill -KILL "$pm"
-  fi
-  if ((rc != 0)); then
-    for log in "$data"/server-*.log; do
-      [[ -f $log ]] || continue
-      echo "--- $log (last 20 lines) ---"
-      tail -n 20 "$log"
-    done
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap "exit 130" INT
-trap "exit 143" TERM
+on_exit_remove "$tmp"
+# A chaos run killed while Postgres was paused leaves it stopped: the trap
+# thaws the postmaster and its children, then shuts it down.
+on_exit_stop_postgres "$data/postgres/data"
+on_exit_show_log "$data/server-*.log"
 
 # check DESCRIPTION JQ-EXPRESSION FILE: the expression must yield true.
 check() {

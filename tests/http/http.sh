@@ -8,18 +8,12 @@
 # usage: http.sh SERVER ROUTES_DUMP SOURCE_DIR   (needs curl, jq, python3,
 # psql and CHARGEONCE_TEST_DSN; fails, never skips, without them)
 set -euo pipefail
-
-server=$1
-routes_dump=$2
-src=$3
 # shellcheck source=tests/support/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
-die() {
-  echo "http: FAILED: $*" >&2
-  [[ -f ${tmp:-}/server.log ]] && tail -n 30 "$tmp/server.log" >&2
-  exit 1
-}
+server_bin=$1
+routes_dump=$2
+src=$3
 
 ok() { echo "http: ok: $*"; }
 
@@ -29,24 +23,16 @@ for tool in curl jq python3 psql; do
 done
 
 tmp=$(mktemp -d "$PWD/http.XXXXXX")
+on_exit_remove "$tmp"
 db=chargeonce_http_$$
 dsn="$CHARGEONCE_TEST_DSN dbname=$db" # the last dbname wins
-server_pid=
 streams=()
 
-cleanup() {
-  local rc=$?
-  for pid in "${streams[@]}"; do kill "$pid" 2>/dev/null || true; done
-  if [[ -n $server_pid ]] && alive "$server_pid"; then
-    kill -TERM "$server_pid"
-    wait_gone "$server_pid" 10 || kill -KILL "$server_pid"
-  fi
+drop_database() {
   psql "$CHARGEONCE_TEST_DSN" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
     >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-  exit "$rc"
 }
-trap cleanup EXIT
+on_exit_run drop_database
 
 # -- the server -----------------------------------------------------------------
 
@@ -58,15 +44,13 @@ wk=$(token worker)
 ad=$(token admin)
 echo "$wk" >"$tmp/worker.token"
 
-"$server" --postgres="$dsn" --port=0 --http-port=0 --port-file="$tmp/ports" \
+start_server "$tmp/server" --postgres="$dsn" --port=0 --http-port=0 \
   --http-gateway-token="$gw" --http-worker-token-file="$tmp/worker.token" \
   --http-admin-token="$ad" --queue-notice-delay=1s --lease-duration=2s \
   --sweep-interval=1s --http-max-body=4096 --http-timeout=1s \
-  --http-threads=6 --http-max-streams=2 2>"$tmp/server.log" &
-server_pid=$!
-poll 20 test -f "$tmp/ports" || die "server did not start"
-port=$(sed -n 's/^http=//p' "$tmp/ports")
-[[ -n $port ]] || die "no http= line in the port file: $(cat "$tmp/ports")"
+  --http-threads=6 --http-max-streams=2
+port=$(port_of http)
+[[ -n $port ]] || die "no http= line in the port file: $(cat "$server_port_file")"
 base=http://127.0.0.1:$port
 
 # req METHOD PATH TOKEN [BODY]: sets code (status) and out (body); headers in
@@ -350,8 +334,10 @@ ok "top-up (idempotent), premium, flags; blocked/banned reserve -> 403"
 
 # -- events and fencing ---------------------------------------------------------
 
-stream() { # stream FILE: a background SSE client; its pid in $!
+stream() { # stream FILE: a background SSE client; its pid in `streams`
   curl -s -N -H "Authorization: Bearer $gw" "$base/v1/events" >"$1" &
+  streams+=($!)
+  on_exit_kill "$!"
 }
 
 # has_event FILE TYPE RESERVATION: the stream in FILE carried that event for
@@ -363,7 +349,6 @@ has_event() {
       >/dev/null
 }
 stream "$tmp/events"
-streams+=($!)
 poll 5 grep -q '^: subscribed' "$tmp/events" || die "no event stream"
 check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"job-5"}'
 id=$(field .id)
@@ -380,7 +365,6 @@ check 200 - GET "/v1/chats/$chat" "$gw"
 ok "SSE: queue_notice and reservation_released; a released job's commit -> 410"
 
 stream "$tmp/events2"
-streams+=($!)
 poll 5 grep -q '^: subscribed' "$tmp/events2" || die "no second stream"
 check 503 too_many_streams GET /v1/events "$gw"
 grep -qi '^retry-after: 1' "$tmp/headers" || die "503 without Retry-After"
@@ -448,39 +432,30 @@ ok "readyz 503 without a migration or Postgres; storage_unavailable -> 503 + Ret
 # -- shutdown with an open stream -------------------------------------------------
 
 stream "$tmp/events4"
-streams+=($!)
 poll 5 grep -q '^: subscribed' "$tmp/events4" || die "no stream before shutdown"
-kill -TERM "$server_pid"
-wait_gone "$server_pid" 10 || die "the server did not stop within 10 s of SIGTERM"
-status=0
-reap "$server_pid"
-((status == 0)) || die "server exit status $status"
-grep -q 'http stopped' "$tmp/server.log" || die "no 'http stopped' in the log"
-server_pid=
+stop_server "$server_pid" 10
+grep -q 'http stopped' "$server_log" || die "no 'http stopped' in the log"
 ok "SIGTERM with an open event stream: clean exit"
 
 # -- startup checks and TLS -------------------------------------------------------
 
 rc=0
-"$server" --postgres="$dsn" --http-port=0 --http-bind=0.0.0.0 2>"$tmp/refused.log" || rc=$?
+"$server_bin" --postgres="$dsn" --http-port=0 --http-bind=0.0.0.0 2>"$tmp/refused.log" || rc=$?
 [[ $rc == 2 ]] || die "plain HTTP beyond loopback was not refused: $rc"
 grep -q 'refusing plain HTTP' "$tmp/refused.log" || die "$(cat "$tmp/refused.log")"
 rc=0
-"$server" --postgres="$dsn" --http-port=0 --http-admin-token=short 2>"$tmp/refused.log" || rc=$?
+"$server_bin" --postgres="$dsn" --http-port=0 --http-admin-token=short 2>"$tmp/refused.log" || rc=$?
 [[ $rc == 2 ]] || die "a short token was accepted"
 rc=0
-"$server" --postgres="$dsn" --http-port=0 --http-admin-token="$gw" \
+"$server_bin" --postgres="$dsn" --http-port=0 --http-admin-token="$gw" \
   --http-gateway-token="$gw" 2>"$tmp/refused.log" || rc=$?
 [[ $rc == 2 ]] || die "one token for two roles was accepted"
 "$src/scripts/dev-certs" "$tmp/certs" >/dev/null
 c=$tmp/certs
-rm -f "$tmp/ports"
-"$server" --postgres="$dsn" --port=0 --http-port=0 --port-file="$tmp/ports" \
+start_server "$tmp/tls" --postgres="$dsn" --port=0 --http-port=0 \
   --tls-cert="$c/server.pem" --tls-key="$c/server.key" --tls-ca="$c/ca.pem" \
-  --http-gateway-token="$gw" 2>"$tmp/server.log" &
-server_pid=$!
-poll 20 test -f "$tmp/ports" || die "TLS server did not start"
-port=$(sed -n 's/^http=//p' "$tmp/ports")
+  --http-gateway-token="$gw"
+port=$(port_of http)
 # The certificate chains to the cluster CA (s_client checks no host name:
 # dev-certs' certificates carry only a CN, which curl does not match).
 verify() {

@@ -5,7 +5,9 @@
 #include "main/http/context.hpp"
 #include "main/http/errors.hpp"
 #include "main/http/input.hpp"
+#include "main/http/options.hpp"
 #include "main/http/routes.hpp"
+#include "main/http/server.hpp"
 #include "main/http/stream.hpp"
 #include "protocol/errors.hpp"
 
@@ -171,5 +173,20 @@ TEST_SUITE("http") {
     q.push("c");
     CHECK(q.overflow);
     CHECK(q.frames.size() == 2);
+  }
+
+  TEST_CASE("the adapter is off unless its own options name a port") {
+    http_options opts;
+    CHECK_FALSE(opts.enabled());
+    CHECK_FALSE(opts.tls());
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    auto off = server::start(sys, opts, api_actor{}, "");
+    REQUIRE(off);
+    CHECK(*off == nullptr);
+    opts.port = 0;
+    opts.tls_cert = "cert.pem";
+    CHECK(opts.enabled());
+    CHECK(opts.tls());
   }
 }

@@ -10,31 +10,20 @@
 # Needs jq and CHARGEONCE_TEST_DSN (fails without it). The temp dir is made
 # under $PWD (ctest: the build dir).
 set -euo pipefail
-
-die() {
-  echo "install: FAILED: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 (($# == 3)) || die "usage: install.sh CMAKE BUILD_DIR SOURCE_DIR"
 cmake=$1
 build=$(realpath "$2")
 source_dir=$(realpath "$3")
-# shellcheck source=tests/support/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] \
   || die "CHARGEONCE_TEST_DSN is not set (scripts/test sets it)"
 
 tmp=$(mktemp -d "$PWD/install.XXXXXX")
+on_exit_remove "$tmp"
 prefix=$tmp/prefix
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 # -- the files ----------------------------------------------------------------
 
@@ -120,28 +109,18 @@ fi
 grep -qF 'host=/run/postgresql dbname=chargeonce' "$tmp/dump" \
   || die "the config's postgres= was not read: $(cat "$tmp/dump")"
 
-start_server() { # name config
-  (cd "$tmp" && exec "$prefix/bin/chargeonce-server" --config-file="$2" \
-    --postgres="$CHARGEONCE_TEST_DSN" --port=0 --port-file="$tmp/$1.port" \
-    2>"$tmp/$1.log") &
-  pids+=($!)
-  poll 15 test -s "$tmp/$1.port" \
-    || die "server $1 did not start: $(cat "$tmp/$1.log")"
-}
-
-stop_server() { # pid
-  kill -TERM "$1"
-  wait_gone "$1" 10 || die "server did not stop on SIGTERM"
-}
-
-start_server installed "$conf"
-cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$(head -n1 "$tmp/installed.port")")
+# Run in $tmp: the config's relative paths (data-dir) stay there.
+server_bin=$prefix/bin/chargeonce-server server_dir=$tmp
+start_server "$tmp/installed" --config-file="$conf" \
+  --postgres="$CHARGEONCE_TEST_DSN" --port=0
+cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port")
 chat=$(random_chat)
 "${cli[@]}" create-chat --chat="$chat" --balance=2 >"$tmp/create" \
   || die "create-chat: $(cat "$tmp/create")"
 [[ $("${cli[@]}" status --chat="$chat" | jq .balance) == 2 ]] \
   || die "status did not show the created chat"
-stop_server "${pids[-1]}"
+kill -TERM "$server_pid"
+wait_gone "$server_pid" 10 || die "server did not stop on SIGTERM"
 
 # Every option uncommented, at its documented default: each name and value
 # must parse, and together they must pass the server's own checks.
@@ -156,10 +135,12 @@ for name in $options; do
   grep -qE "^$name = " "$tmp/dump.all" \
     || die "chargeonce.conf: the value of '$name' was not accepted"
 done
-start_server uncommented "$tmp/all.conf"
-cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$(head -n1 "$tmp/uncommented.port")")
+start_server "$tmp/uncommented" --config-file="$tmp/all.conf" \
+  --postgres="$CHARGEONCE_TEST_DSN" --port=0
+cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port")
 [[ $("${cli[@]}" status --chat="$chat" | jq .balance) == 2 ]] \
   || die "the server with every option set did not answer"
-stop_server "${pids[-1]}"
+kill -TERM "$server_pid"
+wait_gone "$server_pid" 10 || die "server did not stop on SIGTERM"
 
 echo "install: OK (${#binaries[@]} binaries, ${#migrations[@]} migrations)"

@@ -14,35 +14,22 @@
 # usage: churn.sh CHARGEONCE-SERVER CHARGEONCE-CLI [ROUNDS]
 # Needs jq and CHARGEONCE_TEST_DSN (scripts/test); fails without them.
 set -euo pipefail
-
-server=$1
-cli=$2
-rounds=${3:-40}
-clients=16
 # shellcheck source=tests/support/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
-die() {
-  echo "churn: FAILED: $*" >&2
-  exit 1
-}
+server_bin=$1
+cli=$2
+rounds=${3:-40}
+clients=16
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 
 tmp=$(mktemp -d "$PWD/churn.XXXXXX")
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+on_exit_remove "$tmp"
 
-"$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 --log-level=debug \
-  --port-file="$tmp/port" 2>"$tmp/server.log" &
-server_pid=$!
-poll 10 test -s "$tmp/port" || die "the server did not start"
-address="127.0.0.1:$(head -n1 "$tmp/port")"
+start_server "$tmp/server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
+  --log-level=debug
+address="127.0.0.1:$server_port"
 
 chat=$(random_chat)
 "$cli" --server="$address" create-chat --chat="$chat" --balance=1 >/dev/null
@@ -73,8 +60,5 @@ echo "churn: $((total - lost)) of $total requests answered to their sender;" \
 ((lost == 0)) || die "$lost of $total requests got no answer"
 ((answered == total)) || die "the server logged $answered answers, expected $total"
 alive "$server_pid" || die "the server exited"
-kill "$server_pid"
-reap "$server_pid"
-server_pid=
-((status == 0)) || die "the server exited with $status on SIGTERM"
+stop_server "$server_pid"
 echo "churn: passed"

@@ -35,11 +35,8 @@ set -euo pipefail
 # The last command of a pipeline runs in this shell: `... | garbage` counts
 # and fails here, not in a subshell.
 shopt -s lastpipe
-
-die() {
-  echo "hostile: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 (($# == 2)) || die "usage: hostile.sh CHARGEONCE-SERVER CHARGEONCE-CLI"
 server_bin=$(realpath "$1")
@@ -49,7 +46,7 @@ cli_bin=$(realpath "$2")
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 # Never pass vacuously: without a database nothing here can be tested.
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] \
-  || die "FAILED: CHARGEONCE_TEST_DSN is not set (a libpq DSN of a" \
+  || die "CHARGEONCE_TEST_DSN is not set (a libpq DSN of a" \
     "throwaway database; scripts/test sets it)"
 dsn=$CHARGEONCE_TEST_DSN
 
@@ -70,8 +67,9 @@ status_calls=100
 roles=(gateway worker admin)
 
 tmp=$(mktemp -d "$PWD/hostile.XXXXXX")
-# Every background process we start; the trap ends what still runs.
-server="" server_log="$tmp/server.log" idle_pid="" victims=()
+on_exit_remove "$tmp"
+# Every background process we start (the EXIT trap ends what still runs).
+server_pid="" server_log="$tmp/server.log" idle_pid="" victims=()
 current_step="setup"
 step_started=0
 test_started=0
@@ -99,6 +97,7 @@ end_step() {
 step() {
   end_step
   current_step=${1%%:*}
+  die_where="in step $current_step"
   step_started=$(now_ms)
   printf '\n== step %s (t=%d ms)\n' "$1" $((step_started - test_started))
 }
@@ -106,13 +105,12 @@ step() {
 # Dies; says so when the cause is that the server is gone.
 fail() {
   local why=""
-  if [[ -n $server ]] && ! alive "$server"; then
-    reap "$server"
-    server=""
+  if [[ -n $server_pid ]] && ! alive "$server_pid"; then
+    reap "$server_pid"
+    server_pid=""
     why=" (the server died: exit status $status)"
   fi
-  echo "hostile: FAILED in step $current_step: $*$why" >&2
-  exit 1
+  die "$*$why"
 }
 
 # A failed check that does not stop the test; it fails at the end.
@@ -125,10 +123,6 @@ note() {
   echo "   $*"
 }
 
-# alive, wait_gone, reap, poll, random_chat
-# shellcheck source=tests/support/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
-
 mib() {
   awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'
 }
@@ -138,7 +132,7 @@ mib() {
 # Used inside $(...): exits that subshell, and set -e this shell, with a
 # message when the server is gone.
 require_proc() {
-  [[ -r /proc/$server/status ]] && alive "$server" && return 0
+  [[ -r /proc/$server_pid/status ]] && alive "$server_pid" && return 0
   echo "hostile: FAILED in step $current_step: the server died" >&2
   exit 1
 }
@@ -146,13 +140,13 @@ require_proc() {
 # The server's resident set (KiB), or its peak so far with `VmHWM`.
 memory_kib() {
   require_proc
-  awk -v f="${1:-VmRSS}:" '$1 == f { print $2 }' "/proc/$server/status"
+  awk -v f="${1:-VmRSS}:" '$1 == f { print $2 }' "/proc/$server_pid/status"
 }
 
 # How many file descriptors the server has open (sockets, Postgres, logs).
 server_fds() {
   require_proc
-  local fds=("/proc/$server/fd/"*)
+  local fds=("/proc/$server_pid/fd/"*)
   echo "${#fds[@]}"
 }
 
@@ -174,7 +168,7 @@ listening_ports() {
   require_proc
   local -A own=()
   local fd link _sl local_addr _rem st inode
-  for fd in "/proc/$server/fd/"*; do
+  for fd in "/proc/$server_pid/fd/"*; do
     link=$(readlink "$fd" 2>/dev/null) || continue
     [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && own[${BASH_REMATCH[1]}]=1
   done
@@ -185,44 +179,31 @@ listening_ports() {
     done | sort -n | paste -sd' '
 }
 
-# Starts the server with `args...` and its log in `log`, waits for its port
-# file and fills `port` from it (line 1 is `api`, 0 when not published).
-start_server() {
-  local log=$1 port_file="$tmp/server.port" line
-  shift
-  rm -f "$port_file"
-  server_log=$log
-  "$server_bin" --postgres="$dsn" --port-file="$port_file" "$@" \
-    >"$server_log" 2>&1 &
-  server=$!
-  for ((i = 0; i < 300; i++)); do
-    [[ -f $port_file ]] && break
-    require_alive "start-up: $(tail -n 5 "$server_log")"
-    sleep 0.1
-  done
-  [[ -f $port_file ]] || fail "no port file after 30 s"
+# Fills `port` from the port file of the server started last: line 1 is
+# `api` (0 when not published), then `role=port` lines.
+read_ports() {
+  local line
   port=()
-  port[api]=$(head -n1 "$port_file")
-  [[ ${port[api]} =~ ^[0-9]+$ ]] \
-    || fail "line 1 of the port file is no port: $(cat "$port_file")"
+  port[api]=$server_port
   while read -r line; do
     [[ $line =~ ^(gateway|worker|admin)=([0-9]+)$ ]] \
       || fail "unexpected line '$line' in the port file"
     port[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
-  done < <(tail -n +2 "$port_file")
+  done < <(tail -n +2 "$server_port_file")
 }
 
 # Dies unless the server still runs; `after` says after what.
 require_alive() {
-  alive "$server" && return 0
-  reap "$server"
-  server=""
+  alive "$server_pid" && return 0
+  reap "$server_pid"
+  server_pid=""
   fail "the server died after $1 (exit status $status)"
 }
 
-# Warnings and errors in the server log from line `from` on (1-based).
+# Warnings and errors in the server log (or `file`) from line `from` on
+# (1-based).
 log_problems() {
-  tail -n "+$1" "$server_log" \
+  tail -n "+$1" "${2:-$server_log}" \
     | grep -E '\[(warning|error|critical)\]' || true
 }
 
@@ -331,25 +312,11 @@ random_garbage() {
   head -c 4095 /dev/urandom
 }
 
-# -- cleanup ------------------------------------------------------------------
+# -- on exit ------------------------------------------------------------------
 
-# Stops `pid` if it still runs: SIGTERM, then SIGKILL after 5 s.
-stop() {
-  local pid=$1
-  [[ -n $pid ]] && alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  wait_gone "$pid" 5 || kill -KILL "$pid" 2>/dev/null || true
-}
-
-# Summarizes, ends every process we started, shows the server log on
-# failure, removes the temp dir.
-cleanup() {
-  local rc=$? pid
-  for pid in "${victims[@]}"; do
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  stop "$idle_pid"
-  stop "$server"
+# Run by the EXIT trap once the processes are stopped: the timings, and the
+# findings, which fail the test.
+summarize() {
   if ((${#timings[@]} > 0)); then
     printf '\n== timings\n'
     printf '   %s\n' "${timings[@]}"
@@ -357,18 +324,19 @@ cleanup() {
   if ((${#findings[@]} > 0)); then
     printf '\n== %d failed check(s)\n' "${#findings[@]}" >&2
     printf '   %s\n' "${findings[@]}" >&2
-    ((rc != 0)) || rc=1
+    ((exit_status != 0)) || exit_status=1
   fi
-  if ((rc != 0)) && [[ -s $server_log ]]; then
-    echo "--- ${server_log##*/}: warnings and errors ---"
-    log_problems 1 | tail -n 20
-    echo "--- ${server_log##*/}: last 10 lines ---"
-    tail -n 10 "$server_log"
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
 }
-trap cleanup EXIT
+on_exit_run summarize
+
+# What the EXIT trap shows of a server log on failure (instead of lib.sh's
+# last 40 lines).
+show_log() {
+  echo "--- ${1##*/}: warnings and errors ---"
+  log_problems 1 "$1" | tail -n 20
+  echo "--- ${1##*/}: last 10 lines ---"
+  tail -n 10 "$1"
+}
 trap 'echo "hostile: interrupted in step $current_step" >&2; exit 130' INT
 trap 'echo "hostile: interrupted in step $current_step" >&2; exit 143' TERM
 
@@ -444,14 +412,11 @@ check_log() {
 }
 
 # SIGTERM must stop the server with exit 0 within 30 s.
-stop_server() {
+stop_server_timed() {
   local stop_at
   stop_at=$(now_ms)
-  kill -TERM "$server"
-  wait_gone "$server" 30 || fail "the server still runs 30 s after SIGTERM"
-  reap "$server"
-  server=""
-  ((status == 0)) || fail "the server exited $status after SIGTERM, expected 0"
+  stop_server "$server_pid"
+  server_pid=""
   note "the server exited 0 $(($(now_ms) - stop_at)) ms after SIGTERM"
 }
 
@@ -459,8 +424,9 @@ stop_server() {
 
 step "0: a server on three role ports, $((10 * warm_chats_n)) warm-up calls"
 # --port=0 as well: with role ports it must not be published even if asked.
-start_server "$tmp/server.log" --port=0 --gateway-port=0 --worker-port=0 \
-  --admin-port=0
+start_server "$tmp/server" --postgres="$dsn" --port=0 --gateway-port=0 \
+  --worker-port=0 --admin-port=0
+read_ports
 ((port[api] == 0)) \
   || fail "the all-roles API is published on port ${port[api]} next to the" \
     "role ports (port file line 1 must be 0)"
@@ -468,7 +434,7 @@ for role in "${roles[@]}"; do
   [[ ${port[$role]:-} =~ ^[1-9][0-9]*$ ]] \
     || fail "no $role port in the port file: $(cat "$tmp/server.port")"
 done
-note "server pid $server; ports gateway=${port[gateway]}" \
+note "server pid $server_pid; ports gateway=${port[gateway]}" \
   "worker=${port[worker]} admin=${port[admin]}; port file line 1: 0"
 expect_listening "${roles[@]}"
 
@@ -634,6 +600,7 @@ partial_per_port=5
   exec sleep 300
 ) 2>"$tmp/idle.err" &
 idle_pid=$!
+on_exit_kill "$idle_pid"
 poll 10 test -e "$tmp/idle.ready" \
   || fail "could not open the silent connections: $(cat "$tmp/idle.err")"
 held=$((${#roles[@]} * (idle_per_port + partial_per_port)))
@@ -642,8 +609,7 @@ poll 10 fds_at_least $((base_fds + held)) \
     "$((base_fds + held)) with $held silent connections"
 note "$held connections held open, the server has $(server_fds) fds"
 canary "$held silent connections"
-stop "$idle_pid"
-reap "$idle_pid"
+stop_process "$idle_pid"
 idle_pid=""
 poll 10 fds_at_most $((base_fds + 4)) \
   || finding "the server still has $(server_fds) fds 10 s after the silent" \
@@ -811,25 +777,26 @@ note "fds baseline $base_fds, now $final_fds"
 ((final_fds <= base_fds + 4)) \
   || finding "$final_fds fds after the attacks, baseline $base_fds"
 check_log "$base_log"
-stop_server
+stop_server_timed
 
 # -- 9. the plain all-roles port ----------------------------------------------
 
 step "9: a second server with only --port=0: garbage bytes, canary, SIGTERM"
-start_server "$tmp/plain.log" --port=0
+start_server "$tmp/plain" --postgres="$dsn" --port=0
+read_ports
 ((port[api] > 0)) \
   || fail "port file line 1 is ${port[api]}, expected the all-roles port"
 for role in "${roles[@]}"; do
   [[ -z ${port[$role]:-} ]] \
     || fail "a $role port (${port[$role]}) was published without being asked"
 done
-note "server pid $server; all-roles port ${port[api]}, no role ports"
+note "server pid $server_pid; all-roles port ${port[api]}, no role ports"
 expect_listening api
 garbage_attack api
 sleep 0.5
 canary "garbage bytes" api
 check_log 1
-stop_server
+stop_server_timed
 end_step
 
 ((${#findings[@]} == 0)) || exit 1

@@ -17,21 +17,18 @@
 # 12-digit ids, and events of other chats in the watch output are ignored.
 # The temp dir is made under $PWD (ctest: the build dir).
 set -euo pipefail
-
-die() {
-  echo "restart: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 (($# == 2)) || die "usage: restart.sh CHARGEONCE-SERVER CHARGEONCE-CLI"
-server=$(realpath "$1")
+server_bin=$(realpath "$1")
 cli=$(realpath "$2")
-[[ -x $server ]] || die "not an executable: $server"
+[[ -x $server_bin ]] || die "not an executable: $server_bin"
 [[ -x $cli ]] || die "not an executable: $cli"
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 # Never pass vacuously: without a database nothing here can be tested.
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] \
-  || die "FAILED: CHARGEONCE_TEST_DSN is not set (a libpq DSN of a" \
+  || die "CHARGEONCE_TEST_DSN is not set (a libpq DSN of a" \
     "throwaway database; scripts/test sets it)"
 dsn=$CHARGEONCE_TEST_DSN
 
@@ -42,7 +39,10 @@ server_options=(--postgres="$dsn" --sweep-interval=500ms
   --queue-notice-delay=300ms)
 
 tmp=$(mktemp -d "$PWD/restart.XXXXXX")
-# Every background process we start, by role; the trap ends what still runs.
+on_exit_remove "$tmp"
+on_exit_show_log "$tmp/*.log" "$tmp/*.out" "$tmp/*.err"
+# Every background process we start, by role (the EXIT trap ends what still
+# runs).
 server_a="" server_b="" watch_a="" watch_b=""
 current_step="setup"
 
@@ -50,12 +50,8 @@ current_step="setup"
 
 step() {
   current_step=${1%%:*}
+  die_where="in step $current_step"
   printf '\n== step %s\n' "$1"
-}
-
-fail() {
-  echo "restart: FAILED in step $current_step: $*" >&2
-  exit 1
 }
 
 note() {
@@ -66,31 +62,7 @@ now_ms() {
   echo $(($(date +%s%N) / 1000000))
 }
 
-# alive, wait_gone, reap, poll, random_chat
-# shellcheck source=tests/support/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
-
 # -- servers and the CLI ------------------------------------------------------
-
-# Starts a server in the background; sets `started_pid` and `started_port`
-# once it listens. `name` names its log and port file.
-start_server() {
-  local name=$1 port_file="$tmp/$1.port"
-  "$server" "${server_options[@]}" --port=0 --port-file="$port_file" \
-    >"$tmp/$name.log" 2>&1 &
-  started_pid=$!
-  for ((i = 0; i < 300; i++)); do
-    [[ -f $port_file ]] && (($(wc -l <"$port_file") >= 1)) && break
-    if ! alive "$started_pid"; then
-      reap "$started_pid"
-      fail "server $name exited $status before listening:" \
-        "$(tail -n 5 "$tmp/$name.log")"
-    fi
-    sleep 0.1
-  done
-  started_port=$(head -n1 "$port_file" 2>/dev/null || true)
-  [[ $started_port =~ ^[0-9]+$ ]] || fail "server $name: no port after 30 s"
-}
 
 # Starts `chargeonce-cli watch` against `port` in the background, writing to
 # $tmp/`name`.out; sets `started_pid` once it is subscribed (it says so on
@@ -100,16 +72,17 @@ start_watch() {
   "$cli" --server="127.0.0.1:$port" watch \
     >"$tmp/$name.out" 2>"$tmp/$name.err" &
   started_pid=$!
+  on_exit_kill "$started_pid"
   for ((i = 0; i < 100; i++)); do
     grep -q '^chargeonce-cli: watching' "$tmp/$name.err" && return 0
     if ! alive "$started_pid"; then
       reap "$started_pid"
-      fail "watch $name exited $status before subscribing:" \
+      die "watch $name exited $status before subscribing:" \
         "$(cat "$tmp/$name.err")"
     fi
     sleep 0.1
   done
-  fail "watch $name did not subscribe within 10 s"
+  die "watch $name did not subscribe within 10 s"
 }
 
 # Runs the CLI against `port`, expecting exit status `want_rc`; its stdout
@@ -118,10 +91,10 @@ cli_expect() {
   local want_rc=$1 port=$2 rc=0
   shift 2
   out=$("$cli" --server="127.0.0.1:$port" "$@" 2>"$tmp/cli.err") || rc=$?
-  ((rc == want_rc)) || fail "'chargeonce-cli $*' exited $rc, expected" \
+  ((rc == want_rc)) || die "'chargeonce-cli $*' exited $rc, expected" \
     "$want_rc: $out $(cat "$tmp/cli.err")"
   jq -e 'type == "object"' <<<"$out" >/dev/null 2>&1 \
-    || fail "'chargeonce-cli $*' did not print one JSON object: $out"
+    || die "'chargeonce-cli $*' did not print one JSON object: $out"
 }
 
 # True if the last CLI output satisfies the jq filter (extra args go to jq).
@@ -133,7 +106,7 @@ out_is() {
 expect_out() {
   local message=$1
   shift
-  out_is "$@" || fail "$message: $out"
+  out_is "$@" || die "$message: $out"
 }
 
 # The events in watch file `name` matching jq filter `select`, compact, one
@@ -165,17 +138,10 @@ chat_unlocked() {
   out_is '.reservation == null'
 }
 
-# -- cleanup ------------------------------------------------------------------
+# -- what a failure shows ----------------------------------------------------
 
-# Stops `pid` if it still runs: SIGTERM, then SIGKILL after 5 s.
-stop() {
-  local pid=$1
-  [[ -n $pid ]] && alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  wait_gone "$pid" 5 || kill -KILL "$pid" 2>/dev/null || true
-}
-
-# Prints what a log or watch file says about our chats (the shared database
+# What the EXIT trap shows on failure of a log or watch file (instead of
+# lib.sh's last 40 lines): what it says about our chats (the shared database
 # makes the servers sweep, and the watches print, other suites' chats too),
 # then its last lines.
 show_log() {
@@ -188,22 +154,6 @@ show_log() {
   tail -n 10 "$f"
 }
 
-# On any exit: end every process we started, show the logs on failure,
-# remove the temp dir.
-cleanup() {
-  local rc=$? f
-  for pid in "$watch_a" "$watch_b" "$server_a" "$server_b"; do
-    stop "$pid"
-  done
-  if ((rc != 0)); then
-    for f in "$tmp"/*.log "$tmp"/*.out "$tmp"/*.err; do
-      [[ -s $f ]] && show_log "$f"
-    done
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
 trap 'echo "restart: interrupted in step $current_step" >&2; exit 130' INT
 trap 'echo "restart: interrupted in step $current_step" >&2; exit 143' TERM
 
@@ -213,12 +163,12 @@ step "1: sweep-timeout below 2 x max-job-duration is refused"
 # A sweep-timeout shorter than two jobs would unlock a chat whose job still
 # runs; the server must refuse before touching the database.
 rc=0
-timeout 30 "$server" --postgres="$dsn" --max-job-duration=2s \
+timeout 30 "$server_bin" --postgres="$dsn" --max-job-duration=2s \
   --sweep-timeout=3s >"$tmp/refused.out" 2>"$tmp/refused.err" || rc=$?
-((rc == 2)) || fail "the server exited $rc, expected 2:" \
+((rc == 2)) || die "the server exited $rc, expected 2:" \
   "$(cat "$tmp/refused.err")"
 grep -q 'sweep-timeout' "$tmp/refused.err" \
-  || fail "stderr does not mention sweep-timeout: $(cat "$tmp/refused.err")"
+  || die "stderr does not mention sweep-timeout: $(cat "$tmp/refused.err")"
 note "exit 2: $(cat "$tmp/refused.err")"
 
 # -- 2. server A holds two reservations ---------------------------------------
@@ -229,8 +179,8 @@ chat_y=$(random_chat)
 while ((chat_y == chat_x)); do chat_y=$(random_chat); done
 note "chat X=$chat_x, chat Y=$chat_y"
 
-start_server a
-server_a=$started_pid port_a=$started_port
+start_server "$tmp/a" "${server_options[@]}" --port=0
+server_a=$server_pid port_a=$server_port
 note "server A pid $server_a on port $port_a"
 start_watch watch_a "$port_a"
 watch_a=$started_pid
@@ -256,13 +206,13 @@ notice_x+=" and .reservation == $rx)"
 notice_y="(.event == \"queue_notice\" and .chat == $chat_y"
 notice_y+=" and .reservation == $ry)"
 poll 5 has_event watch_a "$notice_x" \
-  || fail "no queue_notice for X (rx=$rx) within 5 s"
+  || die "no queue_notice for X (rx=$rx) within 5 s"
 poll 5 has_event watch_a "$notice_y" \
-  || fail "no queue_notice for Y (ry=$ry) within 5 s"
+  || die "no queue_notice for Y (ry=$ry) within 5 s"
 notice_ms=$(($(now_ms) - reserved_at))
 note "queue_notice for X and Y seen ${notice_ms} ms after reserve X"
 # Published queue-notice-delay (300 ms) after the reserve, not at once.
-((notice_ms >= 250)) || fail "queue_notice came after ${notice_ms} ms," \
+((notice_ms >= 250)) || die "queue_notice came after ${notice_ms} ms," \
   "before queue-notice-delay (300 ms)"
 
 # The heartbeat comes last, right before the kill: the 1 s lease then lapses
@@ -282,11 +232,11 @@ step "3: kill -9 server A, server B sees the reservations"
   kill -KILL "$server_a"
   reap "$server_a"
 } 2>/dev/null
-((status == 137)) || fail "server A exited $status, expected 137 (SIGKILL)"
+((status == 137)) || die "server A exited $status, expected 137 (SIGKILL)"
 server_a=""
 killed_at=$(now_ms)
-start_server b
-server_b=$started_pid port_b=$started_port
+start_server "$tmp/b" "${server_options[@]}" --port=0
+server_b=$server_pid port_b=$server_port
 listening_ms=$(($(now_ms) - killed_at))
 note "server B pid $server_b on port $port_b, listening ${listening_ms} ms" \
   "after the kill"
@@ -309,13 +259,13 @@ note "Y $(($(now_ms) - heartbeat_at)) ms after its heartbeat:" \
     <<<"$out")"
 
 # The watch of A must notice its server vanished: exit 2, not hang.
-wait_gone "$watch_a" 5 || fail "watch A still runs 5 s after server A died"
+wait_gone "$watch_a" 5 || die "watch A still runs 5 s after server A died"
 reap "$watch_a"
 watch_a=""
 ((status == 2)) \
-  || fail "watch A exited $status after server A died, expected 2"
+  || die "watch A exited $status after server A died, expected 2"
 has_event watch_a '.error == "connection"' \
-  || fail "watch A printed no {\"error\":\"connection\"} line"
+  || die "watch A printed no {\"error\":\"connection\"} line"
 note "watch A exited 2: $(tail -n1 "$tmp/watch_a.out")"
 
 # -- 4. B's sweeper releases both ---------------------------------------------
@@ -326,24 +276,24 @@ released_y+=" and .reservation == $ry)"
 released_x="(.event == \"reservation_released\" and .chat == $chat_x"
 released_x+=" and .reservation == $rx)"
 poll 15 chat_unlocked "$port_b" "$chat_y" \
-  || fail "Y still holds a reservation 15 s after the restart: $out"
+  || die "Y still holds a reservation 15 s after the restart: $out"
 note "Y unlocked $(($(now_ms) - heartbeat_at)) ms after its heartbeat"
 poll 15 chat_unlocked "$port_b" "$chat_x" \
-  || fail "X still holds a reservation 15 s after the restart: $out"
+  || die "X still holds a reservation 15 s after the restart: $out"
 note "X unlocked $(($(now_ms) - reserved_at)) ms after its reserve"
 # The event is published after the delete committed: allow it a moment.
 poll 3 has_event watch_b "$released_y" \
-  || fail "watch B has no reservation_released for ry=$ry:" \
+  || die "watch B has no reservation_released for ry=$ry:" \
     "$(who_released "$ry")"
 poll 3 has_event watch_b "$released_x" \
-  || fail "watch B has no reservation_released for rx=$rx:" \
+  || die "watch B has no reservation_released for rx=$rx:" \
     "$(who_released "$rx")"
 reason_y=$(events watch_b "$released_y" | jq -r .reason)
 reason_x=$(events watch_b "$released_x" | jq -r .reason)
 [[ $reason_y == lease_expired ]] \
-  || fail "ry=$ry released with reason '$reason_y', expected lease_expired"
+  || die "ry=$ry released with reason '$reason_y', expected lease_expired"
 [[ $reason_x == sweep_timeout ]] \
-  || fail "rx=$rx released with reason '$reason_x', expected sweep_timeout"
+  || die "rx=$rx released with reason '$reason_x', expected sweep_timeout"
 note "$(events watch_b "$released_y")"
 note "$(events watch_b "$released_x")"
 
@@ -383,28 +333,25 @@ expect_out "cancel rx2" ".id == $rx2"
 # Each release was published exactly once (B released them, not A).
 for sel in "$released_x" "$released_y"; do
   n=$(events watch_b "$sel" | wc -l)
-  ((n == 1)) || fail "$n reservation_released events for $sel, expected 1"
+  ((n == 1)) || die "$n reservation_released events for $sel, expected 1"
 done
 ! has_event watch_a '.event == "reservation_released" and
   (.chat == '"$chat_x"' or .chat == '"$chat_y"')' \
-  || fail "server A released a reservation before it was killed"
+  || die "server A released a reservation before it was killed"
 
 # -- 6. clean shutdown --------------------------------------------------------
 
 # The watch goes first: once the server is gone it would exit 2 by design.
 step "6: SIGTERM the watch, then server B"
 kill -TERM "$watch_b"
-wait_gone "$watch_b" 10 || fail "watch B still runs 10 s after SIGTERM"
+wait_gone "$watch_b" 10 || die "watch B still runs 10 s after SIGTERM"
 reap "$watch_b"
 watch_b=""
-((status == 0)) || fail "watch B exited $status after SIGTERM, expected 0"
+((status == 0)) || die "watch B exited $status after SIGTERM, expected 0"
 note "watch B exited 0"
 stop_at=$(now_ms)
-kill -TERM "$server_b"
-wait_gone "$server_b" 30 || fail "server B still runs 30 s after SIGTERM"
-reap "$server_b"
+stop_server "$server_b"
 server_b=""
-((status == 0)) || fail "server B exited $status after SIGTERM, expected 0"
 note "server B exited 0 after $(($(now_ms) - stop_at)) ms"
 
 printf '\nrestart: all steps passed\n'

@@ -5,42 +5,25 @@
 # before any message is processed, and nothing changes.
 # Usage: tls.sh SERVER CLI DEV_CERTS   (needs CHARGEONCE_TEST_DSN)
 set -euo pipefail
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
-server=$1
+server_bin=$1
 cli=$2
 dev_certs=$3
-
-die() {
-  echo "tls: FAILED: $*" >&2
-  [[ -f ${tmp:-}/server.log ]] && tail -n 20 "$tmp/server.log" >&2
-  exit 1
-}
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 
 tmp=$(mktemp -d "$PWD/tls.XXXXXX")
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+on_exit_remove "$tmp"
 
 "$dev_certs" "$tmp/certs" >/dev/null
 certs=$tmp/certs
 
-"$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 --gateway-port=0 \
-  --log-level=debug \
-  --worker-port=0 --admin-port=0 --port-file="$tmp/ports" \
+start_server "$tmp/server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
+  --gateway-port=0 --log-level=debug --worker-port=0 --admin-port=0 \
   --tls-cert="$certs/server.pem" --tls-key="$certs/server.key" \
-  --tls-ca="$certs/ca.pem" 2>"$tmp/server.log" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  [[ -f $tmp/ports ]] && break
-  sleep 0.1
-done
-[[ -f $tmp/ports ]] || die "server did not start"
-port_of() { sed -n "s/^$1=//p" "$tmp/ports"; }
+  --tls-ca="$certs/ca.pem"
 gateway=$(port_of gateway)
 admin=$(port_of admin)
 
@@ -78,7 +61,5 @@ out=$("$cli" --server="127.0.0.1:$gateway" "${trusted[@]}" status --chat=$chat)
 grep -q "top_up\|reserve ok chat=$chat" "$tmp/server.log" \
   && die "a refused client's message was processed"
 
-kill "$server_pid"
-wait "$server_pid" || die "server exited with $?"
-server_pid=
+stop_server "$server_pid"
 echo "tls: passed"

@@ -5,47 +5,24 @@
 # one active reservation per chat, one charge per commit, no negative pocket.
 # Usage: two_servers.sh SERVER CLI   (needs CHARGEONCE_TEST_DSN and jq)
 set -euo pipefail
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
-server=$1
+server_bin=$1
 cli=$2
-
-die() {
-  echo "two_servers: FAILED: $*" >&2
-  local log
-  [[ -n ${tmp:-} ]] || exit 1
-  for log in "$tmp"/*.log; do
-    echo "== last lines of $(basename "$log")" >&2
-    tail -n 40 "$log" >&2
-  done
-  exit 1
-}
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 
 tmp=$(mktemp -d "$PWD/two_servers.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+on_exit_remove "$tmp"
 
-start_server() { # name
-  "$server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
-    --port-file="$tmp/$1.port" 2>"$tmp/$1.log" &
-  pids+=($!)
-  for _ in $(seq 1 100); do
-    [[ -f $tmp/$1.port ]] && return
-    sleep 0.1
-  done
-  die "server $1 did not start"
-}
-
-start_server a
-start_server b
-a="127.0.0.1:$(head -n1 "$tmp/a.port")"
-b="127.0.0.1:$(head -n1 "$tmp/b.port")"
+servers=() # their pids
+start_server "$tmp/a" --postgres="$CHARGEONCE_TEST_DSN" --port=0
+servers+=("$server_pid")
+a="127.0.0.1:$server_port"
+start_server "$tmp/b" --postgres="$CHARGEONCE_TEST_DSN" --port=0
+servers+=("$server_pid")
+b="127.0.0.1:$server_port"
 server_of() { (($1 % 2 == 0)) && echo "$a" || echo "$b"; }
 
 # Prints every client's answer and error output, so a failure says why.
@@ -61,7 +38,7 @@ show_answers() { # reserve|commit
 wait_for_clients() {
   local job
   for job in $(jobs -p); do
-    [[ " ${pids[*]} " == *" $job "* ]] || wait "$job" || true
+    [[ " ${servers[*]} " == *" $job "* ]] || wait "$job" || true
   done
 }
 
@@ -104,9 +81,7 @@ for round in 1 2 3; do
   echo "two_servers: round $round: 1 reservation, 15 busy, 8 commits, 1 charge"
 done
 
-for pid in "${pids[@]}"; do
-  kill "$pid"
-  wait "$pid" || die "a server exited with $?"
+for pid in "${servers[@]}"; do
+  stop_server "$pid"
 done
-pids=()
 echo "two_servers: passed"

@@ -16,69 +16,24 @@
 # The temp dir is made under $PWD (ctest: the build dir), not /tmp: when run
 # as root the cluster runs as `postgres`, which must reach the directory.
 set -euo pipefail
-
-die() {
-  echo "walkthrough: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 (($# == 3)) || die "usage: walkthrough.sh README.md SERVER CLI"
 readme=$1
-server=$(realpath "$2")
+server_bin=$(realpath "$2")
 cli=$(realpath "$3")
 [[ -r $readme ]] || die "cannot read $readme"
-[[ -x $server ]] || die "not an executable: $server"
+[[ -x $server_bin ]] || die "not an executable: $server_bin"
 [[ -x $cli ]] || die "not an executable: $cli"
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 [[ $cli != *[[:space:]]* ]] || die "the cli path must not contain spaces"
 
 tmp=$(mktemp -d "$PWD/walkthrough.XXXXXX")
 chmod 755 "$tmp"
-server_pid=""
-
-# True while `pid` runs (a zombie does not count).
-alive() {
-  kill -0 "$1" 2>/dev/null || return 1
-  [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
-}
-
-# Waits up to `seconds` for `pid` to end; false if it still runs.
-wait_gone() {
-  local pid=$1 tenths=$(($2 * 10))
-  for ((i = 0; i < tenths; i++)); do
-    alive "$pid" || return 0
-    sleep 0.1
-  done
-  ! alive "$pid"
-}
-
-postmaster_pid() {
-  head -n1 "$tmp/pg/data/postmaster.pid" 2>/dev/null || true
-}
-
-# On any exit: stop what is still running, show the server log on failure,
-# remove the temp dir.
-cleanup() {
-  local rc=$? pm
-  if [[ -n $server_pid ]] && alive "$server_pid"; then
-    kill -TERM "$server_pid"
-    wait_gone "$server_pid" 10 || kill -KILL "$server_pid"
-  fi
-  pm=$(postmaster_pid)
-  if [[ -n $pm ]] && alive "$pm"; then
-    kill -INT "$pm" # fast shutdown
-    wait_gone "$pm" 10 || kill -KILL "$pm"
-  fi
-  if ((rc != 0)) && [[ -f $tmp/server.log ]]; then
-    echo "--- server log (last 40 lines) ---"
-    tail -n 40 "$tmp/server.log"
-  fi
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap "exit 130" INT
-trap "exit 143" TERM
+on_exit_remove "$tmp"
+# The server stops its cluster on SIGTERM; if it cannot, the trap does.
+on_exit_stop_postgres "$tmp/pg/data"
 
 # -- the walkthrough as a script ----------------------------------------------
 
@@ -177,17 +132,8 @@ generate() {
 socket="$tmp/pg/socket/.s.PGSQL.5432"
 ((${#socket} <= 107)) || die "build dir too deep for a Unix socket: $socket"
 
-"$server" --port=0 --port-file="$tmp/port" --data-dir="$tmp/pg" \
-  >"$tmp/server.log" 2>&1 &
-server_pid=$!
-
-for ((i = 0; i < 600; i++)); do
-  [[ -f $tmp/port ]] && (($(wc -l <"$tmp/port") >= 1)) && break
-  alive "$server_pid" || die "the server exited before listening"
-  sleep 0.1
-done
-port=$(head -n1 "$tmp/port" 2>/dev/null || true)
-[[ $port =~ ^[0-9]+$ ]] || die "no port file after 60 s"
+start_server "$tmp/server" --port=0 --data-dir="$tmp/pg"
+port=$server_port
 echo "walkthrough: server pid $server_pid listening on 127.0.0.1:$port"
 
 # -- the walkthrough -----------------------------------------------------------
@@ -201,12 +147,7 @@ generate <<<"$block" >"$tmp/steps.sh"
 
 # -- shutdown ------------------------------------------------------------------
 
-kill -TERM "$server_pid"
-wait_gone "$server_pid" 30 || die "the server still runs 30 s after SIGTERM"
-server_rc=0
-wait "$server_pid" || server_rc=$?
-server_pid=""
-((server_rc == 0)) || die "the server exited with $server_rc after SIGTERM"
+stop_server "$server_pid"
 [[ ! -e $tmp/pg/data/postmaster.pid ]] \
   || die "postgres still runs (postmaster.pid of $tmp/pg remains)"
 if pgrep -f -- "$tmp/pg" >/dev/null; then

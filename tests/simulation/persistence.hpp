@@ -4,7 +4,7 @@
 // seeded generator picks.
 #pragma once
 
-#include "protocol/interfaces.hpp"
+#include "actors/persistence_actor.hpp"
 #include "tests/simulation/world.hpp"
 
 #include <caf/fwd.hpp>

@@ -4,8 +4,8 @@
 // and a recorder for published events.
 #pragma once
 
+#include "actors/persistence_actor.hpp"
 #include "protocol/config.hpp"
-#include "protocol/interfaces.hpp"
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>

@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Process-wide metrics in Prometheus' text exposition format. Actors record
-// into lock-free counters; the HTTP adapter renders them on GET /metrics.
-//
-// Every series is a fixed slot in a static array (no lookup, no lock on the
-// recording path): labels are enums or small closed sets, resolved to an
-// index when recorded. Counters and gauges are relaxed atomics; rendering
-// reads them while actors keep recording, which Prometheus tolerates.
+// The recording half of the process-wide metrics: what actors call on their
+// hot paths. Every series is a fixed slot in a static array (no lookup, no
+// lock): labels are enums or small closed sets, resolved to an index when
+// recorded, and every counter and gauge is a relaxed atomic. rendering.hpp
+// turns them into the text GET /metrics serves.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -13,7 +11,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 namespace chargeonce::metrics {
@@ -35,12 +32,17 @@ enum class operation : uint8_t {
   set_premium,
   set_flags,
   subscribe,
+  /// Not an operation but how many there are: keep it last. The label table
+  /// is checked against it at compile time.
+  count_,
 };
 
-inline constexpr size_t operation_count = 13;
+/// How many operations there are: the series of each per-operation family.
+inline constexpr size_t operation_count =
+  static_cast<size_t>(operation::count_);
 
 /// The label value: the name the chat actor logs (`create`, `top_up`,
-/// `set_premium`, ...).
+/// `set_premium`, ...); `unknown` for anything that is not an operation.
 const char* to_string(operation op);
 
 /// One operation answered to a client after `elapsed`: counted in
@@ -109,29 +111,5 @@ private:
 /// a reserve on one server and a commit on another, or an idempotent replay,
 /// would make such a count drift.
 void set_active_reservations(int64_t n);
-
-// -- exposition ---------------------------------------------------------------
-
-/// Every metric of this process, in Prometheus text format 0.0.4.
-std::string render();
-
-/// The Content-Type header that goes with render().
-inline constexpr const char* content_type =
-  "text/plain; version=0.0.4; charset=utf-8";
-
-namespace detail {
-
-/// Label value escaping of the text format: backslash, double quote and
-/// line feed.
-std::string escape_label_value(std::string_view x);
-
-/// HELP text escaping: backslash and line feed.
-std::string escape_help(std::string_view x);
-
-/// A sample value: integral numbers without exponent, +Inf/-Inf/NaN spelled
-/// as Prometheus does.
-std::string format_value(double x);
-
-} // namespace detail
 
 } // namespace chargeonce::metrics

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "actors/metrics/recording.hpp"
+
+#include "actors/metrics/series.hpp"
+#include "protocol/errors.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/sec.hpp>
+
+namespace chargeonce::metrics {
+
+namespace detail {
+
+registry series;
+
+const std::array<std::string, outcome_slots>& outcome_names() {
+  static const auto names = [] {
+    std::array<std::string, outcome_slots> out;
+    out[0] = "ok";
+    for (size_t i = 1; i < ec_slots_max; ++i)
+      if (std::string name = to_string(static_cast<ec>(i)); name != "unknown")
+        out[i] = name;
+    out[slot_timeout] = caf::to_string(caf::sec::request_timeout);
+    out[slot_receiver_down] = caf::to_string(caf::sec::request_receiver_down);
+    out[slot_other] = "other";
+    return out;
+  }();
+  return names;
+}
+
+} // namespace detail
+
+namespace {
+
+using namespace detail;
+
+size_t outcome_slot(const caf::error& err) {
+  if (!err)
+    return 0;
+  if (err.category() == caf::atom(error_category_name)) {
+    auto code = static_cast<size_t>(err.code());
+    return code < ec_slots_max && !outcome_names()[code].empty() ? code
+                                                                 : slot_other;
+  }
+  if (err == caf::sec::request_timeout)
+    return slot_timeout;
+  if (err == caf::sec::request_receiver_down)
+    return slot_receiver_down;
+  return slot_other;
+}
+
+} // namespace
+
+const char* to_string(operation op) {
+  auto i = static_cast<size_t>(op);
+  return i < operation_count ? operation_labels[i].second : "unknown";
+}
+
+void record_operation(operation op, const caf::error& err,
+                      std::chrono::nanoseconds elapsed) {
+  auto i = static_cast<size_t>(op);
+  series.operations[i][outcome_slot(err)].add();
+  series.durations[i].observe(latency_bounds,
+                              std::chrono::duration<double>(elapsed).count());
+}
+
+void count_queue_notice() {
+  series.queue_notices.add();
+}
+
+void count_release(std::string_view reason) {
+  size_t i = 0;
+  while (i + 1 < release_reasons.size() && reason != release_reasons[i])
+    ++i;
+  series.releases[i].add();
+}
+
+void count_reactivations(uint64_t chats) {
+  series.reactivations.add(chats);
+}
+
+void count_sweep() {
+  series.sweeps.add();
+}
+
+void count_persistence_restart() {
+  series.persistence_restarts.add();
+}
+
+void count_storage_error() {
+  series.storage_errors.add();
+}
+
+void count_passivation() {
+  series.passivations.add();
+}
+
+void chat_actor_started() {
+  series.chat_actors.add(1);
+}
+
+void chat_actor_stopped() {
+  series.chat_actors.add(-1);
+}
+
+void observe_persistence_batch(size_t operations) {
+  series.batch_sizes.observe(batch_bounds, static_cast<double>(operations));
+}
+
+queue_depth_share::~queue_depth_share() {
+  series.queue_depth.add(-current_);
+}
+
+void queue_depth_share::set(int64_t depth) {
+  series.queue_depth.add(depth - current_);
+  current_ = depth;
+}
+
+void set_active_reservations(int64_t n) {
+  series.active_reservations.set(n);
+  series.active_reservations_known.store(true, relaxed);
+}
+
+} // namespace chargeonce::metrics

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to actors/metrics/: the storage both halves share. recording.cpp
+// defines the one instance and writes it; rendering.cpp reads it.
+#pragma once
+
+#include "actors/metrics/recording.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace chargeonce::metrics::detail {
+
+inline constexpr auto relaxed = std::memory_order_relaxed;
+
+// -- building blocks ----------------------------------------------------------
+
+struct counter {
+  std::atomic<uint64_t> value{0};
+  void add(uint64_t n = 1) { value.fetch_add(n, relaxed); }
+  uint64_t get() const { return value.load(relaxed); }
+};
+
+struct gauge {
+  std::atomic<int64_t> value{0};
+  void add(int64_t n) { value.fetch_add(n, relaxed); }
+  void set(int64_t n) { value.store(n, relaxed); }
+  int64_t get() const { return value.load(relaxed); }
+};
+
+/// Fixed upper bounds (`le`), a count per bucket (not cumulative: one
+/// increment per observation) and the sum. The +Inf bucket and `_count` are
+/// both the total of the buckets at render time, so they always agree.
+template <size_t N>
+class histogram {
+public:
+  using bounds_type = std::array<double, N>;
+
+  void observe(const bounds_type& bounds, double x) {
+    auto i = std::lower_bound(bounds.begin(), bounds.end(), x) - bounds.begin();
+    buckets_[static_cast<size_t>(i)].fetch_add(1, relaxed);
+    auto sum = sum_.load(relaxed);
+    while (!sum_.compare_exchange_weak(sum, sum + x, relaxed))
+      ; // another thread added meanwhile: retry with its sum
+  }
+
+  /// Cumulative counts, the last one being +Inf.
+  std::array<uint64_t, N + 1> cumulative() const {
+    std::array<uint64_t, N + 1> out{};
+    uint64_t total = 0;
+    for (size_t i = 0; i <= N; ++i)
+      out[i] = total += buckets_[i].load(relaxed);
+    return out;
+  }
+
+  double sum() const { return sum_.load(relaxed); }
+
+private:
+  std::array<std::atomic<uint64_t>, N + 1> buckets_{}; ///< last: above all
+  std::atomic<double> sum_{0};
+};
+
+// -- label sets ---------------------------------------------------------------
+
+/// Each operation with its label, in enum order. Listing the enumerator
+/// next to its name lets the compiler check the table: a new operation
+/// without a label, or a label out of place, fails below.
+inline constexpr std::pair<operation, const char*> operation_labels[] = {
+  {operation::create, "create"},
+  {operation::reserve, "reserve"},
+  {operation::start, "start"},
+  {operation::heartbeat, "heartbeat"},
+  {operation::commit, "commit"},
+  {operation::fail, "fail"},
+  {operation::cancel, "cancel"},
+  {operation::status, "status"},
+  {operation::touch, "touch"},
+  {operation::top_up, "top_up"},
+  {operation::set_premium, "set_premium"},
+  {operation::set_flags, "set_flags"},
+  {operation::subscribe, "subscribe"},
+};
+
+constexpr bool operation_labels_in_enum_order() {
+  for (size_t i = 0; i < std::size(operation_labels); ++i)
+    if (static_cast<size_t>(operation_labels[i].first) != i)
+      return false;
+  return true;
+}
+
+static_assert(std::size(operation_labels) == operation_count,
+              "every metrics::operation needs its entry in operation_labels");
+static_assert(operation_labels_in_enum_order(),
+              "operation_labels must list the operations in enum order");
+
+/// Outcome slots: 0 is ok, then one per chargeonce::ec code (their names
+/// from to_string, so a code appended later gets its own label), then the
+/// CAF errors a relay can see, then everything else.
+inline constexpr size_t ec_slots_max = 32;
+inline constexpr size_t slot_timeout = ec_slots_max;
+inline constexpr size_t slot_receiver_down = ec_slots_max + 1;
+inline constexpr size_t slot_other = ec_slots_max + 2;
+inline constexpr size_t outcome_slots = ec_slots_max + 3;
+
+/// The label of each outcome slot; empty for codes chargeonce does not have.
+const std::array<std::string, outcome_slots>& outcome_names();
+
+inline constexpr std::array<const char*, 3> release_reasons = {
+  "lease_expired", "sweep_timeout", "other"};
+
+/// From 1 ms (a local Postgres round trip) to the facades' 60 s relay
+/// timeout.
+inline constexpr std::array<double, 14> latency_bounds = {
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60};
+
+/// Powers of two up to a large batch.
+inline constexpr std::array<double, 10> batch_bounds = {1,  2,  4,   8,   16,
+                                                        32, 64, 128, 256, 512};
+
+// -- the registry -------------------------------------------------------------
+
+/// Every series of the process.
+struct registry {
+  std::array<std::array<counter, outcome_slots>, operation_count> operations;
+  std::array<histogram<latency_bounds.size()>, operation_count> durations;
+  counter queue_notices;
+  std::array<counter, release_reasons.size()> releases;
+  counter reactivations;
+  counter sweeps;
+  counter persistence_restarts;
+  counter storage_errors;
+  counter passivations;
+  gauge chat_actors;
+  histogram<batch_bounds.size()> batch_sizes;
+  gauge queue_depth;
+  gauge active_reservations;
+  std::atomic<bool> active_reservations_known{false};
+};
+
+/// The one instance (defined in recording.cpp).
+extern registry series;
+
+} // namespace chargeonce::metrics::detail

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// The blocking calls: each parks the calling thread until its chat's
+// servers answered or the last one failed.
+#include "client/client_impl.hpp"
+#include "protocol/interfaces.hpp"
+
+#include <caf/all.hpp>
+
+#include <future>
+
+namespace chargeonce::client {
+
+// -- how one call travels -----------------------------------------------------
+
+template <class T, class... Ts>
+caf::expected<T> client::impl::call(const operation& op, const Ts&... xs) {
+  return call_ranked<T>(op.chat, retry_safe(op), op, xs...);
+}
+
+template <class T, class... Ts>
+caf::expected<T> client::impl::call_admin(request_type type, chat_id chat,
+                                          const Ts&... xs) {
+  return call_ranked<T>(chat, retry_safe(type), caf::none, xs...);
+}
+
+template <class T, class... Ts>
+caf::expected<T> client::impl::call_ranked(chat_id chat, bool may_retry,
+                                           const caf::optional<operation>& op,
+                                           const Ts&... xs) {
+  caf::error last = caf::make_error(caf::sec::no_actor_published_at_port);
+  for (auto server : rank(opts.servers, chat)) {
+    auto to = connection(server);
+    if (to) {
+      auto out = op && takes_batches(server) ? batched<T>(*to, *op)
+                                             : single<T>(*to, xs...);
+      if (out || is_service_error(out.error()))
+        return out;
+      last = out.error();
+      forget(server);
+    } else {
+      last = to.error();
+    }
+    if (!may_retry)
+      break;
+  }
+  return last;
+}
+
+template <class T>
+caf::expected<T> client::impl::batched(const caf::actor& to,
+                                       const operation& op) {
+  auto answer = batching->submit(to, op);
+  // The batch request has its own timeout; this bound only guards
+  // against a sender that went away.
+  if (answer.wait_for(opts.timeout + std::chrono::seconds(1))
+      != std::future_status::ready)
+    return caf::make_error(caf::sec::request_timeout);
+  try {
+    return from_outcome(answer.get(), static_cast<T*>(nullptr));
+  } catch (const std::future_error&) {
+    return caf::make_error(caf::sec::request_timeout,
+                           "the client's batch sender stopped");
+  }
+}
+
+template <class T, class... Ts>
+caf::expected<T> client::impl::single(const caf::actor& to, const Ts&... xs) {
+  caf::expected<T> out{caf::sec::none};
+  caf::scoped_actor self{sys};
+  self->request(to, opts.timeout, xs...)
+    .receive([&](T& x) { out = std::move(x); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+// -- the hot path -------------------------------------------------------------
+
+caf::expected<chat_status> client::touch(chat_id chat) {
+  return impl_->call<chat_status>(operation_of(operation_type::touch, chat),
+                                  atom::touch_v, chat);
+}
+
+caf::expected<reservation> client::reserve(chat_id chat, kind k,
+                                           const std::string& request_id) {
+  return impl_->call<reservation>(
+    operation{operation_type::reserve, chat, 0, k, request_id}, atom::reserve_v,
+    chat, k, request_id);
+}
+
+caf::expected<reservation> client::cancel(chat_id chat) {
+  return impl_->call<reservation>(operation_of(operation_type::cancel, chat),
+                                  atom::cancel_v, chat);
+}
+
+caf::expected<chat_status> client::status(chat_id chat) {
+  return impl_->call<chat_status>(operation_of(operation_type::status, chat),
+                                  atom::status_v, chat);
+}
+
+caf::expected<reservation> client::start(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(operation_of(operation_type::start, chat, id),
+                                  atom::start_v, chat, id);
+}
+
+caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(
+    operation_of(operation_type::heartbeat, chat, id), atom::heartbeat_v, chat,
+    id);
+}
+
+caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
+  return impl_->call<receipt>(operation_of(operation_type::commit, chat, id),
+                              atom::commit_v, chat, id);
+}
+
+caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
+  return impl_->call<reservation>(operation_of(operation_type::fail, chat, id),
+                                  atom::fail_v, chat, id);
+}
+
+// -- administration -----------------------------------------------------------
+
+caf::expected<chat_status> client::create(const chat_spec& spec) {
+  return impl_->call_admin<chat_status>(request_type::create, spec.chat,
+                                        atom::create_v, spec);
+}
+
+caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
+                                             const std::string& payment_id) {
+  return impl_->call_admin<top_up_receipt>(
+    request_type::top_up, chat, atom::top_up_v, chat, credits, payment_id);
+}
+
+caf::expected<chat_status> client::set_premium(chat_id chat,
+                                               caf::timestamp until) {
+  return impl_->call_admin<chat_status>(request_type::set_premium, chat,
+                                        atom::premium_v, chat, until);
+}
+
+caf::expected<chat_status> client::set_flags(chat_id chat,
+                                             const flags_update& x) {
+  return impl_->call_admin<chat_status>(request_type::set_flags, chat,
+                                        atom::flags_v, chat, x);
+}
+
+caf::expected<size_t> client::subscribe(const caf::actor& who) {
+  size_t accepted = 0;
+  caf::error last;
+  for (size_t server = 0; server < impl_->opts.servers.size(); ++server) {
+    auto to = impl_->connection(server);
+    if (!to) {
+      last = to.error();
+      continue;
+    }
+    caf::scoped_actor self{impl_->sys};
+    self->request(*to, impl_->opts.timeout, atom::subscribe_v, who)
+      .receive([&](bool ok) { accepted += ok ? 1 : 0; },
+               [&](caf::error& err) { last = std::move(err); });
+  }
+  if (accepted == 0 && last)
+    return last;
+  return accepted;
+}
+
+} // namespace chargeonce::client

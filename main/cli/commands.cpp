@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "main/cli/commands.hpp"
+
+#include "main/cli/watch.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace chargeonce::cli {
+
+namespace {
+
+using client::role;
+using api = client::client;
+using preparer = std::function<action(const flag_map&)>;
+
+// -- building requests --------------------------------------------------------
+
+chat_id chat_flag(const flag_map& flags) {
+  return int_flag<chat_id>(flags, "chat");
+}
+
+reservation_id reservation_flag(const flag_map& flags) {
+  return int_flag<reservation_id>(flags, "reservation");
+}
+
+action prepare_create(const flag_map& flags) {
+  chat_spec spec;
+  spec.chat = chat_flag(flags);
+  spec.initial.daily_messages = int_flag<int32_t>(flags, "daily-messages");
+  spec.initial.daily_images = int_flag<int32_t>(flags, "daily-images");
+  spec.initial.balance = int_flag<int32_t>(flags, "balance");
+  spec.premium_until = time_flag(flags, "premium-until");
+  return [spec](session& s) {
+    return print_result(s, s.api.create(spec));
+  };
+}
+
+action prepare_reserve(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto k = kind_flag(flags);
+  auto request_id = text_flag(flags, "request-id");
+  return [=](session& s) {
+    return print_result(s, s.api.reserve(chat, k, request_id));
+  };
+}
+
+/// start, heartbeat, commit and fail: one reservation of one chat.
+template <class F>
+preparer step(F call) {
+  return [call](const flag_map& flags) -> action {
+    auto chat = chat_flag(flags);
+    auto id = reservation_flag(flags);
+    return [=](session& s) {
+      return print_result(s, call(s.api, chat, id));
+    };
+  };
+}
+
+/// cancel, status and touch: the chat alone.
+template <class F>
+preparer chat_only(F call) {
+  return [call](const flag_map& flags) -> action {
+    auto chat = chat_flag(flags);
+    return [=](session& s) {
+      return print_result(s, call(s.api, chat));
+    };
+  };
+}
+
+action prepare_top_up(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  // int64: an amount beyond the balance's range reaches the server, which
+  // names the limit, instead of failing to parse here.
+  auto credits = int_flag<int64_t>(flags, "credits");
+  auto payment_id = flags.at("payment-id");
+  return [=](session& s) {
+    return print_result(s, s.api.top_up(chat, credits, payment_id));
+  };
+}
+
+action prepare_set_premium(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto until = *time_flag(flags, "until");
+  return [=](session& s) {
+    return print_result(s, s.api.set_premium(chat, until));
+  };
+}
+
+action prepare_set_flags(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  flags_update x{bool_flag(flags, "started"), bool_flag(flags, "blocked"),
+                 bool_flag(flags, "banned")};
+  return [=](session& s) {
+    return print_result(s, s.api.set_flags(chat, x));
+  };
+}
+
+action prepare_watch(const flag_map&) {
+  return [](session& s) {
+    return watch(s);
+  };
+}
+
+// -- the table ----------------------------------------------------------------
+
+std::vector<command> make_commands() {
+  const flag_spec chat{"chat", "ID"};
+  const flag_spec reservation{"reservation", "ID"};
+  auto boolean = [](const char* name) {
+    return flag_spec{name, "true|false"};
+  };
+  return {
+    {"create-chat",
+     {chat},
+     {{"daily-messages", "N"},
+      {"daily-images", "N"},
+      {"balance", "N"},
+      {"premium-until", "ISO8601"}},
+     role::admin,
+     "registers a chat with allowances and a balance",
+     prepare_create},
+    {"reserve",
+     {chat, {"kind", "text|image"}},
+     {{"request-id", "S"}},
+     role::gateway,
+     "holds a job's price when it is enqueued",
+     prepare_reserve},
+    {"start",
+     {chat, reservation},
+     {},
+     role::worker,
+     "takes the job; from now on it cannot be cancelled",
+     step(
+       [](api& c, chat_id ch, reservation_id id) { return c.start(ch, id); })},
+    {"heartbeat",
+     {chat, reservation},
+     {},
+     role::worker,
+     "extends a started job's lease",
+     step([](api& c, chat_id ch, reservation_id id) {
+       return c.heartbeat(ch, id);
+     })},
+    {"commit",
+     {chat, reservation},
+     {},
+     role::worker,
+     "charges what was held; a retry charges nothing more",
+     step(
+       [](api& c, chat_id ch, reservation_id id) { return c.commit(ch, id); })},
+    {"fail",
+     {chat, reservation},
+     {},
+     role::worker,
+     "drops a started job without a charge",
+     step(
+       [](api& c, chat_id ch, reservation_id id) { return c.fail(ch, id); })},
+    {"cancel",
+     {chat},
+     {},
+     role::gateway,
+     "drops the queued job and frees what it held",
+     chat_only([](api& c, chat_id ch) { return c.cancel(ch); })},
+    {"status",
+     {chat},
+     {},
+     role::gateway,
+     "allowances, balance and the active reservation",
+     chat_only([](api& c, chat_id ch) { return c.status(ch); })},
+    {"touch",
+     {chat},
+     {},
+     role::gateway,
+     "a user update; an unknown chat joins the free plan",
+     chat_only([](api& c, chat_id ch) { return c.touch(ch); })},
+    {"top-up",
+     {chat, {"credits", "N"}, {"payment-id", "S"}},
+     {},
+     role::admin,
+     "adds purchased credits, once per payment id",
+     prepare_top_up},
+    {"set-premium",
+     {chat, {"until", "ISO8601"}},
+     {},
+     role::admin,
+     "sets when the chat's premium plan ends",
+     prepare_set_premium},
+    {"set-flags",
+     {chat},
+     {boolean("started"), boolean("blocked"), boolean("banned")},
+     role::admin,
+     "sets the chat's started, blocked and banned flags",
+     prepare_set_flags},
+    {"watch",
+     {},
+     {},
+     role::gateway,
+     "prints each event as one JSON line until interrupted",
+     prepare_watch,
+     true},
+  };
+}
+
+// -- the usage text -----------------------------------------------------------
+
+constexpr size_t usage_width = 72;
+constexpr size_t name_width = 12;
+
+/// The command's flags after its name, wrapped below the name's column.
+void render_flags(std::ostream& out, const command& cmd) {
+  std::vector<std::string> words;
+  for (const auto& x : cmd.required)
+    words.push_back("--" + x.name + "=" + x.value);
+  for (const auto& x : cmd.optional)
+    words.push_back("[--" + x.name + "=" + x.value + "]");
+  const std::string indent(2 + name_width, ' ');
+  size_t column = indent.size();
+  for (const auto& word : words) {
+    if (column > indent.size() && column + 1 + word.size() > usage_width) {
+      out << '\n' << indent;
+      column = indent.size();
+    }
+    if (column > indent.size()) {
+      out << ' ';
+      ++column;
+    }
+    out << word;
+    column += word.size();
+  }
+}
+
+void render_command(std::ostream& out, const command& cmd) {
+  auto name = cmd.name;
+  name.resize(std::max(name.size(), name_width), ' ');
+  out << "  " << name;
+  auto help = std::string{name_of(cmd.role)} + ": " + cmd.help;
+  if (cmd.required.empty() && cmd.optional.empty()) {
+    out << help << '\n';
+    return;
+  }
+  render_flags(out, cmd);
+  out << '\n' << std::string(2 + name_width, ' ') << help << '\n';
+}
+
+std::string make_usage() {
+  std::ostringstream out;
+  out << R"(usage: chargeonce-cli --server=HOST:PORT | --servers=H1:P1,H2:P2
+                      [--timeout=DURATION]
+                      [--tls --ca=FILE --cert=FILE --key=FILE]
+                      COMMAND [--FLAG=VALUE ...]
+
+commands, each with the role whose port serves it (--port serves all):
+)";
+  for (const auto& cmd : commands())
+    render_command(out, cmd);
+  out << R"(
+Prints one JSON object on stdout (watch: one per event). Exit status: 0
+success, 1 service error ({"error":"busy",...}), 2 usage or connection
+error. --timeout defaults to 15s and takes 1s to 24h: a number of
+seconds (90) or a number with a unit, as the server takes durations:
+1500ms, 90s, 3min, 1h (also ns, us). Global flags may come before or
+after the command.
+)";
+  return out.str();
+}
+
+} // namespace
+
+const std::vector<command>& commands() {
+  static const std::vector<command> table = make_commands();
+  return table;
+}
+
+const command* find_command(std::string_view name) {
+  const auto& xs = commands();
+  auto i = std::find_if(xs.begin(), xs.end(),
+                        [&](const command& x) { return x.name == name; });
+  return i == xs.end() ? nullptr : &*i;
+}
+
+const char* name_of(client::role x) {
+  switch (x) {
+  case role::gateway:
+    return "gateway";
+  case role::worker:
+    return "worker";
+  case role::admin:
+    return "admin";
+  case role::all:
+    return "all";
+  }
+  return "all";
+}
+
+const std::string& usage_text() {
+  static const std::string text = make_usage();
+  return text;
+}
+
+} // namespace chargeonce::cli

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// GET /metrics must parse: every line of render() is checked by a strict
+// validator of Prometheus' text format 0.0.4 (which is itself tested on
+// broken input).
+#include "actors/metrics/rendering.hpp"
+
+#include "actors/metrics/recording.hpp"
+#include "protocol/errors.hpp"
+#include "tests/actors/metrics/exposition.hpp"
+
+#include <caf/error.hpp>
+#include <caf/sec.hpp>
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+using test::ops;
+using test::validate;
+using test::value_of;
+
+TEST_SUITE("metrics") {
+
+  TEST_CASE("the validator refuses what Prometheus would refuse") {
+    const std::string type = "# TYPE x_total counter\n";
+    CHECK(validate(type + "x_total 1\n").empty());
+    CHECK(validate(type + "x_total{a=\"q\\\"\\\\\\n\"} 1.5e3\n").empty());
+    CHECK_FALSE(validate("x_total 1\n").empty());      // no TYPE
+    CHECK_FALSE(validate(type + "x_total 1").empty()); // no final newline
+    CHECK_FALSE(validate(type + "x-total 1\n").empty());
+    CHECK_FALSE(validate(type + "x_total{1a=\"q\"} 1\n").empty());
+    CHECK_FALSE(validate(type + "x_total{a=\"q} 1\n").empty());
+    CHECK_FALSE(validate(type + "x_total{a=\"\\t\"} 1\n").empty());
+    CHECK_FALSE(validate(type + "x_total{a=q} 1\n").empty());
+    CHECK_FALSE(validate(type + "x_total one\n").empty());
+    CHECK_FALSE(validate(type + "x_total -1\n").empty());
+    CHECK_FALSE(validate(type + "x_total 1\nx_total 2\n").empty());
+    CHECK_FALSE(validate(type + "x_total 1\n" + type).empty());
+    CHECK_FALSE(
+      validate("# TYPE x gauge\nx 1\n# TYPE y gauge\ny 1\nx 2\n").empty());
+    const std::string h = "# TYPE h histogram\n";
+    CHECK(validate(h
+                   + "h_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n"
+                     "h_sum 3\nh_count 2\n")
+            .empty());
+    CHECK_FALSE(validate(h
+                         + "h_bucket{le=\"1\"} 3\nh_bucket{le=\"+Inf\"} 2\n"
+                           "h_sum 3\nh_count 2\n")
+                  .empty()); // not cumulative
+    CHECK_FALSE(validate(h + "h_bucket{le=\"1\"} 1\nh_sum 3\nh_count 1\n")
+                  .empty()); // no +Inf
+    CHECK_FALSE(validate(h + "h_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 1\n")
+                  .empty()); // count differs
+    CHECK_FALSE(validate(h
+                         + "h_bucket{le=\"2\"} 1\nh_bucket{le=\"1\"} 1\n"
+                           "h_bucket{le=\"+Inf\"} 1\nh_sum 3\nh_count 1\n")
+                  .empty()); // le not increasing
+  }
+
+  TEST_CASE("label values and help texts are escaped") {
+    using metrics::detail::escape_help;
+    using metrics::detail::escape_label_value;
+    CHECK(escape_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+    CHECK(escape_help("a\"b\\c\nd") == "a\"b\\\\c\\nd");
+    CHECK(metrics::detail::format_value(0.005) == "0.005");
+    CHECK(metrics::detail::format_value(60) == "60");
+    CHECK(metrics::detail::format_value(INFINITY) == "+Inf");
+  }
+
+  TEST_CASE("every line of the rendered metrics is valid exposition format") {
+    // Touch every family, including the ones only the store's side feeds.
+    metrics::record_operation(metrics::operation::reserve,
+                              caf::make_error(ec::busy), 3ms);
+    metrics::record_operation(metrics::operation::commit,
+                              caf::make_error(caf::sec::runtime_error), 2s);
+    metrics::count_release("lease_expired");
+    metrics::count_release("surprise");
+    metrics::observe_persistence_batch(3);
+    metrics::observe_persistence_batch(1000);
+    {
+      metrics::queue_depth_share share;
+      share.set(5);
+      CHECK(value_of(metrics::render(), "chargeonce_persistence_queue_depth")
+            >= 5);
+    }
+    metrics::set_active_reservations(7);
+    auto text = metrics::render();
+    INFO(text);
+    CHECK(validate(text) == "");
+    CHECK(value_of(text, ops("reserve", "busy")) >= 1);
+    CHECK(value_of(text, ops("commit", "other")) >= 1);
+    CHECK(value_of(text, "chargeonce_releases_total{reason=\"other\"}") >= 1);
+    CHECK(value_of(text, "chargeonce_active_reservations") == 7);
+    CHECK(
+      value_of(text, "chargeonce_persistence_batch_size_bucket{le=\"+Inf\"}")
+      >= 2);
+    for (const char* family :
+         {"chargeonce_operations_total",
+          "chargeonce_operation_duration_seconds",
+          "chargeonce_queue_notices_total", "chargeonce_releases_total",
+          "chargeonce_reactivations_total", "chargeonce_sweeps_total",
+          "chargeonce_persistence_restarts_total",
+          "chargeonce_storage_errors_total", "chargeonce_chat_actors",
+          "chargeonce_passivations_total", "chargeonce_persistence_batch_size",
+          "chargeonce_persistence_queue_depth",
+          "chargeonce_active_reservations"})
+      CHECK_MESSAGE(text.find(std::string{"# TYPE "} + family + " ")
+                      != std::string::npos,
+                    family);
+  }
+}

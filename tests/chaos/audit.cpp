@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+// The chaos money auditor on histories built in memory: a consistent one
+// passes every invariant, and one mutant per invariant is caught by it.
+#include "main/chaos/audit.hpp"
+
+#include "protocol/errors.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace chargeonce;
+using namespace chargeonce::chaos;
+
+namespace {
+
+constexpr chat_id chat_a = 1001; ///< commit, top-up, status, cancel
+constexpr chat_id chat_b = 1002; ///< a killed worker's job, swept
+constexpr chat_id chat_c = 1003; ///< a commit sent while Postgres is paused
+constexpr chat_id chat_d = 1004; ///< no operation (a lock left behind)
+
+constexpr reservation_id committed = 11; ///< chat_a, started and committed
+constexpr reservation_id cancelled = 12; ///< chat_a, cancelled while queued
+constexpr reservation_id swept = 13;     ///< chat_b, released lease_expired
+constexpr reservation_id paused = 17;    ///< chat_c, commit during the outage
+
+/// The Postgres pause: [outage_from_ms, outage_to_ms] after t0.
+constexpr int64_t outage_from_ms = 5000;
+constexpr int64_t outage_to_ms = 8000;
+
+/// Microseconds since the epoch, `ms` after a fixed start.
+int64_t at(int64_t ms) {
+  return 1'700'000'000'000'000 + ms * 1000;
+}
+
+uint8_t code(ec x) {
+  return static_cast<uint8_t>(x);
+}
+
+constexpr uint8_t ok = static_cast<uint8_t>(outcome::ok);
+
+/// A consistent run: what the record says happened is what Postgres holds.
+struct history {
+  recorder rec;
+  std::map<chat_id, pockets> initial;
+  persistence::audit_snapshot snap;
+  audit_limits limits; // seed 1: payment ids are "pay-1-<key>"
+  std::map<reservation_id, int64_t> created_ms; ///< when reserve inserted it
+
+  /// An answered request. Like chargeonce-chaos, an ok answer that returns
+  /// a reservation records its created_at.
+  op_record answered(op what, chat_id chat, reservation_id id, int64_t sent_ms,
+                     pockets amounts = {}, uint8_t result = ok) const {
+    op_record r;
+    r.what = what;
+    r.chat = chat;
+    r.id = id;
+    r.sent_us = at(sent_ms);
+    r.acked_us = at(sent_ms + 5);
+    r.amounts = amounts;
+    r.result = result;
+    auto returns_reservation = what == op::start || what == op::heartbeat
+                               || what == op::fail || what == op::cancel;
+    if (auto i = created_ms.find(id);
+        r.ok() && returns_reservation && i != created_ms.end())
+      r.created_us = at(i->second);
+    return r;
+  }
+
+  /// An acknowledged reserve; the reservation is inserted 2 ms after it
+  /// was sent.
+  op_record reserved(chat_id chat, reservation_id id, int64_t sent_ms,
+                     pockets held) {
+    created_ms[id] = sent_ms + 2;
+    auto r = answered(op::reserve, chat, id, sent_ms, held);
+    r.created_us = at(sent_ms + 2);
+    r.key = id;
+    return r;
+  }
+
+  history() {
+    initial = {{chat_a, {0, 1, 5}},
+               {chat_b, {0, 0, 2}},
+               {chat_c, {0, 1, 0}},
+               {chat_d, {0, 0, 1}}};
+    // chat_a: reserve, start, commit; a top-up of 3; a reserve cancelled.
+    rec.add(reserved(chat_a, committed, 0, {0, 1, 0}));
+    rec.add(answered(op::start, chat_a, committed, 10, {0, 1, 0}));
+    rec.add(answered(op::commit, chat_a, committed, 100, {0, 1, 0}));
+    auto top_up = answered(op::top_up, chat_a, 0, 200);
+    top_up.key = 7;
+    top_up.credits = 3;
+    rec.add(top_up);
+    rec.add(answered(op::status, chat_a, 0, 300, {0, 0, 8}));
+    rec.add(reserved(chat_a, cancelled, 400, {0, 0, 1}));
+    rec.add(answered(op::cancel, chat_a, cancelled, 500, {0, 0, 1}));
+    // chat_b: its worker is killed after start; the sweeper releases it.
+    rec.add(reserved(chat_b, swept, 1000, {0, 0, 1}));
+    rec.add(answered(op::start, chat_b, swept, 1010, {0, 0, 1}));
+    rec.add_process_release(swept);
+    // chat_c: the commit is sent while Postgres is paused; the answer says
+    // storage_unavailable, and the charge lands once Postgres runs again.
+    rec.add(reserved(chat_c, paused, 2000, {0, 1, 0}));
+    rec.add(answered(op::start, chat_c, paused, 2010, {0, 1, 0}));
+    rec.add(fault_record{fault::pause_postgres, at(outage_from_ms),
+                         at(outage_to_ms), "postgres"});
+    rec.add(outage{at(outage_from_ms), at(outage_to_ms)});
+    rec.add(answered(op::commit, chat_c, paused, 5100, {},
+                     code(ec::storage_unavailable)));
+    rec.add(
+      answered(op::status, chat_a, 0, 6000, {}, code(ec::storage_unavailable)));
+
+    snap.chats = {{chat_a, {0, 0, 8}},
+                  {chat_b, {0, 0, 2}},
+                  {chat_c, {0, 0, 0}},
+                  {chat_d, {0, 0, 1}}};
+    snap.ledger = {charge(1, committed, chat_a, {0, 1, 0}, 103),
+                   top_up_row(2, chat_a, 3, "pay-1-7", 203),
+                   charge(3, paused, chat_c, {0, 1, 0}, outage_to_ms + 100)};
+    snap.releases = {{swept, chat_b, "lease_expired", at(3000)}};
+  }
+
+  static persistence::audit_ledger_row charge(int64_t row, reservation_id id,
+                                              chat_id chat, pockets amounts,
+                                              int64_t at_ms) {
+    persistence::audit_ledger_row l;
+    l.id = row;
+    l.reservation = id;
+    l.chat = chat;
+    l.charged = amounts;
+    l.at_us = at(at_ms);
+    return l;
+  }
+
+  static persistence::audit_ledger_row top_up_row(int64_t row, chat_id chat,
+                                                  int32_t credits,
+                                                  std::string payment,
+                                                  int64_t at_ms) {
+    persistence::audit_ledger_row l;
+    l.id = row;
+    l.charge = false;
+    l.chat = chat;
+    l.credited = credits;
+    l.payment_id = std::move(payment);
+    l.at_us = at(at_ms);
+    return l;
+  }
+
+  /// The record's entry for `what` of reservation `id`.
+  op_record& find(op what, reservation_id id) {
+    for (auto& r : rec.ops)
+      if (r.what == what && r.id == id)
+        return r;
+    FAIL("no ", to_string(what), " of reservation ", id, " in the record");
+    return rec.ops.front();
+  }
+
+  audit_result run() const { return audit(rec, initial, snap, limits); }
+
+  /// The invariants with at least one violation, in order, comma-separated
+  /// (a string, so that a failed CHECK shows it).
+  std::string failed() const {
+    std::string out;
+    for (const auto& x : run().invariants)
+      if (x.violations > 0)
+        out += (out.empty() ? "" : ",") + x.name;
+    return out;
+  }
+};
+
+const std::string charged_once = invariant_names[0];
+const std::string conservation = invariant_names[1];
+const std::string one_active = invariant_names[2];
+const std::string no_lock_left = invariant_names[3];
+const std::string outage_answers = invariant_names[4];
+const std::string cancel_xor_start = invariant_names[5];
+
+} // namespace
+
+TEST_SUITE("chaos.audit") {
+
+  TEST_CASE("a consistent history checks every invariant and violates none") {
+    history h;
+    auto result = h.run();
+    REQUIRE(result.invariants.size() == 6);
+    for (size_t i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      CHECK(result.invariants[i].name == invariant_names[i]);
+      CHECK(result.invariants[i].checked > 0);
+      CHECK(result.invariants[i].violations == 0);
+    }
+    CHECK(result.violations_total == 0);
+    CHECK(result.violations.empty());
+  }
+
+  TEST_CASE("1: a retried commit that charges a second time is caught") {
+    history h;
+    h.rec.add(h.answered(op::commit, chat_a, committed, 150, {0, 0, 1}));
+    CHECK(h.failed() == charged_once);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].chat == chat_a);
+    CHECK(result.violations[0].reservation == committed);
+  }
+
+  TEST_CASE("1: an acknowledged commit without its ledger row is caught") {
+    history h;
+    h.snap.ledger.erase(h.snap.ledger.begin()); // the charge of `committed`
+    h.snap.chats[0].available = {0, 1, 8};      // and its debit
+    CHECK(h.failed() == charged_once);
+  }
+
+  TEST_CASE("1, 2: a ledger charge that no commit requested is caught") {
+    // What chargeonce-chaos --self-test-violation forges in Postgres.
+    history h;
+    h.snap.ledger.push_back(history::charge(9, 99, chat_a, {0, 0, 1}, 900));
+    CHECK(h.failed() == charged_once + "," + conservation);
+  }
+
+  TEST_CASE("2: a forged top-up amount is caught") {
+    history h;
+    h.snap.ledger[1].credited = 30;
+    CHECK(h.failed() == conservation);
+  }
+
+  TEST_CASE("2: pockets that do not match the ledger are caught") {
+    history h;
+    h.snap.chats[1].available.balance = 3; // chat_b: a credit from nowhere
+    CHECK(h.failed() == conservation);
+  }
+
+  TEST_CASE("2: a status answer with a negative pocket is caught") {
+    history h;
+    h.find(op::status, 0).amounts = {0, 0, -1};
+    CHECK(h.failed() == conservation);
+  }
+
+  TEST_CASE("3: two acknowledged reservations of one chat at once are caught") {
+    // Reserved and acknowledged while `committed` was surely still active.
+    history h;
+    h.rec.add(h.reserved(chat_a, 15, 50, {0, 0, 1}));
+    h.rec.add(h.answered(op::cancel, chat_a, 15, 60, {0, 0, 1}));
+    CHECK(h.failed() == one_active);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].reservation == 15);
+  }
+
+  TEST_CASE("3: a charge after the sweeper released the reservation is "
+            "caught") {
+    history h;
+    h.rec.add(h.answered(op::commit, chat_b, swept, 3100, {0, 0, 1}));
+    h.snap.ledger.push_back(history::charge(4, swept, chat_b, {0, 0, 1}, 3102));
+    h.snap.chats[1].available = {0, 0, 1};
+    CHECK(h.failed() == one_active);
+  }
+
+  TEST_CASE("4: a reservation still held after the run is caught") {
+    history h;
+    h.rec.add(h.reserved(chat_d, 16, 9000, {0, 0, 1}));
+    h.snap.reservations.push_back({16, chat_d, false, {0, 0, 1}, at(9002)});
+    CHECK(h.failed() == no_lock_left);
+  }
+
+  TEST_CASE("4: a release later than the deadline plus the pause is caught") {
+    // Allowed: sweep-timeout 6 s + one sweep 1 s + slack 3 s + the 3 s the
+    // Postgres pause overlapped its life, so 13 s after the reserve.
+    history h;
+    h.snap.releases[0].released_us = at(1002 + 12'000);
+    CHECK(h.failed() == "");
+    h.snap.releases[0].released_us = at(1002 + 14'000);
+    CHECK(h.failed() == no_lock_left);
+  }
+
+  TEST_CASE("4: a killed worker's reservation the sweeper never released is "
+            "caught") {
+    history h;
+    h.snap.releases.clear();
+    h.snap.reservations.push_back({swept, chat_b, true, {0, 0, 1}, at(1002)});
+    CHECK(h.failed() == no_lock_left);
+  }
+
+  TEST_CASE("5: a refusal during the outage whose commit took effect is "
+            "caught") {
+    // The answer says the commit did not happen (only storage_unavailable
+    // may be answered while Postgres is down), yet the ledger has the charge.
+    history h;
+    h.find(op::commit, paused).result = code(ec::expired);
+    CHECK(h.failed() == outage_answers);
+  }
+
+  TEST_CASE("5: a success answered while Postgres was down is caught") {
+    history h;
+    auto& during = h.rec.ops.back(); // the status sent during the outage
+    during.result = ok;
+    during.amounts = {0, 0, 8};
+    CHECK(h.failed() == outage_answers);
+  }
+
+  TEST_CASE("6: a cancel and a start of one reservation both acknowledged "
+            "are caught") {
+    history h;
+    h.rec.add(h.answered(op::start, chat_a, cancelled, 450, {0, 0, 1}));
+    CHECK(h.failed() == cancel_xor_start);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].reservation == cancelled);
+  }
+}

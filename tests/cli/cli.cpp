@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// chargeonce-cli's one table of commands: the usage text lists each entry,
+// parsing refuses what the table does not allow, and a usage error exits 2
+// before anything connects.
+#include "main/cli/cli.hpp"
+
+#include "main/cli/args.hpp"
+#include "main/cli/commands.hpp"
+
+#include <doctest/doctest.h>
+
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace chargeonce;
+using namespace chargeonce::cli;
+
+namespace {
+
+/// argv for `args`, with a program name in front.
+struct argv_of {
+  explicit argv_of(std::vector<std::string> args) : text(std::move(args)) {
+    text.insert(text.begin(), "chargeonce-cli");
+    for (auto& x : text)
+      ptrs.push_back(x.data());
+    ptrs.push_back(nullptr);
+  }
+  int argc() const { return static_cast<int>(text.size()); }
+  char** argv() { return ptrs.data(); }
+  std::vector<std::string> text;
+  std::vector<char*> ptrs;
+};
+
+invocation parse(std::vector<std::string> args) {
+  argv_of a{std::move(args)};
+  return parse_args(a.argc(), a.argv());
+}
+
+/// The message of the usage_error that parse() throws, or "" when none.
+std::string refusal(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const usage_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+/// run_cli's exit status and stdout (stderr swallowed).
+struct outcome {
+  int status = -1;
+  std::string out;
+};
+
+outcome run(std::vector<std::string> args) {
+  argv_of a{std::move(args)};
+  std::ostringstream out;
+  std::ostringstream err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  outcome result;
+  result.status = run_cli(a.argc(), a.argv());
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  result.out = out.str();
+  return result;
+}
+
+/// --name=1 for every required flag of `cmd` but `skip`.
+std::vector<std::string> required_args(const command& cmd,
+                                       const std::string& skip = {}) {
+  std::vector<std::string> out{"--server=127.0.0.1:1", cmd.name};
+  for (const auto& x : cmd.required)
+    if (x.name != skip)
+      out.push_back("--" + x.name + "=1");
+  return out;
+}
+
+/// The lines of the usage text's entry for `name`: its own and those
+/// indented below it.
+std::string usage_entry(const std::string& text, const std::string& name) {
+  std::istringstream in{text};
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  " + name + " ", 0) == 0)
+      out = line;
+    else if (!out.empty() && line.rfind("   ", 0) == 0)
+      out += "\n" + line;
+    else if (!out.empty())
+      break;
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_SUITE("cli") {
+
+  TEST_CASE("every command of the table appears in the usage text with its "
+            "flags and role") {
+    const auto& text = usage_text();
+    for (const auto& cmd : commands()) {
+      CAPTURE(cmd.name);
+      auto entry = usage_entry(text, cmd.name);
+      REQUIRE_FALSE(entry.empty());
+      for (const auto& x : cmd.required)
+        CHECK(entry.find("--" + x.name + "=" + x.value) != std::string::npos);
+      for (const auto& x : cmd.optional)
+        CHECK(entry.find("[--" + x.name + "=" + x.value + "]")
+              != std::string::npos);
+      CHECK(entry.find(std::string{name_of(cmd.role)} + ": ")
+            != std::string::npos);
+    }
+  }
+
+  TEST_CASE("the usage text names the accepted --timeout forms") {
+    const auto& text = usage_text();
+    CHECK(text.find("[--timeout=DURATION]") != std::string::npos);
+    CHECK(text.find("1500ms, 90s, 3min, 1h") != std::string::npos);
+  }
+
+  TEST_CASE("the usage text fits 80 columns") {
+    std::istringstream in{usage_text()};
+    for (std::string line; std::getline(in, line);) {
+      CAPTURE(line);
+      CHECK(line.size() <= 80);
+    }
+  }
+
+  TEST_CASE("every command connects with one role's facade") {
+    for (const auto& cmd : commands()) {
+      CAPTURE(cmd.name);
+      CHECK(cmd.role != client::role::all);
+      CHECK(cmd.prepare);
+      CHECK_FALSE(cmd.help.empty());
+    }
+    CHECK(find_command("reserve")->role == client::role::gateway);
+    CHECK(find_command("watch")->role == client::role::gateway);
+    CHECK(find_command("commit")->role == client::role::worker);
+    CHECK(find_command("top-up")->role == client::role::admin);
+  }
+
+  TEST_CASE("commands are found by their exact name only") {
+    for (const auto& cmd : commands())
+      CHECK(find_command(cmd.name) == &cmd);
+    CHECK(find_command("") == nullptr);
+    CHECK(find_command("Status") == nullptr);
+    CHECK(find_command("stat") == nullptr);
+  }
+
+  TEST_CASE("only watch runs until a signal") {
+    for (const auto& cmd : commands())
+      CHECK(cmd.until_signal == (cmd.name == "watch"));
+  }
+
+  TEST_CASE("an unknown command is a usage error, not status") {
+    CHECK(refusal({"--server=127.0.0.1:1", "frobnicate", "--chat=1"})
+          == "unknown command 'frobnicate'");
+    auto r = run({"--server=127.0.0.1:1", "frobnicate", "--chat=1"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"unknown command "
+             "'frobnicate'\"}\n");
+  }
+
+  TEST_CASE("a missing command is a usage error") {
+    CHECK(refusal({"--server=127.0.0.1:1"}) == "missing command");
+    CHECK(run({}).status == 2);
+  }
+
+  TEST_CASE("a missing required flag is a usage error naming the flag") {
+    for (const auto& cmd : commands())
+      for (const auto& x : cmd.required) {
+        CAPTURE(cmd.name);
+        CHECK(refusal(required_args(cmd, x.name))
+              == cmd.name + " needs --" + x.name);
+      }
+    auto r = run({"--server=127.0.0.1:1", "reserve", "--chat=1"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"reserve needs --kind\"}\n");
+  }
+
+  TEST_CASE("a flag the command does not take is a usage error naming it") {
+    for (const auto& cmd : commands()) {
+      CAPTURE(cmd.name);
+      auto args = required_args(cmd);
+      args.push_back("--no-such-flag=1");
+      CHECK(refusal(args) == cmd.name + " does not take --no-such-flag");
+    }
+    CHECK(refusal({"--server=127.0.0.1:1", "status", "--chat=1", "--kind=text"})
+          == "status does not take --kind");
+    CHECK(refusal({"--server=127.0.0.1:1", "watch", "--chat=1"})
+          == "watch does not take --chat");
+  }
+
+  TEST_CASE("every command takes its required and optional flags") {
+    for (const auto& cmd : commands()) {
+      CAPTURE(cmd.name);
+      auto args = required_args(cmd);
+      for (const auto& x : cmd.optional)
+        args.push_back("--" + x.name + "=1");
+      auto inv = parse(args);
+      CHECK(inv.cmd == &cmd);
+      CHECK(inv.flags.size() == cmd.required.size() + cmd.optional.size());
+    }
+  }
+
+  TEST_CASE("global flags may come before or after the command") {
+    auto before = parse({"--server=h:1", "--timeout=3", "status", "--chat=7"});
+    auto after = parse({"status", "--chat=7", "--timeout=3", "--server=h:1"});
+    CHECK(before.globals == after.globals);
+    CHECK(before.flags == after.flags);
+    CHECK(before.flags == flag_map{{"chat", "7"}});
+  }
+
+  TEST_CASE("a flag given twice and a second command are usage errors") {
+    CHECK(refusal({"status", "--chat=1", "--chat=2"}) == "--chat given twice");
+    CHECK(refusal({"status", "reserve", "--chat=1"})
+          == "unexpected argument 'reserve' (command is 'status')");
+    CHECK(refusal({"status", "--chat"})
+          == "expected --name=value, got '--chat'");
+  }
+
+  TEST_CASE("--timeout takes the server's duration forms, bare numbers as "
+            "seconds") {
+    using namespace std::chrono;
+    auto timeout = [](const std::string& text) {
+      return parse_connection({{"server", "h:1"}, {"timeout", text}}).timeout;
+    };
+    CHECK(parse_connection({{"server", "h:1"}}).timeout == seconds{15});
+    CHECK(timeout("90") == seconds{90});
+    CHECK(timeout("90s") == seconds{90});
+    CHECK(timeout("1500ms") == milliseconds{1500});
+    CHECK(timeout("3min") == minutes{3});
+    CHECK(timeout("1h") == hours{1});
+    CHECK(timeout("86400") == hours{24});
+    CHECK_THROWS_WITH_AS(timeout("0"),
+                         "--timeout must be between 1s and 24h, got '0'",
+                         usage_error);
+    CHECK_THROWS_WITH_AS(timeout("25h"),
+                         "--timeout must be between 1s and 24h, got '25h'",
+                         usage_error);
+    CHECK_THROWS_AS(timeout("1.5x"), usage_error);
+  }
+
+  TEST_CASE("a bad value is a usage error before anything connects") {
+    // Port 1 refuses connections: a connection error would exit 2 too, but
+    // print {"error":"connection",...}.
+    auto r = run({"--server=127.0.0.1:1", "reserve", "--chat=1", "--kind=x"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"--kind must be text or "
+             "image, got 'x'\"}\n");
+    r = run({"--server=127.0.0.1:1", "--timeout=90x", "status", "--chat=1"});
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("{\"error\":\"usage\",\"message\":\"--timeout takes ", 0)
+          == 0);
+  }
+
+  TEST_CASE("--help prints the usage text on stdout and exits 0") {
+    auto r = run({"status", "--help"});
+    CHECK(r.status == 0);
+    CHECK(r.out == usage_text());
+  }
+}
