@@ -66,9 +66,8 @@ public:
     roll_ = percent(rng_);
     cycle_t0_ = op_t0_ = clock_type::now();
     api_.reserve(chat_, kind::image, {},
-                 [self = shared_from_this()](caf::expected<reservation> x) {
-                   self->reserved(x);
-                 });
+                 [self = shared_from_this()](
+                   const caf::expected<reservation>& x) { self->reserved(x); });
   }
 
 private:
@@ -88,10 +87,11 @@ private:
       return;
     }
     op_t0_ = clock_type::now();
-    api_.reserve(chat_, kind::image, {},
-                 [self = shared_from_this()](caf::expected<reservation> x) {
-                   self->double_tapped(x);
-                 });
+    api_.reserve(
+      chat_, kind::image, {},
+      [self = shared_from_this()](const caf::expected<reservation>& x) {
+        self->double_tapped(x);
+      });
   }
 
   void double_tapped(const caf::expected<reservation>& x) {
@@ -205,7 +205,7 @@ run_result run_async_clients(client::client& api, size_t clients,
     throw std::runtime_error("asynchronous clients did not stop after the "
                              "window");
   run_result out{"remote_async", clients, 1, static_cast<double>(o.duration_s),
-                 *stats,         {}};
+                 *stats,         {},      {}};
   out.stats.touched = run->picker.touched();
   return out;
 }

@@ -6,21 +6,25 @@
 // percentiles per operation. Exit status: 0 success, 1 an operation failed
 // unexpectedly (or setup failed), 2 usage error.
 //
-// This file runs the modes; bench_options parses the command line,
-// bench_drivers are the ways to the service, bench_loop measures,
-// bench_processes runs clients as several processes, bench_report prints.
+// This file runs the modes; options parses the command line, drivers are
+// the ways to the service (baseline: the per-operation design), loop
+// measures, audit checks what Postgres holds afterwards, processes runs
+// clients as several processes, reference runs the reference kit's pgbench
+// scripts, report and compare print.
 #include "main/bench/bench.hpp"
 
 #include "actors/supervisor_actor.hpp"
 #include "main/bench/async.hpp"
+#include "main/bench/audit.hpp"
 #include "main/bench/drivers.hpp"
 #include "main/bench/loop.hpp"
 #include "main/bench/options.hpp"
 #include "main/bench/persistence.hpp"
 #include "main/bench/processes.hpp"
+#include "main/bench/reference.hpp"
 #include "main/bench/report.hpp"
-#include "persistence/seed.hpp"
 #include "persistence/migrations.hpp"
+#include "persistence/seed.hpp"
 #include "persistence/store.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
@@ -186,6 +190,8 @@ run_result run_remote_async(remote_session& session, size_t clients,
 /// --persistence: the persistence layer alone, mode after mode.
 std::vector<persistence_run> run_persistence_all(const bench_options& o) {
   std::vector<persistence_run> out;
+  if (o.persistence_batches.empty())
+    return out; // not asked for: the JSON leaves it out too
   for (const auto& m : persistence_modes(o)) {
     std::fprintf(stderr,
                  "chargeonce-bench: run mode=persistence/%s batch_cycles=%zu\n",
@@ -197,33 +203,93 @@ std::vector<persistence_run> run_persistence_all(const bench_options& o) {
   return out;
 }
 
-std::vector<run_result> run_all(const bench_options& o) {
-  std::vector<run_result> out;
+/// Seeds chats, runs one mode on them, and before they go checks that
+/// Postgres charged exactly what the clients were told.
+template <class F>
+run_result audited_run(const bench_options& o, F f) {
+  return seeded_run(o, [&](const chat_range& chats) {
+    auto out = f(chats);
+    out.audit = audit_run(o.postgres, chats.first, chats.count, seed_balance,
+                          out.stats.acknowledged);
+    return out;
+  });
+}
+
+/// Every run of one invocation, in the order they ran.
+struct all_runs {
+  std::vector<run_result> runs;
+  std::vector<reference_run> reference;
+};
+
+void run_reference(reference_bench& ref, size_t clients, all_runs& out) {
+  for (const auto& variant : reference_variants) {
+    progress(("reference/" + variant).c_str(), clients);
+    if (auto r = ref.run(variant, clients))
+      out.reference.push_back(std::move(*r));
+  }
+}
+
+/// Per client count, every mode one after the other, so that the ratios
+/// compare runs minutes apart rather than invocations hours apart.
+all_runs run_all(const bench_options& o, const reference_options& r) {
+  all_runs out;
   std::unique_ptr<remote_session> session;
   if (!o.servers.empty())
     session = std::make_unique<remote_session>(o.servers);
+  std::unique_ptr<reference_bench> ref;
+  if (r.enabled)
+    ref = std::make_unique<reference_bench>(o, r);
   for (auto clients : o.clients) {
     if (session && o.blocking_api)
-      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         return run_remote(*session, clients, o, chats);
       }));
     if (session && o.async_api)
-      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         return run_remote_async(*session, clients, o, chats);
       }));
     if (o.in_process)
-      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         progress("in_process", clients);
         return run_in_process(clients, o, chats);
       }));
     if (o.baseline)
-      out.push_back(seeded_run(o, [&](const chat_range& chats) {
+      out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         progress("baseline", clients);
         return run_mode("baseline", clients, o, chats,
                         [&] { return make_baseline_driver(o.postgres); });
       }));
+    if (ref)
+      run_reference(*ref, clients, out);
   }
   return out;
+}
+
+/// Operations that failed, answers Postgres does not back, failed pgbench
+/// runs: each makes the invocation fail.
+uint64_t failures_of(const all_runs& all,
+                     const std::vector<persistence_run>& alone) {
+  uint64_t unexpected = 0;
+  uint64_t audits = 0;
+  uint64_t pgbench = 0;
+  for (const auto& r : all.runs) {
+    unexpected += r.stats.unexpected;
+    audits += r.audit && !r.audit->ok() ? 1 : 0;
+  }
+  for (const auto& r : alone)
+    unexpected += r.unexpected;
+  for (const auto& r : all.reference)
+    pgbench += r.pgbench_status != 0 ? 1 : 0;
+  if (unexpected > 0)
+    spdlog::error("{} operations failed unexpectedly", unexpected);
+  if (audits > 0)
+    spdlog::error("{} runs left Postgres holding other charges than their "
+                  "clients were answered (see the audit)",
+                  audits);
+  if (pgbench > 0)
+    spdlog::error("{} reference runs failed (see pgbench's output above)",
+                  pgbench);
+  return unexpected + audits + pgbench;
 }
 
 // -- main ---------------------------------------------------------------------
@@ -238,25 +304,18 @@ void setup_logging() {
   spdlog::set_level(spdlog::level::err);
 }
 
-int bench_main(const bench_options& o) {
+int bench_main(const bench_options& o, const reference_options& r) {
   if (auto done = persistence::migrate(o.postgres); !done) {
     spdlog::critical("cannot migrate error={}", error_message(done.error()));
     return exit_failed;
   }
-  auto runs = run_all(o);
+  auto all = run_all(o, r);
   auto alone = run_persistence_all(o);
   if (o.json)
-    print_json(o, runs, alone);
+    print_json(o, all.runs, alone, all.reference);
   else
-    print_table(o, runs, alone);
-  uint64_t unexpected = 0;
-  for (const auto& r : runs)
-    unexpected += r.stats.unexpected;
-  for (const auto& r : alone)
-    unexpected += r.unexpected;
-  if (unexpected > 0)
-    spdlog::error("{} operations failed unexpectedly", unexpected);
-  return unexpected > 0 ? exit_failed : exit_ok;
+    print_table(o, all.runs, alone, all.reference);
+  return failures_of(all, alone) > 0 ? exit_failed : exit_ok;
 }
 
 } // namespace
@@ -265,19 +324,27 @@ namespace chargeonce {
 
 int run_bench(int argc, char** argv) {
   if (wants_help(argc, argv)) {
-    std::cout << usage_text;
+    std::cout << usage_text << reference_usage;
     return exit_ok;
   }
   bench_options opts;
+  reference_options ref;
   try {
-    opts = parse_args(argc, argv);
+    // The reference's flags are its own; the rest is bench_options'.
+    std::vector<std::string> args{argv, argv + argc};
+    ref = take_reference_flags(args);
+    std::vector<char*> rest;
+    rest.reserve(args.size());
+    for (auto& x : args)
+      rest.push_back(x.data());
+    opts = parse_args(static_cast<int>(rest.size()), rest.data());
   } catch (const usage_error& e) {
     std::cerr << "chargeonce-bench: " << e.what() << " (--help: usage)\n";
     return exit_usage;
   }
   setup_logging();
   try {
-    return opts.child ? child_main(opts) : bench_main(opts);
+    return opts.child ? child_main(opts) : bench_main(opts, ref);
   } catch (const std::exception& e) {
     spdlog::critical("bench failed: {}", e.what());
     return exit_failed;

@@ -2,10 +2,12 @@
 #include "main/bench/drivers.hpp"
 
 #include "client/client.hpp"
+#include "main/bench/baseline.hpp"
 #include "main/bench/options.hpp"
-#include "persistence/store.hpp"
+#include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 namespace chargeonce::bench {
 
@@ -18,7 +20,7 @@ caf::expected<reservation_id> id_of(const caf::expected<reservation>& x) {
 }
 
 /// Any API with the client library's blocking calls: the client library
-/// itself, or persistence::store (the same names, one transaction each).
+/// itself, or the baseline (the same names, one transaction each).
 template <class Api>
 class api_driver : public driver {
 public:
@@ -80,23 +82,20 @@ private:
 
 /// Owns the baseline's connection; a base of its own so that it is built
 /// before the api_driver that refers to it.
-struct store_owner {
-  explicit store_owner(const std::string& dsn) : db(baseline_options(dsn)) {}
-  /// The straightforward SQL: lock, select, write, one statement at a time.
-  static persistence::store_options baseline_options(const std::string& dsn) {
-    persistence::store_options out{dsn};
-    out.server_functions = false;
-    return out;
-  }
-  persistence::store db;
+struct baseline_owner {
+  explicit baseline_owner(const std::string& dsn) : db(dsn) {}
+  baseline_store db;
 };
 
-class baseline_driver : private store_owner,
-                        public api_driver<persistence::store> {
+class baseline_driver : private baseline_owner,
+                        public api_driver<baseline_store> {
 public:
   explicit baseline_driver(const std::string& dsn)
-      : store_owner(dsn), api_driver(db) {}
-  void connect(chat_id probe) override { db.status(probe); }
+      : baseline_owner(dsn), api_driver(db) {}
+  void connect(chat_id) override {
+    if (auto err = db.connect())
+      spdlog::error("baseline cannot connect: {}", error_message(err));
+  }
 };
 
 struct remote_config : caf::actor_system_config {

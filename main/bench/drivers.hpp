@@ -60,8 +60,9 @@ std::unique_ptr<driver> make_remote_driver(client::client& api);
 std::unique_ptr<driver> make_in_process_driver(caf::actor_system& sys,
                                                api_actor api);
 
-/// The design without actors: each operation one transaction of its own
-/// from the caller's thread, one connection per client.
+/// The design without actors: each operation one prepared statement, its
+/// own transaction, from the caller's thread; one connection per client
+/// (baseline.hpp).
 std::unique_ptr<driver> make_baseline_driver(const std::string& dsn);
 
 } // namespace chargeonce::bench

@@ -141,6 +141,8 @@ private:
 caf::error cycle_recorder::ended(op which, clock_type::time_point t0,
                                  caf::error err) {
   auto t1 = clock_type::now();
+  if (which == op::commit && !err)
+    ++stats_.acknowledged;
   if (window_.contains(t1)) {
     record(which, t0, t1);
     ++stats_.outcomes[static_cast<size_t>(which)][outcome_name(which, err)];
@@ -213,6 +215,7 @@ void client_stats::merge(const client_stats& other) {
   }
   cycles += other.cycles;
   commits += other.commits;
+  acknowledged += other.acknowledged;
   unexpected += other.unexpected;
   touched += other.touched;
 }
@@ -244,7 +247,8 @@ run_result run_clients(const std::string& mode, size_t clients,
   gate.open_when_ready(make_window);
   for (auto& t : threads)
     t.join();
-  run_result out{mode, clients, 1, static_cast<double>(o.duration_s), {}, {}};
+  run_result out{mode, clients, 1, static_cast<double>(o.duration_s),
+                 {},   {},      {}};
   for (const auto& x : per_thread)
     out.stats.merge(x);
   out.stats.touched = picker.touched();

@@ -3,9 +3,10 @@
 // gate that releases all threads into one window, and what they measured.
 #pragma once
 
+#include "main/bench/audit.hpp"
 #include "main/bench/drivers.hpp"
-#include "main/bench/options.hpp"
 #include "main/bench/histogram.hpp"
+#include "main/bench/options.hpp"
 
 #include <caf/error.hpp>
 
@@ -62,8 +63,11 @@ struct client_stats {
   std::array<histogram, op_count> latency;
   /// outcome name (ok, busy, an error's name) → count, per operation
   std::array<std::map<std::string, uint64_t>, op_count> outcomes;
-  uint64_t cycles = 0;     ///< completed in the window, any variant
-  uint64_t commits = 0;    ///< of which ended with a commit
+  uint64_t cycles = 0;  ///< completed in the window, any variant
+  uint64_t commits = 0; ///< of which ended with a commit
+  /// Commits answered ok over the whole run, warm-up included: what the
+  /// ledger must hold afterwards.
+  uint64_t acknowledged = 0;
   uint64_t unexpected = 0; ///< whole run, warm-up included
   uint64_t touched = 0;    ///< distinct chats (sequential order), 0 if unknown
 
@@ -131,6 +135,7 @@ struct run_result {
   double duration_s = 0;
   client_stats stats;
   std::optional<memory_figures> memory;
+  std::optional<run_audit> audit; ///< Postgres after the run
 
   double cycles_per_s() const {
     return duration_s > 0 ? static_cast<double>(stats.cycles) / duration_s

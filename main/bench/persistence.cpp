@@ -208,8 +208,8 @@ persistence_run run_persistence(const persistence_mode& m,
                                 const bench_options& o,
                                 const chat_range& chats) {
   persistence::store_options opts{o.postgres};
-  // per_operation is the baseline's SQL: lock, select, write, one statement
-  // at a time; the other modes use the server-side functions.
+  // per_operation is the store's per-statement SQL: lock, select, write,
+  // one statement at a time; the other modes use the server-side functions.
   opts.server_functions = m.mode != "per_operation";
   persistence::store db{opts};
   persistence_run run;

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // chargeonce-bench --persistence: the persistence layer alone, on one
 // connection, without actors or network. The same reserve → start → commit
-// cycles run one operation per transaction (the baseline's SQL, then the
-// server-side functions) and in batches of K cycles per statement
+// cycles run one operation per transaction (the store's per-statement SQL,
+// then the server-side functions) and in batches of K cycles per statement
 // (persistence::store::apply, as the persistence actor sends them). Where
 // Postgres runs on this machine, the backend's CPU per cycle says what a
 // cycle costs Postgres itself, whatever else shares the cores.
 #pragma once
 
+#include "main/bench/histogram.hpp"
 #include "main/bench/loop.hpp"
 #include "main/bench/options.hpp"
-#include "main/bench/histogram.hpp"
 
 #include <optional>
 #include <string>
@@ -19,8 +19,9 @@ namespace chargeonce::bench {
 
 /// One run of the persistence layer alone.
 struct persistence_run {
-  /// per_operation (the baseline's SQL), functions (one server-side function
-  /// call per operation) or batched (K cycles per statement)
+  /// per_operation (the store's per-statement SQL), functions (one
+  /// server-side function call per operation) or batched (K cycles per
+  /// statement)
   std::string mode;
   /// Cycles per statement: K when batched; 0 for the per-operation modes,
   /// whose statements hold one operation each.

@@ -18,7 +18,7 @@ namespace chargeonce::bench {
 namespace {
 
 /// The first line of a child's stats; a new format gets a new tag.
-constexpr const char* stats_tag = "stats1";
+constexpr const char* stats_tag = "stats2";
 constexpr const char* ready_line = "ready";
 
 /// One child process and the pipes to its stdin and from its stdout.
@@ -27,14 +27,6 @@ struct child_process {
   FILE* to = nullptr;   ///< the child's stdin: the window
   FILE* from = nullptr; ///< the child's stdout: ready, then its stats
 };
-
-std::vector<char*> argv_of(std::vector<std::string>& args) {
-  std::vector<char*> out;
-  for (auto& x : args)
-    out.push_back(x.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 /// fork + exec of this very binary, so that the child starts without the
 /// parent's threads and actor system.
@@ -125,6 +117,15 @@ std::vector<std::string> args_of(const bench_options& o,
 
 } // namespace
 
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> out;
+  out.reserve(args.size() + 1);
+  for (auto& x : args)
+    out.push_back(x.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 run_result run_processes(const std::string& mode, size_t clients,
                          const bench_options& o, const chat_range& chats) {
   auto n = std::min(o.processes, clients);
@@ -149,7 +150,8 @@ run_result run_processes(const std::string& mode, size_t clients,
                  static_cast<long long>(ns_of(window.until)));
     std::fflush(c.to);
   }
-  run_result out{mode, clients, n, static_cast<double>(o.duration_s), {}, {}};
+  run_result out{mode, clients, n, static_cast<double>(o.duration_s),
+                 {},   {},      {}};
   bool failed = false;
   for (auto& c : children) {
     auto stats = deserialize_stats(read_all(c.from));
@@ -193,7 +195,7 @@ std::string serialize(const client_stats& stats) {
   std::ostringstream out;
   out << stats_tag << '\n'
       << stats.cycles << ' ' << stats.commits << ' ' << stats.unexpected << ' '
-      << stats.touched << '\n';
+      << stats.touched << ' ' << stats.acknowledged << '\n';
   for (size_t i = 0; i < op_count; ++i) {
     out << stats.latency[i].serialize() << '\n';
     out << stats.outcomes[i].size();
@@ -209,7 +211,8 @@ std::optional<client_stats> deserialize_stats(const std::string& text) {
   client_stats out;
   std::string line;
   if (!std::getline(in, line) || line != stats_tag
-      || !(in >> out.cycles >> out.commits >> out.unexpected >> out.touched))
+      || !(in >> out.cycles >> out.commits >> out.unexpected >> out.touched
+           >> out.acknowledged))
     return std::nullopt;
   std::getline(in, line); // the rest of the counts' line
   for (size_t i = 0; i < op_count; ++i) {

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace chargeonce::bench {
 
@@ -26,6 +27,10 @@ int child_main(const bench_options& o);
 /// client_stats as lines of text, and back (nullopt if malformed).
 std::string serialize(const client_stats& stats);
 std::optional<client_stats> deserialize_stats(const std::string& text);
+
+/// `args` as the null-terminated argv (or envp) that exec takes; points
+/// into `args`, which must outlive it.
+std::vector<char*> argv_of(std::vector<std::string>& args);
 
 /// VmHWM and VmRSS of a process (0: this one); nullopt if unreadable.
 std::optional<memory_figures> read_memory(int64_t pid, std::string process);

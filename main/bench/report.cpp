@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/bench/report.hpp"
 
+#include "main/bench/compare.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -30,7 +32,9 @@ std::vector<ratio> ratios_of(const std::vector<run_result>& runs) {
       auto ours_p99 = ours.latency(op::cycle).percentile(99);
       out.push_back(
         {base.clients, ours.mode, ours.cycles_per_s() / base.cycles_per_s(),
-         base_p99 > 0 ? static_cast<double>(ours_p99) / base_p99 : 0.0});
+         base_p99 > 0
+           ? static_cast<double>(ours_p99) / static_cast<double>(base_p99)
+           : 0.0});
     }
   }
   return out;
@@ -71,7 +75,36 @@ nlohmann::json run_json(const run_result& r) {
     out["peak_rss_kib"] = r.memory->peak_rss_kib;
     out["rss_kib"] = r.memory->rss_kib;
   }
+  if (r.audit)
+    out["audit"] = {{"acknowledged_commits", r.audit->acknowledged},
+                    {"ledger_charges", r.audit->ledger_charges},
+                    {"charged_units", r.audit->charged_units},
+                    {"charged_balance", r.audit->charged_balance},
+                    {"balance_spent", r.audit->balance_spent},
+                    {"open_reservations", r.audit->open_reservations},
+                    {"ok", r.audit->ok()}};
   return out;
+}
+
+/// Whether Postgres holds what the clients were told, per run.
+void print_audits(const std::vector<run_result>& runs) {
+  std::printf("\naudit (Postgres after each run)\n");
+  for (const auto& r : runs) {
+    if (!r.audit)
+      continue;
+    const auto& a = *r.audit;
+    std::printf("%-13s %7zu  commits acknowledged %llu, ledger charges %llu, "
+                "units charged %llu, balance spent %lld of %lld charged, "
+                "reservations left %llu: %s\n",
+                r.mode.c_str(), r.clients,
+                static_cast<unsigned long long>(a.acknowledged),
+                static_cast<unsigned long long>(a.ledger_charges),
+                static_cast<unsigned long long>(a.charged_units),
+                static_cast<long long>(a.balance_spent),
+                static_cast<long long>(a.charged_balance),
+                static_cast<unsigned long long>(a.open_reservations),
+                a.ok() ? "ok" : "MISMATCH");
+  }
 }
 
 void print_summary(const std::vector<run_result>& runs) {
@@ -138,8 +171,8 @@ void print_memory(const std::vector<run_result>& runs) {
 
 // -- the persistence layer alone ----------------------------------------------
 
-/// A run's figures over per_operation's (the baseline's SQL): cycles/s
-/// (higher is better) and Postgres CPU per cycle (per_operation's over
+/// A run's figures over per_operation's (the store's per-statement SQL):
+/// cycles/s (higher is better) and Postgres CPU per cycle (per_operation's over
 /// this run's: higher is better too).
 struct persistence_ratio {
   double cycles_per_s = 0;
@@ -223,7 +256,8 @@ void print_persistence(const std::vector<persistence_run>& alone) {
 } // namespace
 
 void print_json(const bench_options& o, const std::vector<run_result>& runs,
-                const std::vector<persistence_run>& alone) {
+                const std::vector<persistence_run>& alone,
+                const std::vector<reference_run>& reference) {
   nlohmann::json out;
   out["config"] = {{"chats", o.chats},
                    {"duration_s", o.duration_s},
@@ -247,11 +281,16 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                              {"cycle_p99", x.cycle_p99}});
   if (!o.persistence_batches.empty())
     out["persistence"] = persistence_json(alone);
+  if (!reference.empty()) {
+    out["reference"] = reference_json(reference);
+    out["comparisons"] = comparisons_json(compare(runs, reference));
+  }
   std::cout << out.dump() << std::endl;
 }
 
 void print_table(const bench_options& o, const std::vector<run_result>& runs,
-                 const std::vector<persistence_run>& alone) {
+                 const std::vector<persistence_run>& alone,
+                 const std::vector<reference_run>& reference) {
   std::printf("chargeonce-bench: %lld chats (%s), %lld s per run after %lld "
               "s warm-up, %zu client process(es), mix cancel %d%% fail %d%% "
               "double %d%%; latency in µs\n",
@@ -271,8 +310,11 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
                   x.mode.c_str(), x.clients, x.cycles_per_s, x.cycle_p99);
     print_operations(runs);
     print_outcomes(runs);
+    print_audits(runs);
     print_memory(runs);
   }
+  if (!reference.empty())
+    print_comparisons(reference, compare(runs, reference));
   if (!alone.empty())
     print_persistence(alone);
   std::fflush(stdout);

@@ -2,46 +2,30 @@
 # SPDX-License-Identifier: Apache-2.0
 # chargeonce-bench works: a short remote run (blocking and asynchronous
 # client API) with the baseline and every mix, the same with two client
-# processes, an in-process run in sequential chat
-# order, then the persistence layer alone, all against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that
-# every run completed cycles and that memory is reported; never how fast.
-# Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN and jq)
+# processes and the reference's pgbench scripts beside them, an in-process
+# run in sequential chat order, then the persistence layer alone, all
+# against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that every run
+# completed cycles, that Postgres holds exactly the charges each run was
+# answered (the audit), that memory is reported and that the comparison
+# with the reference adds up; never how fast.
+# Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN, jq and
+# pgbench + psql in /usr/lib/postgresql/15/bin, or PGBENCH=path)
 set -euo pipefail
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
-server=$1
+server_bin=$1
 bench=$2
-
-die() {
-  echo "bench_smoke: FAILED: $*" >&2
-  exit 1
-}
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 dsn=$CHARGEONCE_TEST_DSN
+pgbench=${PGBENCH:-/usr/lib/postgresql/15/bin/pgbench}
 
 tmp=$(mktemp -d "$PWD/bench_smoke.XXXXXX")
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+on_exit_remove "$tmp"
 
-"$server" --postgres="$dsn" --port=0 --port-file="$tmp/port" \
-  2>"$tmp/server.log" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  [[ -s $tmp/port ]] && break
-  sleep 0.1
-done
-[[ -s $tmp/port ]] || {
-  cat "$tmp/server.log" >&2
-  die "server did not start"
-}
-servers="127.0.0.1:$(head -n1 "$tmp/port")"
+start_server "$tmp/server" --postgres="$dsn" --port=0
+servers="127.0.0.1:$server_port"
 
 # Runs the bench; stdout must be exactly one JSON object.
 run_bench() { # output-file args...
@@ -73,6 +57,17 @@ check_runs() { # file expected-modes
   jq -e 'all(.runs[]; .latency_us.cycle.p50 > 0 and .latency_us.cycle.p999
         >= .latency_us.cycle.p50)' "$file" >/dev/null ||
     die "$file: cycle percentiles out of order"
+  # Charged exactly once: one ledger charge of one unit per commit the
+  # clients were answered (the window's commits among them), the same units
+  # gone from the balances, no reservation left behind.
+  jq -e 'all(.runs[]; .audit as $a | $a.ok
+        and $a.acknowledged_commits > 0
+        and $a.ledger_charges == $a.acknowledged_commits
+        and $a.acknowledged_commits >= .commits
+        and $a.charged_units == $a.ledger_charges
+        and $a.balance_spent == $a.charged_balance
+        and $a.open_reservations == 0)' "$file" >/dev/null ||
+    die "$file: Postgres does not hold what the clients were answered: $(jq -c '[.runs[] | {mode, commits, audit}]' "$file")"
 }
 
 run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
@@ -89,10 +84,12 @@ jq -e '[.ratios[] | [.mode, .clients]]
   "$tmp/remote.json" >/dev/null || die "no ratios: $(jq -c .ratios "$tmp/remote.json")"
 
 # Two client processes: their figures come back merged; the server's
-# memory is reported after the run.
+# memory is reported after the run. The reference's two pgbench scripts run
+# beside them, on a database of their own.
 run_bench "$tmp/processes.json" --servers="$servers" --baseline --clients=3 \
   --processes=2 --chats=1000 --duration=2 --warmup=0 \
-  --mix=cancel:10,fail:10,double:10 --server-pid="$server_pid"
+  --mix=cancel:10,fail:10,double:10 --server-pid="$server_pid" \
+  --reference --pgbench="$pgbench"
 check_runs "$tmp/processes.json" "remote,baseline"
 jq -e '.config.processes == 2 and all(.runs[]; .processes == 2)
       and (.runs[] | select(.mode == "remote") | .rss_process == "server"
@@ -101,6 +98,40 @@ jq -e '.config.processes == 2 and all(.runs[]; .processes == 2)
            | (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
   "$tmp/processes.json" >/dev/null ||
   die "--processes=2: $(cat "$tmp/processes.json")"
+# The reference ran both scripts, completed transactions in the window and
+# committed one cycle per per_op transaction, 100 per batch_set one; the
+# comparison names the faster per-operation baseline and divides by it.
+jq -e '([.reference[] | [.variant, .clients]]
+          == [["per_op", 3], ["batch_set", 3]])
+      and all(.reference[]; .pgbench_status == 0 and .duration_s == 2
+          and .transactions > 0 and .transactions_total >= .transactions
+          and .ledger_rows > 0 and .cycles_per_s > 0
+          and .transactions_per_s > 0 and .latency_us.p50 > 0
+          and .latency_us.p99 >= .latency_us.p50)
+      and (.reference[0] | .cycles_per_transaction > 0.9
+           and .cycles_per_transaction < 1.1)
+      and (.reference[1] | .cycles_per_transaction > 99
+           and .cycles_per_transaction < 101)
+      and ([.comparisons[] | [.mode, .clients]] == [["remote", 3]])
+      and all(.comparisons[];
+          ([.baseline.cycles_per_s, .reference_per_op.cycles_per_s] | max)
+            as $faster
+          | .chargeonce.cycles_per_s > 0 and .baseline.cycles_per_s > 0
+          and .reference_per_op.cycles_per_s > 0
+          and .reference_batch_set.cycles_per_s > 0
+          and .reference_per_op.latency_p99_us
+              >= .reference_per_op.latency_p50_us
+          and ((.vs_faster_per_op - .chargeonce.cycles_per_s / $faster)
+               | fabs) < 1e-9 * .vs_faster_per_op
+          and ((.share_of_batch_set - .chargeonce.cycles_per_s
+                / .reference_batch_set.cycles_per_s) | fabs)
+              < 1e-9 * .share_of_batch_set
+          and (if .faster_per_op == "baseline"
+               then .baseline.cycles_per_s == $faster
+               else .faster_per_op == "reference_per_op"
+                    and .reference_per_op.cycles_per_s == $faster end))' \
+  "$tmp/processes.json" >/dev/null ||
+  die "--reference: $(jq -c '{reference, comparisons}' "$tmp/processes.json")"
 
 # Sequential order counts the chats it touched; in-process reports the
 # bench's own peak RSS.
@@ -144,6 +175,7 @@ status=0
 "$bench" --postgres="$dsn" --in-process --processes=2 >/dev/null 2>&1 || status=$?
 [[ $status == 2 ]] || die "--in-process --processes=2 exited $status, expected 2"
 for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
+  "--baseline --pgbench=$pgbench" "--baseline --reference --reference" \
   "--in-process --client-api=async" --client-api=threads \
   "--servers=127.0.0.1:1 --client-api=async --processes=2"; do
   status=0
