@@ -17,7 +17,7 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
                 std::shared_ptr<connection_job> job, connection_owner owner) {
   install_log_handlers(self);
   return {
-    [self, job, owner](atom::apply) {
+    [self, job = std::move(job), owner = std::move(owner)](atom::apply) {
       for (bool more = true; more;) {
         finished_job out;
         if (job->run) {

@@ -39,7 +39,7 @@ make_events(events_actor::stateful_pointer<events_state> self) {
   self->set_down_handler(
     [self](caf::down_msg& msg) { drop(self, msg.source); });
   return {
-    [self](atom::subscribe, caf::actor who) {
+    [self](atom::subscribe, const caf::actor& who) {
       if (!who)
         return false;
       auto& subs = self->state.subscribers;

@@ -68,7 +68,7 @@ caf::result<T> relay(Self* self, const api_actor& api, Atom a, Ts... xs) {
 } // namespace
 
 api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
-                                                api_actor api) {
+                                                const api_actor& api) {
   install_log_handlers(self);
   return {
     [self, api](atom::batch, std::vector<operation> ops) {
@@ -120,7 +120,7 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
 }
 
 gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
-                                          api_actor api) {
+                                          const api_actor& api) {
   install_log_handlers(self);
   return {
     [self, api](atom::batch, std::vector<operation> ops) {
@@ -147,7 +147,7 @@ gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
 }
 
 worker_actor::behavior_type make_worker(worker_actor::pointer self,
-                                        api_actor api) {
+                                        const api_actor& api) {
   install_log_handlers(self);
   return {
     [self, api](atom::batch, std::vector<operation> ops) {
@@ -170,7 +170,7 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
 }
 
 admin_actor::behavior_type make_admin(admin_actor::pointer self,
-                                      api_actor api) {
+                                      const api_actor& api) {
   install_log_handlers(self);
   return {
     [self, api](atom::create op, const chat_spec& spec) {

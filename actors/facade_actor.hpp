@@ -13,14 +13,15 @@ namespace chargeonce {
 /// facades, so that operations on every port are counted and timed in one
 /// place and no internal handle reaches a client.
 api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
-                                                api_actor api);
+                                                const api_actor& api);
 
 gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
-                                          api_actor api);
+                                          const api_actor& api);
 
 worker_actor::behavior_type make_worker(worker_actor::pointer self,
-                                        api_actor api);
+                                        const api_actor& api);
 
-admin_actor::behavior_type make_admin(admin_actor::pointer self, api_actor api);
+admin_actor::behavior_type make_admin(admin_actor::pointer self,
+                                      const api_actor& api);
 
 } // namespace chargeonce

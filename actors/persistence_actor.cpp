@@ -233,9 +233,9 @@ void on_done(self_ptr self) {
   std::vector<queued_operation> finished;
   finished.swap(st.running);
   auto taken = std::min(done.taken, st.staged.size());
-  std::move(st.staged.begin(), st.staged.begin() + taken,
-            std::back_inserter(st.running));
-  st.staged.erase(st.staged.begin(), st.staged.begin() + taken);
+  auto taken_end = st.staged.begin() + static_cast<std::ptrdiff_t>(taken);
+  std::move(st.staged.begin(), taken_end, std::back_inserter(st.running));
+  st.staged.erase(st.staged.begin(), taken_end);
   st.busy = taken > 0;
   dispatch(self);
   answer(finished, done);
@@ -432,7 +432,7 @@ make_persistence(self_ptr self, persistence::store_options opts,
 persistence_factory make_persistence_factory(caf::actor_system& sys,
                                              persistence::store_options opts,
                                              persistence_limits limits) {
-  return [&sys, opts, limits]() -> persistence_actor {
+  return [&sys, opts = std::move(opts), limits]() -> persistence_actor {
     return sys.spawn(make_persistence, opts, limits);
   };
 }

@@ -57,7 +57,8 @@ void passivate(self_ptr self, chat_id chat, uint64_t received) {
 /// A restarted persistence actor replaces its predecessor for new chat
 /// actors and for the live ones of its partition. Not counted as routed:
 /// chat actors do not count it as received either.
-void replace_store(self_ptr self, uint64_t index, persistence_actor store) {
+void replace_store(self_ptr self, uint64_t index,
+                   const persistence_actor& store) {
   auto& st = self->state;
   if (index >= st.pool.size())
     return;
@@ -189,8 +190,8 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::idle, chat_id chat, uint64_t received) {
       passivate(self, chat, received);
     },
-    [self](atom::store, uint64_t index, persistence_actor store) {
-      replace_store(self, index, std::move(store));
+    [self](atom::store, uint64_t index, const persistence_actor& store) {
+      replace_store(self, index, store);
     },
   };
 }

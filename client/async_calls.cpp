@@ -26,7 +26,7 @@ void bind_to(caf::event_based_actor* self, const caf::actor& lifetime) {
 void ask_async(caf::actor_system& sys, const caf::actor& lifetime,
                const caf::actor& to, caf::timespan timeout, const operation& op,
                answer_fn done) {
-  sys.spawn([=](caf::event_based_actor* self) {
+  sys.spawn([=, done = std::move(done)](caf::event_based_actor* self) {
     bind_to(self, lifetime);
     request_operation(self, to, timeout, op, done);
   });

@@ -80,9 +80,9 @@ void drain(caf::event_based_actor* self, const state_ptr& st,
           || lane.in_flight >= st->opts.batches_in_flight_max)
         return;
       auto n = std::min(lane.queue.size(), st->opts.batch_operations_max);
-      std::move(lane.queue.begin(), lane.queue.begin() + n,
-                std::back_inserter(*batch));
-      lane.queue.erase(lane.queue.begin(), lane.queue.begin() + n);
+      auto batch_end = lane.queue.begin() + static_cast<std::ptrdiff_t>(n);
+      std::move(lane.queue.begin(), batch_end, std::back_inserter(*batch));
+      lane.queue.erase(lane.queue.begin(), batch_end);
       ++lane.in_flight;
       ++st->sent.batches;
       st->sent.operations += n;
@@ -107,7 +107,9 @@ void drain(caf::event_based_actor* self, const state_ptr& st,
 
 caf::behavior sender(caf::event_based_actor* self, state_ptr st) {
   return {
-    [self, st](atom::batch, const caf::actor_addr& to) { drain(self, st, to); },
+    [self, st = std::move(st)](atom::batch, const caf::actor_addr& to) {
+      drain(self, st, to);
+    },
   };
 }
 

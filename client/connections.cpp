@@ -96,7 +96,7 @@ void connect_async(caf::actor_system& sys, const endpoint& to, role r, bool tls,
   // Not bound to the client's lifetime: an actor that quits while the
   // middleman still works on its connect can keep the actor system from
   // shutting down (seen with CAF 0.17.6). Bounded by `timeout` instead.
-  sys.spawn([=](caf::event_based_actor* self) {
+  sys.spawn([=, then = std::move(then)](caf::event_based_actor* self) {
     self->request(manager, timeout, caf::connect_atom_v, to.host, to.port)
       .then(
         [self, r, then](const caf::node_id&, caf::strong_actor_ptr& ptr,

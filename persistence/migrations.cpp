@@ -58,6 +58,18 @@ checksums recorded(pqxx::transaction_base& q) {
   return out;
 }
 
+/// Migration `name` was applied with checksum `recorded` but is `ours` now.
+caf::error edited_after_applied(const std::string& name,
+                                const std::string& recorded,
+                                const std::string& ours) {
+  return caf::make_error(
+    ec::invalid_argument,
+    "migration " + name + " was edited after it was applied: checksum "
+      + (recorded.empty() ? "(none)" : recorded) + " != " + ours
+      + " (recorded != this server's); an applied migration never "
+        "changes, a change is a new migration");
+}
+
 /// Why this server must not touch a database that recorded `applied`, or
 /// nothing. A migration the server does not know, or one whose file changed
 /// since it was applied, means the schema is not the one its code expects.
@@ -80,13 +92,8 @@ std::optional<caf::error> mismatch(const checksums& applied,
           "migrate a fresh one)");
   }
   for (const auto& [name, sum] : applied)
-    if (auto ours = embedded.at(name); sum != ours)
-      return caf::make_error(
-        ec::invalid_argument,
-        "migration " + name + " was edited after it was applied: checksum "
-          + (sum.empty() ? "(none)" : sum) + " != " + ours
-          + " (recorded != this server's); an applied migration never "
-            "changes, a change is a new migration");
+    if (const auto& ours = embedded.at(name); sum != ours)
+      return edited_after_applied(name, sum, ours);
   return std::nullopt;
 }
 

@@ -157,7 +157,7 @@ void render_persistence(std::string& out) {
 
 std::string render() {
   std::string out;
-  out.reserve(32 * 1024);
+  out.reserve(std::size_t{32} * 1024);
   render_operations(out);
   render_background(out);
   render_persistence(out);

@@ -17,8 +17,8 @@
 #include "main/chaos/report.hpp"
 #include "main/chaos/workload.hpp"
 #include "persistence/audit.hpp"
-#include "persistence/seed.hpp"
 #include "persistence/migrations.hpp"
+#include "persistence/seed.hpp"
 #include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
@@ -190,8 +190,10 @@ int chaos_main(chaos_options& o) {
   audit_result result;
   if (error.empty()) {
     if (o.self_test_violation)
-      if (auto err = persistence::forge_charge(s.dsn, s.first_chat + 1,
-                                               9'000'000'000'000 + o.seed))
+      // Computed unsigned, like the seed: past 2^63 - 9e12 the id wraps.
+      if (auto err = persistence::forge_charge(
+            s.dsn, s.first_chat + 1,
+            static_cast<reservation_id>(9'000'000'000'000 + o.seed)))
         error = "cannot plant the self-test row: " + error_message(err);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);

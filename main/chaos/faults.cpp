@@ -32,15 +32,15 @@ bool fault_injector::run(std::chrono::steady_clock::time_point deadline) {
   }
   auto first_round = opts_.enabled;
   std::shuffle(first_round.begin(), first_round.end(), rng_);
+  auto enabled_last = static_cast<int64_t>(opts_.enabled.size()) - 1;
   for (size_t n = 0;; ++n) {
     auto gap =
       std::chrono::milliseconds(uniform(opts_.gap_min_ms, opts_.gap_max_ms));
     if (std::chrono::steady_clock::now() + gap >= deadline)
       break;
     std::this_thread::sleep_for(gap);
-    auto f = n < first_round.size()
-               ? first_round[n]
-               : opts_.enabled[uniform(0, opts_.enabled.size() - 1)];
+    auto f = n < first_round.size() ? first_round[n]
+                                    : opts_.enabled[uniform(0, enabled_last)];
     current_ = fault_record{f, now_us(), 0, {}};
     if (!inject(f))
       return false;
@@ -71,7 +71,8 @@ bool fault_injector::inject(fault f) {
 }
 
 bool fault_injector::kill_server() {
-  auto i = static_cast<size_t>(uniform(0, servers_.size() - 1));
+  auto last = static_cast<int64_t>(servers_.size()) - 1;
+  auto i = static_cast<size_t>(uniform(0, last));
   servers_.kill(i);
   auto down = uniform(300, 2000);
   sleep_ms(down);

@@ -45,7 +45,8 @@ Exit status: 0 no violation, 1 a violation (or the harness failed), 2 usage.
 
 namespace {
 
-constexpr int64_t duration_max_s = 7 * 86400; // a week of chaos at most
+/// A week of chaos at most.
+constexpr int64_t duration_max_s = int64_t{7} * 86400;
 
 std::vector<fault> parse_faults(const std::string& text) {
   std::vector<fault> out;

@@ -64,6 +64,7 @@ std::vector<pid_t> children_of(pid_t parent) {
 pid_t spawn(const std::vector<std::string>& args, const std::string& log,
             int* out_pipe) {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

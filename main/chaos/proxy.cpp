@@ -135,7 +135,7 @@ void proxy::accept_loop() {
   }
 }
 
-void proxy::pump(std::shared_ptr<link> l, bool downstream) {
+void proxy::pump(const std::shared_ptr<link>& l, bool downstream) {
   int from = downstream ? l->up : l->down;
   int to = downstream ? l->down : l->up;
   char buf[16384];

@@ -33,7 +33,7 @@ public:
 private:
   struct link;
   void accept_loop();
-  void pump(std::shared_ptr<link> l, bool downstream);
+  void pump(const std::shared_ptr<link>& l, bool downstream);
   void forget(const std::shared_ptr<link>& l);
 
   int listener_ = -1;

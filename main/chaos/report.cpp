@@ -27,7 +27,7 @@ nlohmann::json faults(const run_facts& facts, const recorder& rec) {
   for (const auto& f : rec.faults) {
     counts[to_string(f.what)] = counts[to_string(f.what)].get<uint64_t>() + 1;
     log.push_back({{"fault", to_string(f.what)},
-                   {"at_s", (f.begin_us - t0) / 1e6},
+                   {"at_s", static_cast<double>(f.begin_us - t0) / 1e6},
                    {"duration_ms", (f.end_us - f.begin_us) / 1000},
                    {"detail", f.detail}});
   }

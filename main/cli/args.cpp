@@ -111,7 +111,7 @@ invocation parse_args(int argc, char** argv) {
   invocation inv;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("-", 0) == 0)
+    if (arg.rfind('-', 0) == 0)
       add_flag(inv, arg);
     else
       set_command(inv, arg);

@@ -35,7 +35,7 @@ std::string frame(const Event& x) {
 
 /// The subscriber: turns each event into an SSE frame.
 caf::behavior subscriber(caf::event_based_actor* self,
-                         std::shared_ptr<stream_queue> q) {
+                         const std::shared_ptr<stream_queue>& q) {
   install_log_handlers(self);
   return {
     [q](const queue_notice& x) { q->push(frame(x)); },

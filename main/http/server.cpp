@@ -121,7 +121,7 @@ void install_handlers(httplib::Server& svr, backend& be, size_t body_max) {
                                httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
     try {
-      std::rethrow_exception(ep);
+      std::rethrow_exception(std::move(ep));
     } catch (const std::exception& e) {
       what = e.what();
     }
@@ -217,9 +217,9 @@ server::~server() {
   if (impl_->listener.joinable())
     impl_->listener.join(); // joins the pool: requests in flight finish
   auto& be = impl_->be;
-  for (auto h : {caf::actor_cast<caf::actor>(be.gateway),
-                 caf::actor_cast<caf::actor>(be.worker),
-                 caf::actor_cast<caf::actor>(be.admin)})
+  for (const auto& h : {caf::actor_cast<caf::actor>(be.gateway),
+                        caf::actor_cast<caf::actor>(be.worker),
+                        caf::actor_cast<caf::actor>(be.admin)})
     caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   spdlog::info("http stopped port={}", impl_->port);
 }

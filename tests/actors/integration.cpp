@@ -4,8 +4,8 @@
 #include "persistence/store.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>

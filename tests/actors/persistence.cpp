@@ -5,8 +5,8 @@
 // caller waits for Postgres at most store-timeout.
 #include "actors/persistence_actor.hpp"
 #include "protocol/errors.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>

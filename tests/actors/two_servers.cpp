@@ -3,8 +3,8 @@
 // both for the same chat): the database alone keeps one active reservation
 // per chat, one charge per commit and no negative pocket.
 #include "protocol/errors.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <doctest/doctest.h>
 

@@ -5,9 +5,9 @@
 // the rest busy).
 #include "client/client.hpp"
 #include "protocol/errors.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/client/client_test.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <doctest/doctest.h>
 

@@ -4,8 +4,8 @@
 #pragma once
 
 #include "client/client.hpp"
-#include "tests/support/threaded_server.hpp"
 #include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <doctest/doctest.h>

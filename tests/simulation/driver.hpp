@@ -10,9 +10,9 @@
 
 #include "actors/supervisor_actor.hpp"
 #include "protocol/errors.hpp"
-#include "tests/support/fixture.hpp"
 #include "tests/simulation/audit.hpp"
 #include "tests/simulation/world.hpp"
+#include "tests/support/fixture.hpp"
 
 #include <functional>
 #include <map>
