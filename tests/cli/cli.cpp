@@ -6,6 +6,7 @@
 
 #include "main/cli/args.hpp"
 #include "main/cli/commands.hpp"
+#include "tests/support/argv.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,22 +20,13 @@ using namespace chargeonce::cli;
 
 namespace {
 
-/// argv for `args`, with a program name in front.
-struct argv_of {
-  explicit argv_of(std::vector<std::string> args) : text(std::move(args)) {
-    text.insert(text.begin(), "chargeonce-cli");
-    for (auto& x : text)
-      ptrs.push_back(x.data());
-    ptrs.push_back(nullptr);
-  }
-  int argc() const { return static_cast<int>(text.size()); }
-  char** argv() { return ptrs.data(); }
-  std::vector<std::string> text;
-  std::vector<char*> ptrs;
-};
+/// argv for `args` after chargeonce-cli.
+test::argv_of cli_argv(std::vector<std::string> args) {
+  return test::argv_of{std::move(args), "chargeonce-cli"};
+}
 
 invocation parse(std::vector<std::string> args) {
-  argv_of a{std::move(args)};
+  auto a = cli_argv(std::move(args));
   return parse_args(a.argc(), a.argv());
 }
 
@@ -55,7 +47,7 @@ struct outcome {
 };
 
 outcome run(std::vector<std::string> args) {
-  argv_of a{std::move(args)};
+  auto a = cli_argv(std::move(args));
   std::ostringstream out;
   std::ostringstream err;
   auto* old_out = std::cout.rdbuf(out.rdbuf());

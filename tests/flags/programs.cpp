@@ -7,6 +7,7 @@
 #include "main/cli/args.hpp"
 #include "main/cli/commands.hpp"
 #include "main/flags/flags.hpp"
+#include "tests/support/argv.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,27 +20,13 @@ using namespace std::chrono;
 
 namespace {
 
-/// argv for `args`, with a program name in front.
-struct argv_of {
-  explicit argv_of(std::vector<std::string> args) : text(std::move(args)) {
-    text.insert(text.begin(), "program");
-    for (auto& x : text)
-      ptrs.push_back(x.data());
-    ptrs.push_back(nullptr);
-  }
-  int argc() const { return static_cast<int>(text.size()); }
-  char** argv() { return ptrs.data(); }
-  std::vector<std::string> text;
-  std::vector<char*> ptrs;
-};
-
 bench::bench_options bench_with(const std::string& flag) {
-  argv_of a{{"--postgres=dbname=x", "--in-process", flag}};
+  test::argv_of a{{"--postgres=dbname=x", "--in-process", flag}};
   return bench::parse_args(a.argc(), a.argv());
 }
 
 chaos::chaos_options chaos_with(const std::string& flag) {
-  argv_of a{{flag}};
+  test::argv_of a{{flag}};
   return chaos::parse_options(a.argc(), a.argv());
 }
 
