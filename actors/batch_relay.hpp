@@ -52,10 +52,10 @@ template <class Self>
 caf::result<std::vector<outcome>>
 relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
             std::vector<operation> ops, bool (*allowed)(operation_type)) {
-  if (ops.size() > batch_operations_max)
+  if (ops.size() > batch_message_operations_max)
     return caf::make_error(ec::invalid_argument,
                            "a batch holds at most "
-                             + std::to_string(batch_operations_max)
+                             + std::to_string(batch_message_operations_max)
                              + " operations");
   if (ops.empty())
     return std::vector<outcome>{};

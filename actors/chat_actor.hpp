@@ -38,7 +38,7 @@ using chat_owner =
 struct chat_options {
   /// How long the queue notice's status lookup waits. (Operations wait as
   /// long as the persistence actor's store-timeout, which it enforces.)
-  caf::timespan store_timeout = std::chrono::seconds(10);
+  caf::timespan store_timeout = default_store_timeout;
   /// Without operations for this long, the actor asks to be passivated.
   caf::timespan idle_timeout = std::chrono::seconds(60);
   /// After a reserve, "you are in the queue" if the job is still active.

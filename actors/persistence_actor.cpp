@@ -136,7 +136,7 @@ void expire(self_ptr self) {
 /// Hands the connection, idle now, its next job: what was staged after it
 /// last took the staged operations, else the head of the queue (one
 /// operation that runs alone, or the hot operations up to the next such
-/// one, at most batch_operations_max).
+/// one, at most statement_operations_max).
 void start_job(self_ptr self) {
   auto& st = self->state;
   auto& job = *st.job;
@@ -157,7 +157,7 @@ void start_job(self_ptr self) {
     st.queue.pop_front();
   } else {
     while (!st.queue.empty() && !st.queue.front().run
-           && st.running.size() < st.limits.batch_operations_max) {
+           && st.running.size() < st.limits.statement_operations_max) {
       job.ops.push_back(st.queue.front().op);
       st.running.push_back(std::move(st.queue.front()));
       st.queue.pop_front();
@@ -169,7 +169,7 @@ void start_job(self_ptr self) {
 
 /// While the connection works: hands it the hot operations at the head of
 /// the queue as its next batch, up to one that runs alone (order is kept:
-/// it waits until the connection is idle) or batch_operations_max.
+/// it waits until the connection is idle) or statement_operations_max.
 void stage(self_ptr self) {
   auto& st = self->state;
   auto& job = *st.job;
@@ -177,7 +177,7 @@ void stage(self_ptr self) {
     return;
   std::lock_guard<std::mutex> guard{job.mtx};
   while (!st.queue.empty() && !st.queue.front().run
-         && job.staged.size() < st.limits.batch_operations_max) {
+         && job.staged.size() < st.limits.statement_operations_max) {
     job.staged.push_back(st.queue.front().op);
     st.staged.push_back(std::move(st.queue.front()));
     st.queue.pop_front();

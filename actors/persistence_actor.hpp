@@ -53,16 +53,24 @@ using persistence_actor = billing_actor::extend<
   caf::replies_to<atom::reactivate, reactivation_cursor,
                   uint32_t>::with<reactivation_page>>;
 
+/// How long an operation waits for Postgres before it is answered
+/// storage_unavailable: the default of the server's store-timeout, and what
+/// every actor that waits for a persistence actor waits by default.
+inline constexpr caf::timespan default_store_timeout = std::chrono::seconds(10);
+
+/// Operations waiting per persistence actor at most, by default.
+inline constexpr size_t default_queue_operations_max = 4096;
+
 /// Limits of one persistence actor, from the server's configuration.
 struct persistence_limits {
   /// Operations sharing one statement at most.
-  size_t batch_operations_max = persistence::batch_operations_max;
+  size_t statement_operations_max = persistence::statement_operations_max;
   /// Operations waiting for the next batch at most; beyond it, callers get
   /// `overloaded` at once instead of waiting for their timeout.
-  size_t queue_operations_max = 4096;
+  size_t queue_operations_max = default_queue_operations_max;
   /// An operation not answered by Postgres this long after it arrived is
   /// answered storage_unavailable (it may still commit later).
-  caf::timespan store_timeout = std::chrono::seconds(10);
+  caf::timespan store_timeout = default_store_timeout;
 };
 
 /// Adds the actor's own messages to its interface: flush (batch what has

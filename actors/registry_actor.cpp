@@ -193,6 +193,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::store, uint64_t index, const persistence_actor& store) {
       replace_store(self, index, store);
     },
+    [](atom::ping) { return caf::ok_atom_v; },
   };
 }
 

@@ -5,6 +5,7 @@
 
 #include "actors/chat_actor.hpp"
 #include "actors/events_actor.hpp"
+#include "actors/liveness.hpp"
 #include "actors/notice_timer_actor.hpp"
 #include "actors/persistence_actor.hpp"
 #include "protocol/interfaces.hpp"
@@ -23,9 +24,11 @@ namespace chargeonce {
 
 /// Routes to chat actors. `idle` is a chat actor's passivation request
 /// (chat_owner) carrying how many operations it has received; `store`
-/// replaces the persistence actor of one partition after a restart.
+/// replaces the persistence actor of one partition after a restart; `ping`
+/// answers while the registry runs.
 using registry_actor = api_actor::extend_with<chat_owner>::extend<
-  release_signature, caf::reacts_to<atom::store, uint64_t, persistence_actor>>;
+  release_signature, caf::reacts_to<atom::store, uint64_t, persistence_actor>,
+  ping_signature>;
 
 struct registry_state {
   static inline const char* name = "registry";

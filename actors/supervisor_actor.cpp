@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 namespace chargeonce {
 
@@ -66,6 +67,25 @@ void on_down(self_ptr self, caf::down_msg& msg) {
     }
 }
 
+/// Fails whoever waits for a scan that will never finish: the same error as
+/// for a request that reached a supervisor already gone, with what was done.
+void abandon_scan(scan_state& scan, const char* what, const std::string& why) {
+  if (scan.waiters.empty())
+    return;
+  auto err = caf::make_error(caf::sec::request_receiver_down,
+                             "the supervisor stopped (" + why + ") before the "
+                               + what + " finished; done so far: "
+                               + std::to_string(scan.count));
+  for (auto& rp : scan.waiters)
+    rp.deliver(err);
+  scan.waiters.clear();
+}
+
+void abandon_scans(supervisor_state& st, const std::string& why) {
+  abandon_scan(st.sweep, "sweep", why);
+  abandon_scan(st.reactivation, "reactivation", why);
+}
+
 /// The registry or the event bus died, or a shutdown came from outside:
 /// stop the pool (monitored, so not stopped by links) and quit.
 void on_exit(self_ptr self, caf::exit_msg& msg) {
@@ -73,6 +93,7 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
     msg.reason ? msg.reason : caf::error{caf::exit_reason::user_shutdown};
   if (reason != caf::exit_reason::user_shutdown)
     spdlog::error("supervisor stopping reason={}", caf::to_string(reason));
+  abandon_scans(self->state, caf::to_string(reason));
   for (auto& member : self->state.pool)
     caf::anon_send_exit(member, caf::exit_reason::user_shutdown);
   self->quit(reason);
@@ -230,6 +251,14 @@ void start_reactivation(self_ptr self) {
 
 } // namespace
 
+supervisor_state::~supervisor_state() {
+  abandon_scans(*this, "killed or failed");
+  // A kill, even one that reaches us through the registry's link, skips
+  // on_exit; the pool (monitored only) would keep the actor system alive.
+  for (auto& member : pool)
+    caf::anon_send_exit(member, caf::exit_reason::user_shutdown);
+}
+
 supervisor_self_actor::behavior_type
 make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
                 persistence_factory factory, supervisor_options options) {
@@ -271,6 +300,9 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
                          atom::reactivate_v, caf::tick_atom_v);
     },
     [self](atom::api) -> api_actor { return self->state.registry; },
+    // Delegated: a dead registry bounces it to the caller as
+    // request_receiver_down, without a timeout.
+    [self](atom::ping x) { return self->delegate(self->state.registry, x); },
     [self](caf::tick_atom) {
       start_sweep(self);
       self->delayed_send(self, self->state.options.sweep_interval,

@@ -6,6 +6,7 @@
 
 #include "actors/chat_actor.hpp"
 #include "actors/events_actor.hpp"
+#include "actors/liveness.hpp"
 #include "actors/persistence_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/interfaces.hpp"
@@ -25,14 +26,20 @@ namespace chargeonce {
 /// The root of the server: owns the pool, the registry, the event bus and
 /// the scheduled scans. `sweep` runs one full sweep now and answers how many
 /// reservations it released; `reactivate` runs one reactivation scan now and
-/// answers how many chats it refilled; `api` hands out the handle to publish.
+/// answers how many chats it refilled; `api` hands out the handle to publish;
+/// `ping` is answered by the registry, so only while both still run. A scan
+/// still running when the supervisor stops fails its callers with
+/// `request_receiver_down` at once.
 using supervisor_actor =
   caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
                    caf::replies_to<atom::reactivate>::with<uint64_t>,
-                   caf::replies_to<atom::api>::with<api_actor>>;
+                   caf::replies_to<atom::api>::with<api_actor>, ping_signature>;
+
+/// Persistence actors serving chats, by default: the server's connections.
+inline constexpr size_t default_connections = 1;
 
 struct supervisor_options {
-  size_t connections = 4; ///< persistence actors serving chats
+  size_t connections = default_connections;
   chat_options chat;
   caf::timespan sweep_interval = std::chrono::seconds(60);
   uint32_t sweep_chunk_rows = 100; ///< reservations per keyset page
@@ -69,6 +76,10 @@ struct supervisor_state {
   events_actor events;
   scan_state sweep;        ///< releasing reservations past their deadline
   scan_state reactivation; ///< refilling quiet chats
+
+  /// No caller of a scan waits for its timeout, however the supervisor ends
+  /// (a kill skips the exit handler).
+  ~supervisor_state();
 };
 
 supervisor_self_actor::behavior_type

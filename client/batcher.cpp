@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -118,6 +119,9 @@ caf::behavior sender(caf::event_based_actor* self, state_ptr st) {
 batcher::batcher(caf::actor_system& sys, batcher_options opts)
     : state_(std::make_shared<state>()) {
   state_->opts = opts;
+  // The server refuses a larger batch as a whole: never send one.
+  state_->opts.batch_operations_max = std::clamp<size_t>(
+    opts.batch_operations_max, 1, batch_message_operations_max);
   sender_ = sys.spawn(sender, state_);
 }
 

@@ -20,6 +20,8 @@ namespace chargeonce::client {
 struct batcher_options {
   caf::timespan timeout = std::chrono::seconds(15); ///< per batch request
   size_t batches_in_flight_max = 4; ///< per server: keeps the pipe full
+  /// Operations per batch message; never above the server's wire limit,
+  /// batch_message_operations_max (a larger value is lowered to it).
   size_t batch_operations_max = 256;
 };
 

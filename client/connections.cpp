@@ -116,9 +116,11 @@ bool is_service_error(const caf::error& err) {
 client::impl::impl(caf::actor_system& sys, options opts)
     : sys(sys), opts(std::move(opts)), connections(this->opts.servers.size()),
       batches(this->opts.servers.size()) {
-  if (this->opts.batching)
-    batching = std::make_unique<batcher>(
-      sys, batcher_options{this->opts.timeout, 4, 256});
+  if (this->opts.batching) {
+    batcher_options batches_opts; // the batcher's defaults but the timeout
+    batches_opts.timeout = this->opts.timeout;
+    batching = std::make_unique<batcher>(sys, batches_opts);
+  }
 }
 
 void client::impl::forget(const caf::actor_addr& addr) {

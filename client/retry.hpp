@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which requests the client may repeat on a chat's next server after a
 // connection error, when it cannot know whether the first server acted.
+// Only a connection error (no answer) is ever retried: every answer of the
+// service is final and goes to the caller (is_service_error). That includes
+// storage_unavailable (the caller retries it with the same ids) and
+// internal, a bug: repeating it would most likely hit the same bug, so the
+// client never retries it automatically.
 #pragma once
 
 #include "protocol/batch.hpp"

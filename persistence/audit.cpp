@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "persistence/audit.hpp"
 
+#include "persistence/failure.hpp"
 #include "protocol/errors.hpp"
 
 #include <pqxx/pqxx>
@@ -9,9 +10,10 @@ namespace chargeonce::persistence {
 
 namespace {
 
-caf::error unavailable(const char* what, const std::exception& e) {
-  return caf::make_error(ec::storage_unavailable,
-                         std::string{what} + ": " + e.what());
+/// The exception in flight as an error: an outage or, for a bug, internal.
+caf::error failed(const char* what) {
+  auto f = classify(std::current_exception());
+  return caf::make_error(f.code, std::string{what} + ": " + f.detail);
 }
 
 constexpr const char* micros = "(extract(epoch FROM {}) * 1000000)::bigint";
@@ -101,8 +103,8 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     read_releases(tx, first, count, out);
     tx.commit();
     return out;
-  } catch (const std::exception& e) {
-    return unavailable("reading the audit snapshot", e);
+  } catch (...) {
+    return failed("reading the audit snapshot");
   }
 }
 
@@ -115,8 +117,8 @@ caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
                              "chat_id > $1 AND chat_id <= $2",
                              first, first + count);
     return rs[0][0].as<int64_t>();
-  } catch (const std::exception& e) {
-    return unavailable("counting reservations", e);
+  } catch (...) {
+    return failed("counting reservations");
   }
 }
 
@@ -131,8 +133,8 @@ caf::expected<int64_t> terminate_backends(const std::string& dsn,
       "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
       application_name);
     return rs[0][0].as<int64_t>();
-  } catch (const std::exception& e) {
-    return unavailable("terminating backends", e);
+  } catch (...) {
+    return failed("terminating backends");
   }
 }
 
@@ -147,8 +149,8 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
                    forged, chat);
     tx.commit();
     return caf::none;
-  } catch (const std::exception& e) {
-    return unavailable("forging a ledger row", e);
+  } catch (...) {
+    return failed("forging a ledger row");
   }
 }
 

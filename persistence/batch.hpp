@@ -45,7 +45,8 @@ using batch_result =
   std::variant<caf::error, reservation, receipt, chat_status>;
 
 /// At most this many operations share one statement: bounds the statement's
-/// size and the time one chat row lock is held.
-inline constexpr size_t batch_operations_max = 128;
+/// size and the time one chat row lock is held. Also the default of the
+/// server's persistence-batch-max, which may only lower it.
+inline constexpr size_t statement_operations_max = 128;
 
 } // namespace chargeonce::persistence

@@ -14,11 +14,11 @@ store::store(store_options opts) : impl_(std::make_unique<impl>()) {
 
 store::~store() = default;
 
-int store::backend_pid() {
+int store::connect_backend() {
   try {
     return impl_->connection().backendpid();
   } catch (const std::exception& e) {
-    spdlog::warn("backend_pid unavailable error={}", one_line(e.what()));
+    spdlog::warn("connect_backend failed error={}", one_line(e.what()));
     impl_->conn.reset();
     return 0;
   }

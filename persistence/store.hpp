@@ -89,13 +89,14 @@ public:
   /// the answer i belongs to operation i. Each is decided on its own (a busy
   /// one never fails its neighbours); an outage fails them all with
   /// storage_unavailable. Operations of one chat keep their order. At most
-  /// batch_operations_max operations.
+  /// statement_operations_max operations.
   std::vector<batch_result> apply(const std::vector<batch_operation>& ops);
 
-  /// The process id of this store's Postgres backend, connecting first if
-  /// needed; 0 when Postgres cannot be reached. chargeonce-bench reads the
-  /// backend's CPU time from /proc when Postgres runs on the same machine.
-  int backend_pid();
+  /// Connects if there is no open connection yet, then returns its Postgres
+  /// backend's process id; 0 when Postgres cannot be reached.
+  /// chargeonce-bench reads the backend's CPU time from /proc when Postgres
+  /// runs on the same machine.
+  int connect_backend();
 
   // -- limits and purchases ---------------------------------------------------
 

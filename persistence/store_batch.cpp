@@ -143,11 +143,12 @@ batch_result result_of(const pqxx::row& r, const batch_operation& op) {
 
 /// Errors that say nothing about one operation: the whole batch is safe to
 /// retry one by one (nothing was committed).
-bool isolatable(const pqxx::sql_error& e) {
-  const auto& state = e.sqlstate();
+bool isolatable(const failure& f) {
+  if (f.code != ec::storage_unavailable || !f.refused)
+    return false;
   // 08: connection exception; 57P: operator intervention (shutdown,
   // terminated backend). Neither gets better by splitting the batch.
-  return state.rfind("08", 0) != 0 && state.rfind("57P", 0) != 0;
+  return f.sqlstate.rfind("08", 0) != 0 && f.sqlstate.rfind("57P", 0) != 0;
 }
 
 } // namespace
@@ -194,30 +195,33 @@ store::apply(const std::vector<batch_operation>& ops) {
                           [](const auto& x) { return x.request_id; }),
       lease_ms);
     if (rs.size() != order.size())
-      throw std::runtime_error("chargeonce_apply_batch answered "
-                               + std::to_string(rs.size()) + " rows for "
-                               + std::to_string(order.size()) + " operations");
+      throw broken_invariant("chargeonce_apply_batch answered "
+                             + std::to_string(rs.size()) + " rows for "
+                             + std::to_string(order.size()) + " operations");
+    std::vector<bool> answered(order.size(), false);
     for (const auto& row : rs) {
-      auto i = order.at(row["idx"].as<size_t>());
-      out[i] = result_of(row, ops[i]);
+      auto k = row["idx"].as<size_t>();
+      if (k >= order.size() || answered[k])
+        throw broken_invariant("chargeonce_apply_batch answered operation "
+                               + std::to_string(k) + " twice or out of range");
+      answered[k] = true;
+      out[order[k]] = result_of(row, ops[order[k]]);
     }
-  } catch (const pqxx::sql_error& e) {
+  } catch (...) {
+    auto f = classify(std::current_exception());
     // A deadlock or one operation's unexpected error aborted the statement
     // and wrote nothing: one by one, only the culprit fails.
-    if (order.size() > 1 && isolatable(e)) {
+    if (order.size() > 1 && isolatable(f)) {
       spdlog::warn("batch split operations={} sqlstate={} error={}",
-                   order.size(), e.sqlstate(), one_line(e.what()));
+                   order.size(), f.sqlstate, f.detail);
       for (auto i : order)
         out[i] = std::move(apply({ops[i]}).front());
       return out;
     }
-    fail_all(impl_->unavailable("apply", ops[order[0]].chat, ops[order[0]].id,
-                                e.sqlstate(), e.what()));
-  } catch (const std::exception& e) {
-    // Lost connection, in-doubt commit: the outcome is unknown to us; a
-    // retry is safe (reserve by request_id, commit by reservation).
-    fail_all(impl_->unavailable("apply", ops[order[0]].chat, ops[order[0]].id,
-                                {}, e.what()));
+    // A lost connection or an in-doubt commit leaves the outcome unknown
+    // (a retry is safe: reserve by request_id, commit by reservation); a
+    // bug fails every operation, including those already answered above.
+    fail_all(impl_->failed("apply", ops[order[0]].chat, ops[order[0]].id, f));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // operations, and the connection handling behind every transaction.
 #pragma once
 
+#include "persistence/failure.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/time.hpp"
@@ -215,20 +216,34 @@ struct store::impl {
     return *conn;
   }
 
-  caf::error unavailable(const char* op, chat_id chat, reservation_id id,
-                         const std::string& sqlstate, const char* what) {
-    // A failed connection is rebuilt on the next call rather than trusted.
+  /// The answer for an operation that threw: storage_unavailable for an
+  /// outage, internal for a bug (the detail stays in the log, the caller
+  /// gets the incident id).
+  caf::error failed(const char* op, chat_id chat, reservation_id id,
+                    const failure& f) {
+    // A failed connection is rebuilt on the next call rather than trusted;
+    // after a bug its state is unknown too.
     conn.reset();
-    auto text = one_line(what);
-    spdlog::error("storage_unavailable op={} chat={} reservation={} "
-                  "sqlstate={} error={}",
-                  op, chat, id, sqlstate.empty() ? "-" : sqlstate, text);
-    return caf::make_error(ec::storage_unavailable,
-                           std::string{op} + ": " + text);
+    if (f.code == ec::storage_unavailable) {
+      spdlog::error("storage_unavailable op={} chat={} reservation={} "
+                    "sqlstate={} error={}",
+                    op, chat, id, f.sqlstate.empty() ? "-" : f.sqlstate,
+                    f.detail);
+      return caf::make_error(ec::storage_unavailable,
+                             std::string{op} + ": " + f.detail);
+    }
+    auto incident = next_incident_id();
+    spdlog::critical("internal op={} chat={} reservation={} id={} error={}", op,
+                     chat, id, incident, f.detail);
+    return caf::make_error(ec::internal, std::string{op}
+                                           + ": internal error, see server "
+                                             "log id="
+                                           + std::to_string(incident));
   }
 
   /// Runs `fn` in one transaction and commits only if it produced a value.
-  /// Business errors come back from `fn`; anything thrown is an outage.
+  /// Business errors come back from `fn`; anything thrown rolls back and is
+  /// an outage or a bug, as classify() decides.
   template <class T, class F>
   caf::expected<T> run(const char* op, chat_id chat, reservation_id id,
                        F&& fn) {
@@ -238,14 +253,8 @@ struct store::impl {
       if (result)
         tx.commit();
       return result;
-    } catch (const pqxx::sql_error& e) {
-      return unavailable(op, chat, id, e.sqlstate(), e.what());
-    } catch (const pqxx::in_doubt_error& e) {
-      return unavailable(op, chat, id, {}, e.what());
-    } catch (const pqxx::broken_connection& e) {
-      return unavailable(op, chat, id, {}, e.what());
-    } catch (const std::exception& e) {
-      return unavailable(op, chat, id, {}, e.what());
+    } catch (...) {
+      return failed(op, chat, id, classify(std::current_exception()));
     }
   }
 };

@@ -69,7 +69,7 @@ typename Inspector::result_type inspect(Inspector& f, outcome& x) {
 }
 
 /// Operations in one batch message at most; a larger batch is refused with
-/// invalid_argument as a whole.
-inline constexpr size_t batch_operations_max = 1024;
+/// invalid_argument as a whole. A wire limit: clients split below it.
+inline constexpr size_t batch_message_operations_max = 1024;
 
 } // namespace chargeonce

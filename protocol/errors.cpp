@@ -6,12 +6,13 @@
 #include <caf/sec.hpp>
 
 #include <array>
+#include <atomic>
 
 namespace chargeonce {
 
 namespace {
 
-constexpr std::array<const char*, 14> names = {
+constexpr std::array<const char*, 15> names = {
   "none",
   "busy",
   "insufficient_messages",
@@ -26,7 +27,11 @@ constexpr std::array<const char*, 14> names = {
   "already_exists",
   "expired",
   "overloaded",
+  "internal",
 };
+
+static_assert(names.size() == static_cast<size_t>(ec::internal) + 1,
+              "every ec code needs its name, in code order");
 
 } // namespace
 
@@ -42,6 +47,30 @@ bool from_string(const std::string& name, ec& out) {
       return true;
     }
   return false;
+}
+
+const char* advice(ec x) {
+  switch (x) {
+  case ec::storage_unavailable:
+    return "the operation may or may not have been written (it can still "
+           "commit): retry with the same ids (reserve with the same "
+           "request_id, commit with the same reservation)";
+  case ec::overloaded:
+    return "nothing was done: retry later, preferably after a delay";
+  case ec::internal:
+    return "a bug in the server, logged there under the id the message "
+           "names: the operation may or may not have been written; it is not "
+           "retried "
+           "automatically (check with status before retrying with the same "
+           "ids)";
+  default:
+    return "";
+  }
+}
+
+uint64_t next_incident_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 std::string error_message(const caf::error& err) {

@@ -30,8 +30,12 @@ enum class ec : uint8_t {
   /// Malformed input: unknown kind, non-positive id, negative amount, a
   /// reservation of another chat.
   invalid_argument = 7,
-  /// Postgres did not answer or failed (connection lost, timeout, any SQL
-  /// error other than the busy index); the operation did not happen.
+  /// Postgres failed or did not answer in time (connection lost, timeout,
+  /// any SQL error other than the busy index). The caller knows nothing
+  /// about the outcome: the operation may or may not have been written (it
+  /// can still commit), so retry with the same ids (reserve with the same
+  /// request_id, commit with the same reservation); never re-price or drop
+  /// the job on this answer.
   storage_unavailable = 8,
   /// The chat is blocked and may not reserve.
   chat_blocked = 9,
@@ -45,6 +49,12 @@ enum class ec : uint8_t {
   /// The server's queue for Postgres is full (back-pressure): nothing was
   /// done; retry later, preferably with a delay.
   overloaded = 13,
+  /// A bug in the server (a broken invariant, an unexpected exception),
+  /// logged there at critical level with an id the error's message names.
+  /// Like storage_unavailable the operation may or may not have been
+  /// written; unlike it, retrying will not help until the bug is fixed, so
+  /// clients do not retry it automatically.
+  internal = 14,
 };
 
 /// The stable name used in logs and in the CLI's `{"error": ...}`.
@@ -52,6 +62,14 @@ const char* to_string(ec x);
 
 /// Inverse of to_string; false for unknown names.
 bool from_string(const std::string& name, ec& out);
+
+/// What a caller knows after `x` and what to do next, in one sentence
+/// (the CLI prints it for people); "" for codes that need no advice.
+const char* advice(ec x);
+
+/// A process-unique, increasing number that ties an internal error's
+/// answer to the server log line that carries its detail.
+uint64_t next_incident_id();
 
 /// The category atom's text, as registered with the actor system.
 inline constexpr char error_category_name[] = "chargeonce";

@@ -60,8 +60,8 @@ using api_actor = billing_actor::extend<
 
 /// Many operations in one message (client batching). Each is answered as if
 /// it had come alone, in the batch's order; one outside the endpoint's role
-/// is refused with invalid_argument; more than batch_operations_max refuse
-/// the whole batch.
+/// is refused with invalid_argument; more than batch_message_operations_max
+/// refuse the whole batch.
 using batch_signature =
   caf::replies_to<atom::batch,
                   std::vector<operation>>::with<std::vector<outcome>>;

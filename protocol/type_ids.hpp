@@ -64,4 +64,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::outcome))
   CAF_ADD_TYPE_ID(chargeonce, (std::vector<chargeonce::outcome>))
 
+  // Appended after the types, so that no earlier type ID moves.
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, ping, "ping")
+
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -60,7 +60,10 @@ const char* to_string(operation op) {
 void record_operation(operation op, const caf::error& err,
                       std::chrono::nanoseconds elapsed) {
   auto i = static_cast<size_t>(op);
-  series.operations[i][outcome_slot(err)].add();
+  auto slot = outcome_slot(err);
+  series.operations[i][slot].add();
+  if (slot == static_cast<size_t>(ec::internal))
+    series.internal_errors[i].add();
   series.durations[i].observe(latency_bounds,
                               std::chrono::duration<double>(elapsed).count());
 }

@@ -49,7 +49,8 @@ const char* to_string(operation op);
 /// chargeonce_operations_total{operation, outcome} (outcome `ok` for an empty
 /// error, else error_name(err): our codes, `request_timeout`,
 /// `request_receiver_down`, or `other`) and observed in
-/// chargeonce_operation_duration_seconds{operation}.
+/// chargeonce_operation_duration_seconds{operation}; an `internal` error (a
+/// bug) is also counted in chargeonce_internal_errors_total{operation}.
 void record_operation(operation op, const caf::error& err,
                       std::chrono::nanoseconds elapsed);
 

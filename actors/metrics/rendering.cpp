@@ -89,6 +89,15 @@ void render_operations(std::string& out) {
                 {"outcome", outcomes[slot]}},
                num(n));
     }
+  // Every series exists from the start, so an alert on any increase
+  // fires on the first bug.
+  family(out, "chargeonce_internal_errors_total", "counter",
+         "Client operations answered internal, by operation: a bug in the "
+         "server, logged at critical level with the id the answer names.");
+  for (size_t op = 0; op < operation_count; ++op)
+    sample(out, "chargeonce_internal_errors_total",
+           {{"operation", operation_labels[op].second}},
+           num(series.internal_errors[op].get()));
   family(out, "chargeonce_operation_duration_seconds", "histogram",
          "Time from a client operation's arrival at the server to its answer, "
          "by operation.");

@@ -127,6 +127,7 @@ inline constexpr std::array<double, 10> batch_bounds = {1,  2,  4,   8,   16,
 struct registry {
   std::array<std::array<counter, outcome_slots>, operation_count> operations;
   std::array<histogram<latency_bounds.size()>, operation_count> durations;
+  std::array<counter, operation_count> internal_errors;
   counter queue_notices;
   std::array<counter, release_reasons.size()> releases;
   counter reactivations;

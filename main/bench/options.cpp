@@ -19,7 +19,7 @@ constexpr size_t connections_max = 64;
 constexpr size_t processes_max = 64;
 constexpr int64_t pid_max = 1 << 22; // Linux's PID_MAX_LIMIT
 /// A statement holds K reserves, K starts and K commits.
-constexpr size_t batch_cycles_max = persistence::batch_operations_max / 3;
+constexpr size_t batch_cycles_max = persistence::statement_operations_max / 3;
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;

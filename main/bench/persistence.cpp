@@ -215,7 +215,7 @@ persistence_run run_persistence(const persistence_mode& m,
   persistence_run run;
   run.mode = m.mode;
   run.batch_cycles = m.batch_cycles;
-  window_meter meter{o, db.backend_pid()};
+  window_meter meter{o, db.connect_backend()};
   chat_cursor cursor{chats};
   if (m.mode == "batched")
     run_batched(db, meter, cursor, m.batch_cycles, run);

@@ -37,6 +37,11 @@ int report_connection(const std::string& what) {
 int report_failure(const session& s, const caf::error& err) {
   if (err.category() == caf::atom(error_category_name)) {
     print_line(to_json(err));
+    // Where the answer leaves the outcome open, people get told what to do.
+    if (const char* what_now = advice(static_cast<ec>(err.code()));
+        *what_now != '\0')
+      std::cerr << "chargeonce-cli: " << error_name(err) << ": " << what_now
+                << '\n';
     return exit_service;
   }
   if (err == caf::sec::request_timeout)

@@ -32,8 +32,10 @@ void print_line(const nlohmann::json& x);
 /// {"error":"connection",...} on stdout and the reason on stderr.
 int report_connection(const std::string& what);
 
-/// A service error as its JSON object (exit 1), anything else as a
-/// connection error (exit 2).
+/// A service error as its JSON object (exit 1), with advice(code) on stderr
+/// for the codes that have one (storage_unavailable: retry with the same
+/// ids; internal: a bug, not retried); anything else as a connection error
+/// (exit 2).
 int report_failure(const session& s, const caf::error& err);
 
 /// Prints an answer, or reports why there is none; the exit status.

@@ -3,6 +3,7 @@
 // they enforce, and one request in flight. Internal to main/http_*.cpp.
 #pragma once
 
+#include "actors/liveness.hpp"
 #include "protocol/interfaces.hpp"
 
 #include <array>
@@ -25,14 +26,18 @@ enum class role : uint8_t { open = 0, gateway = 1, worker = 2, admin = 3 };
 
 const char* to_string(role x);
 
-/// The last /readyz answer: probes within `ready_cache_duration` share it, so
-/// a flood of unauthenticated probes opens at most one connection a second.
+/// The last Postgres check of /readyz: probes within `ready_cache_duration`
+/// share it, so a flood of unauthenticated probes opens at most one
+/// connection a second. The actors are asked on every probe (a message, no
+/// connection), so a dead core is never hidden behind a cached answer.
 struct readiness_cache {
   std::mutex mtx; ///< also serializes the checks themselves
   std::chrono::steady_clock::time_point checked_at;
   bool checked = false;
   bool ready = false;
   std::string reason;
+  std::mutex actors_mtx;     ///< not held during any check
+  std::string actors_reason; ///< the last actor failure, logged once
 };
 
 /// The server side of every route: handles, limits and shared state. Lives
@@ -47,7 +52,8 @@ struct backend {
   /// One CAF request per HTTP request waits at most this long; longer than
   /// the chat actors' store-timeout so that they answer first.
   caf::timespan request_timeout = std::chrono::seconds(15);
-  std::string dsn; ///< for /readyz
+  std::string dsn;     ///< for /readyz
+  liveness_actor core; ///< for /readyz: answers while the registry runs
   /// Bearer tokens by role (index = role); empty: that role's routes are off.
   std::array<std::string, 4> tokens;
   size_t streams_max = 4;         ///< concurrent /v1/events streams

@@ -6,6 +6,7 @@
 
 #include <caf/error.hpp>
 #include <caf/sec.hpp>
+#include <spdlog/spdlog.h>
 
 #include <httplib.h>
 
@@ -40,6 +41,8 @@ int status_of(const caf::error& err) {
   case ec::overloaded: // back-pressure: nothing was done, retry later
   case ec::none:
     return 503;
+  case ec::internal: // a bug: retrying will not help
+    return 500;
   }
   return 500; // a code this build does not know: a bug, say so
 }
@@ -50,7 +53,30 @@ reply error_reply(int status, const std::string& name,
 }
 
 reply error_reply(const caf::error& err) {
+  if (err == ec::internal)
+    return internal_reply("answer=internal message=" + error_message(err));
   return {status_of(err), to_json(err)};
+}
+
+reply internal_reply(const std::string& detail) {
+  auto id = next_incident_id();
+  spdlog::critical("http internal id={} {}", id, detail);
+  return error_reply(500, to_string(ec::internal),
+                     "internal error, see server log id=" + std::to_string(id));
+}
+
+void reply_to_exception(const httplib::Request& req, httplib::Response& res,
+                        std::exception_ptr ep) {
+  std::string what;
+  try {
+    std::rethrow_exception(std::move(ep));
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception of unknown type";
+  }
+  send(res, internal_reply("method=" + req.method + " path=" + req.path
+                           + " exception=" + what));
 }
 
 std::string error_name_of_status(int status) {

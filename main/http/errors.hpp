@@ -6,10 +6,12 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
 namespace httplib {
+struct Request;
 struct Response;
 } // namespace httplib
 
@@ -46,8 +48,20 @@ int status_of(const caf::error& err);
 reply error_reply(int status, const std::string& name,
                   const std::string& message);
 
-/// An operation's error, by status_of and error_name.
+/// An operation's error, by status_of and error_name; `internal` as
+/// internal_reply (its context stays in the log).
 reply error_reply(const caf::error& err);
+
+/// The 500 for a bug: {"error": "internal", "message": "internal error, see
+/// server log id=<n>"}. `detail` goes only to the log line (critical), which
+/// carries the same id: a client never sees what an exception or an
+/// internal error's context says.
+reply internal_reply(const std::string& detail);
+
+/// The server's exception handler: whatever a route threw, std::exception
+/// or not, becomes internal_reply with the method and path in the log.
+void reply_to_exception(const httplib::Request& req, httplib::Response& res,
+                        std::exception_ptr ep);
 
 /// The error name httplib's own refusals get (bad request line, 413, ...).
 std::string error_name_of_status(int status);

@@ -19,11 +19,15 @@ namespace chargeonce::http {
 
 namespace {
 
-/// Probes within this long share one readiness check.
+/// Probes within this long share one Postgres check.
 constexpr auto ready_cache_duration = std::chrono::seconds(1);
 
 /// How long /readyz waits for Postgres.
 constexpr auto ready_timeout = std::chrono::seconds(2);
+
+/// How long /readyz waits for the actors: a live registry answers in
+/// microseconds, one this far behind serves nobody in time either.
+constexpr auto actors_ready_timeout = std::chrono::seconds(1);
 
 /// Requests per keep-alive connection before it is closed.
 constexpr size_t keep_alive_requests_max = 100;
@@ -117,18 +121,8 @@ void install_handlers(httplib::Server& svr, backend& be, size_t body_max) {
       send(res, error_reply(res.status, error_name_of_status(res.status),
                             "refused by the HTTP layer"));
   });
-  svr.set_exception_handler([](const httplib::Request& req,
-                               httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(std::move(ep));
-    } catch (const std::exception& e) {
-      what = e.what();
-    }
-    spdlog::error("http exception method={} path={} error={}", req.method,
-                  req.path, what);
-    send(res, error_reply(500, "internal", what));
-  });
+  // Whatever a route throws is a bug: a 500 naming the log line's id.
+  svr.set_exception_handler(reply_to_exception);
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     spdlog::debug("http method={} path={} status={} remote={}", req.method,
                   req.path, res.status, req.remote_addr);
@@ -162,10 +156,10 @@ struct server::impl {
 
 server::server(std::unique_ptr<impl> x) : impl_(std::move(x)) {}
 
-caf::expected<std::unique_ptr<server>> server::start(caf::actor_system& sys,
-                                                     const http_options& opts,
-                                                     const api_actor& api,
-                                                     const std::string& dsn) {
+caf::expected<std::unique_ptr<server>>
+server::start(caf::actor_system& sys, const http_options& opts,
+              const api_actor& api, const std::string& dsn,
+              const liveness_actor& core) {
   if (!opts.enabled())
     return std::unique_ptr<server>{};
   // A client that hangs up mid-response must not kill the process: writes
@@ -179,6 +173,7 @@ caf::expected<std::unique_ptr<server>> server::start(caf::actor_system& sys,
   be.admin = sys.spawn(make_admin, api);
   be.request_timeout = opts.request_timeout;
   be.dsn = dsn;
+  be.core = core;
   be.tokens = tokens_of(opts);
   be.streams_max = opts.streams_max;
   be.stream_buffer_max = stream_buffer_max;
@@ -235,12 +230,40 @@ void healthz(exchange& x) {
   send(x.res, {200, {{"status", "ok"}}});
 }
 
-void readyz(exchange& x) {
-  auto& cache = x.be.readiness;
+namespace {
+
+/// Why the actor tree cannot serve, or "" when the supervisor and the
+/// registry answered the ping. A dead one fails at once (the request
+/// bounces), a stuck one after actors_ready_timeout.
+std::string actors_down(const backend& be) {
+  if (!be.core)
+    return "actors: no supervisor to ask";
+  std::string out;
+  caf::scoped_actor self{*be.sys};
+  self->request(be.core, actors_ready_timeout, atom::ping_v)
+    .receive([](caf::ok_atom) {},
+             [&out](const caf::error& err) {
+               if (err == caf::sec::request_receiver_down)
+                 out = "actors: registry down";
+               else if (err == caf::sec::request_timeout)
+                 out =
+                   "actors: registry did not answer within "
+                   + std::to_string(
+                     std::chrono::milliseconds{actors_ready_timeout}.count())
+                   + " ms";
+               else
+                 out = "actors: " + caf::to_string(err);
+             });
+  return out;
+}
+
+/// Why Postgres cannot serve billing, or "": checked at most once per
+/// ready_cache_duration, however many probes come.
+std::string postgres_down(readiness_cache& cache, const std::string& dsn) {
   std::lock_guard<std::mutex> guard{cache.mtx};
   auto now = std::chrono::steady_clock::now();
   if (!cache.checked || now - cache.checked_at >= ready_cache_duration) {
-    auto r = persistence::check_ready(x.be.dsn, ready_timeout);
+    auto r = persistence::check_ready(dsn, ready_timeout);
     cache.checked = true;
     cache.checked_at = std::chrono::steady_clock::now();
     if (!r.ready && (cache.ready || cache.reason != r.reason))
@@ -248,10 +271,31 @@ void readyz(exchange& x) {
     cache.ready = r.ready;
     cache.reason = r.reason;
   }
-  if (cache.ready)
-    send(x.res, {200, {{"status", "ready"}}});
+  return cache.ready ? std::string{} : cache.reason;
+}
+
+/// Logs an actor failure once, not once per probe.
+void note_actors(readiness_cache& cache, const std::string& reason) {
+  std::lock_guard<std::mutex> guard{cache.actors_mtx};
+  if (!reason.empty() && reason != cache.actors_reason)
+    spdlog::error("http not ready reason={}", reason);
+  cache.actors_reason = reason;
+}
+
+} // namespace
+
+void readyz(exchange& x) {
+  auto postgres = postgres_down(x.be.readiness, x.be.dsn);
+  // Asked on every probe, and last: a 200 never stands for a core that died
+  // while Postgres was being checked.
+  auto actors = actors_down(x.be);
+  note_actors(x.be.readiness, actors);
+  if (!actors.empty())
+    send(x.res, error_reply(503, "not_ready", actors));
+  else if (!postgres.empty())
+    send(x.res, error_reply(503, "not_ready", postgres));
   else
-    send(x.res, error_reply(503, "not_ready", cache.reason));
+    send(x.res, {200, {{"status", "ready"}}});
 }
 
 void metrics(exchange& x) {

@@ -4,6 +4,7 @@
 // role facades the CAF ports use.
 #pragma once
 
+#include "actors/liveness.hpp"
 #include "main/http/options.hpp"
 #include "protocol/interfaces.hpp"
 
@@ -20,11 +21,11 @@ class server {
 public:
   /// Starts listening on opts.address:opts.port (HTTPS with
   /// opts.tls_cert/tls_key when given); nullptr when opts.port is -1. `dsn`
-  /// is the database /readyz checks.
-  static caf::expected<std::unique_ptr<server>> start(caf::actor_system& sys,
-                                                      const http_options& opts,
-                                                      const api_actor& api,
-                                                      const std::string& dsn);
+  /// is the database /readyz checks, `core` the actors it pings (the
+  /// supervisor); without one /readyz is never ready.
+  static caf::expected<std::unique_ptr<server>>
+  start(caf::actor_system& sys, const http_options& opts, const api_actor& api,
+        const std::string& dsn, const liveness_actor& core = {});
 
   /// Stops accepting, ends event streams, waits for requests in flight
   /// (each has a finite timeout) and stops the facades.

@@ -259,9 +259,9 @@ std::string server_config::finalize() {
   if (connections == 0)
     return "connections must be at least 1";
   if (persistence_batch_max == 0
-      || persistence_batch_max > persistence::batch_operations_max)
+      || persistence_batch_max > persistence::statement_operations_max)
     return "persistence-batch-max must be 1.."
-           + std::to_string(persistence::batch_operations_max);
+           + std::to_string(persistence::statement_operations_max);
   if (persistence_queue_max == 0)
     return "persistence-queue-max must be at least 1";
   if (auto problem = finalize_http(); !problem.empty())

@@ -3,6 +3,9 @@
 // (caf-application.ini, or --config-file=PATH) with the same names.
 #pragma once
 
+#include "actors/supervisor_actor.hpp"
+#include "persistence/batch.hpp"
+
 #include <caf/actor_system_config.hpp>
 
 #include <chrono>
@@ -10,6 +13,13 @@
 #include <string>
 
 namespace chargeonce {
+
+/// The store's defaults, which the server's options start from: each default
+/// is defined once, where the option takes effect.
+inline const persistence::store_options& store_defaults() {
+  static const persistence::store_options defaults;
+  return defaults;
+}
 
 struct server_config : caf::actor_system_config {
   uint16_t port = 4242;      ///< all roles, 127.0.0.1 only
@@ -34,27 +44,28 @@ struct server_config : caf::actor_system_config {
   std::string data_dir = "var/postgres";
   std::string port_file; ///< written once listening (for tests)
   std::string log_level = "info";
-  caf::timespan idle_timeout = std::chrono::seconds(60);
-  caf::timespan store_timeout = std::chrono::seconds(10);
-  caf::timespan statement_timeout = std::chrono::seconds(5);
-  size_t connections = 1;
+  caf::timespan idle_timeout = chat_options{}.idle_timeout;
+  caf::timespan store_timeout = default_store_timeout;
+  caf::timespan statement_timeout = store_defaults().statement_timeout;
+  size_t connections = default_connections;
   /// Operations of different chats sharing one Postgres statement at most.
-  size_t persistence_batch_max = 128;
+  size_t persistence_batch_max = persistence::statement_operations_max;
   /// Operations waiting per connection at most; beyond: `overloaded`.
-  size_t persistence_queue_max = 4096;
-  caf::timespan sweep_interval = std::chrono::seconds(60);
+  size_t persistence_queue_max = default_queue_operations_max;
+  caf::timespan sweep_interval = supervisor_options{}.sweep_interval;
   caf::timespan max_job_duration = std::chrono::seconds(60);
   caf::timespan sweep_timeout = caf::timespan{0}; ///< 0: 3 x max-job-duration
-  caf::timespan lease_duration = std::chrono::seconds(30);
-  caf::timespan queue_notice_delay = std::chrono::seconds(5);
-  caf::timespan release_retention = std::chrono::hours(24);
-  caf::timespan refill_interval = std::chrono::hours(24);
-  caf::timespan reactivation_after = std::chrono::hours(24);
-  caf::timespan reactivation_interval = std::chrono::hours(1);
-  int32_t free_daily_messages = 10;
-  int32_t free_daily_images = 3;
-  int32_t premium_daily_messages = 10;
-  int32_t premium_daily_images = 10;
+  caf::timespan lease_duration = store_defaults().lease_duration;
+  caf::timespan queue_notice_delay = chat_options{}.queue_notice_delay;
+  caf::timespan release_retention = store_defaults().release_retention;
+  caf::timespan refill_interval = store_defaults().refill_interval;
+  caf::timespan reactivation_after = store_defaults().reactivation_after;
+  caf::timespan reactivation_interval =
+    supervisor_options{}.reactivation_interval;
+  int32_t free_daily_messages = store_defaults().free_plan.daily_messages;
+  int32_t free_daily_images = store_defaults().free_plan.daily_images;
+  int32_t premium_daily_messages = store_defaults().premium_plan.daily_messages;
+  int32_t premium_daily_images = store_defaults().premium_plan.daily_images;
 
   // -- HTTP/JSON adapter (copied into http::http_options by server.cpp) -----
   int32_t http_port = -1;              ///< -1: off; 0: any free port

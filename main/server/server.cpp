@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // chargeonce-server: wires Postgres, the persistence pool and the registry,
-// publishes the API, and shuts down on SIGINT/SIGTERM.
+// publishes the API, and shuts down on SIGINT/SIGTERM, or with exit status
+// exit_core_down when the supervisor dies (so that systemd restarts it).
 #include "main/server/server.hpp"
 
 #include "actors/facade_actor.hpp"
@@ -22,21 +23,79 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <pthread.h>
 
 namespace {
 
 using namespace chargeonce;
 
-/// Blocks SIGINT/SIGTERM in every thread (CAF's included, which inherit the
-/// mask) so that only the main thread's sigwait sees them.
+/// Sent by the server to its own serving thread when the supervisor ends.
+constexpr int core_down_signal = SIGUSR1;
+
+/// Blocks SIGINT/SIGTERM and core_down_signal in every thread (CAF's
+/// included, which inherit the mask) so that only the serving thread's
+/// sigwait sees them.
 sigset_t block_shutdown_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, core_down_signal);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+/// The supervisor's end, reported to the thread that waits in sigwait.
+struct core_watch {
+  std::mutex mtx;
+  pthread_t waiter = pthread_self();
+  bool armed = true; ///< false once the server stops the supervisor itself
+  bool down = false;
+  caf::error reason;
+};
+
+/// Without it a dead core would leave the ports published and every request
+/// failing with request_receiver_down: nothing outside would notice.
+std::shared_ptr<core_watch> watch_core(const supervisor_actor& root) {
+  auto w = std::make_shared<core_watch>();
+  root->attach_functor([w](const caf::error& reason) {
+    std::lock_guard<std::mutex> guard{w->mtx};
+    if (!w->armed)
+      return;
+    w->down = true;
+    w->reason = reason;
+    // Thread-directed: no other thread of the process (a test's) may get
+    // a signal whose default action ends the process.
+    pthread_kill(w->waiter, core_down_signal);
+  });
+  return w;
+}
+
+/// After this the supervisor's end is ours, not news.
+void disarm(core_watch& w) {
+  std::lock_guard<std::mutex> guard{w.mtx};
+  w.armed = false;
+}
+
+/// Waits for SIGINT/SIGTERM or for the supervisor's end; the exit status.
+int wait_for_stop(const sigset_t& signals, core_watch& w) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != core_down_signal) {
+      spdlog::info("shutting down signal={}", sig);
+      return 0;
+    }
+    std::lock_guard<std::mutex> guard{w.mtx};
+    if (w.down) {
+      spdlog::critical("actors down, exiting status={} reason={}",
+                       exit_core_down, caf::to_string(w.reason));
+      return exit_core_down;
+    }
+    spdlog::warn("ignoring signal={}: the core is alive", sig);
+  }
 }
 
 void setup_logging(const std::string& level) {
@@ -222,20 +281,22 @@ void close_listeners(caf::actor_system& sys, const std::vector<listener>& xs) {
 }
 
 int serve(caf::actor_system& sys, const server_config& cfg,
-          const std::string& dsn, const sigset_t& signals) {
+          const std::string& dsn, const sigset_t& signals,
+          const server_hooks& hooks) {
   auto factory = make_persistence_factory(
     sys, store_options_of(cfg, dsn),
     persistence_limits{cfg.persistence_batch_max, cfg.persistence_queue_max,
                        cfg.store_timeout});
   supervisor_actor root =
     sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
+  auto watch = watch_core(root);
   int rc = 0;
   auto api = api_of(sys, root);
   auto listeners = api ? open_listeners(sys, cfg, *api)
                        : caf::expected<std::vector<listener>>{api.error()};
   // The HTTP adapter (off unless --http-port); stopped before the listeners.
   auto web =
-    listeners ? http::server::start(sys, http_options_of(cfg), *api, dsn)
+    listeners ? http::server::start(sys, http_options_of(cfg), *api, dsn, root)
               : caf::expected<std::unique_ptr<http::server>>{listeners.error()};
   if (listeners && !web)
     close_listeners(sys, *listeners);
@@ -254,12 +315,13 @@ int serve(caf::actor_system& sys, const server_config& cfg,
                    cfg.bind, cfg.admin_bind);
     if (!cfg.port_file.empty())
       write_port_file(cfg.port_file, *listeners, web->get());
-    int sig = 0;
-    sigwait(&signals, &sig);
-    spdlog::info("shutting down signal={}", sig);
+    if (hooks.serving)
+      hooks.serving(sys, caf::actor_cast<caf::actor>(root));
+    rc = wait_for_stop(signals, *watch);
     web->reset();
     close_listeners(sys, *listeners);
   }
+  disarm(*watch);
   // Linked: the registry, its chats, the event bus and the pool follow.
   caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   return rc;
@@ -269,7 +331,7 @@ int serve(caf::actor_system& sys, const server_config& cfg,
 
 namespace chargeonce {
 
-int run_server(int argc, char** argv) {
+int run_server(int argc, char** argv, const server_hooks& hooks) {
   auto signals = block_shutdown_signals();
   server_config cfg;
   if (auto err = cfg.parse(argc, argv)) {
@@ -291,7 +353,7 @@ int run_server(int argc, char** argv) {
   int rc = 0;
   {
     caf::actor_system sys{cfg};
-    rc = serve(sys, cfg, *dsn, signals);
+    rc = serve(sys, cfg, *dsn, signals, hooks);
   } // waits for every actor, so Postgres outlives its last transaction
   if (cluster)
     cluster->stop();

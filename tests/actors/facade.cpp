@@ -124,7 +124,7 @@ TEST_SUITE("facade") {
 
   TEST_CASE_FIXTURE(facade_fixture,
                     "an oversized batch is refused whole, nothing runs") {
-    std::vector<operation> ops(batch_operations_max + 1,
+    std::vector<operation> ops(batch_message_operations_max + 1,
                                {operation_type::status, 1, 0, kind::text, {}});
     auto answers = ask<std::vector<outcome>>(gateway, atom::batch_v, ops);
     REQUIRE_FALSE(answers);

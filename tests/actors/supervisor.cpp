@@ -69,6 +69,61 @@ struct supervisor_fixture : deterministic_fixture {
   }
 };
 
+/// Takes every request and never answers: a scan started on it hangs until
+/// the supervisor stops.
+caf::behavior
+silent_persistence(caf::event_based_actor* self,
+                   std::shared_ptr<std::vector<caf::response_promise>> held) {
+  self->set_default_handler(
+    [self, held](caf::scheduled_actor*,
+                 caf::message_view&) -> caf::result<caf::message> {
+      held->push_back(self->make_response_promise());
+      return held->back();
+    });
+  return {[](caf::ok_atom) {
+  }}; // never sent; an empty behavior would quit
+}
+
+struct hanging_scan_fixture : deterministic_fixture {
+  std::shared_ptr<std::vector<caf::response_promise>> held =
+    std::make_shared<std::vector<caf::response_promise>>();
+  supervisor_actor root;
+
+  hanging_scan_fixture() {
+    auto factory = [this] {
+      return caf::actor_cast<persistence_actor>(
+        sys.spawn(silent_persistence, held));
+    };
+    root = sys.spawn(make_supervisor, factory, supervisor_options{});
+    sched.run();
+  }
+
+  ~hanging_scan_fixture() {
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(fake_actor, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  /// Starts a scan that hangs on Postgres, stops the supervisor with
+  /// `reason` and returns what the caller got before any (virtual) time
+  /// passed, or else what its own timeout gave it.
+  template <class Atom>
+  caf::expected<uint64_t> abandoned(Atom scan, caf::exit_reason reason) {
+    auto rh = self->request(root, 30s, scan);
+    sched.run();
+    REQUIRE_FALSE(held->empty()); // the scan's first page: never answered
+    caf::anon_send_exit(root, reason);
+    sched.run();
+    bool answered_at_once = !self->mailbox().empty();
+    CHECK(answered_at_once);
+    if (!answered_at_once) { // collect the timeout rather than hang
+      sched.advance_time(30s);
+      sched.run();
+    }
+    return receive<uint64_t>(rh);
+  }
+};
+
 } // namespace
 
 TEST_SUITE("supervisor") {
@@ -270,6 +325,51 @@ TEST_SUITE("supervisor") {
     REQUIRE(released);
     CHECK(*released == 1);
     CHECK(log->events.empty());
+  }
+
+  TEST_CASE_FIXTURE(hanging_scan_fixture,
+                    "a sweep still running when the supervisor stops fails "
+                    "its caller at once with request_receiver_down") {
+    auto r = abandoned(atom::sweep_v, caf::exit_reason::user_shutdown);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == caf::sec::request_receiver_down);
+    auto text = caf::to_string(r.error());
+    CHECK(text.find("before the sweep finished") != std::string::npos);
+    CHECK(text.find("user_shutdown") != std::string::npos);
+  }
+
+  TEST_CASE_FIXTURE(hanging_scan_fixture,
+                    "a reactivation scan still running when the supervisor "
+                    "stops fails its caller at once too") {
+    auto r = abandoned(atom::reactivate_v, caf::exit_reason::user_shutdown);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == caf::sec::request_receiver_down);
+    auto text = caf::to_string(r.error());
+    CHECK(text.find("before the reactivation finished") != std::string::npos);
+  }
+
+  TEST_CASE_FIXTURE(hanging_scan_fixture,
+                    "a sweep still running when the supervisor is killed "
+                    "(no exit handler runs) fails its caller at once too") {
+    auto r = abandoned(atom::sweep_v, caf::exit_reason::kill);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == caf::sec::request_receiver_down);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "ping is answered through the registry, and fails at "
+                    "once when the registry is dead") {
+    auto alive = self->request(root, 30s, atom::ping_v);
+    sched.run();
+    CHECK(receive<caf::ok_atom>(alive));
+    caf::anon_send_exit(api, caf::exit_reason::kill); // api is the registry
+    sched.run();
+    auto dead = self->request(root, 30s, atom::ping_v);
+    sched.run();
+    REQUIRE_FALSE(self->mailbox().empty());
+    auto r = receive<caf::ok_atom>(dead);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == caf::sec::request_receiver_down);
   }
 
 } // TEST_SUITE

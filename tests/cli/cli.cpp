@@ -6,8 +6,11 @@
 
 #include "main/cli/args.hpp"
 #include "main/cli/commands.hpp"
+#include "main/cli/output.hpp"
+#include "protocol/errors.hpp"
 #include "tests/support/argv.hpp"
 
+#include <caf/all.hpp>
 #include <doctest/doctest.h>
 
 #include <iostream>
@@ -28,6 +31,32 @@ test::argv_of cli_argv(std::vector<std::string> args) {
 invocation parse(std::vector<std::string> args) {
   auto a = cli_argv(std::move(args));
   return parse_args(a.argc(), a.argv());
+}
+
+/// What report_failure prints for `err`: stdout, stderr and the exit code.
+struct printed {
+  std::string out;
+  std::string err;
+  int code = -1;
+};
+
+printed report(const caf::error& err) {
+  caf::actor_system_config cfg;
+  client::prepare_config(cfg);
+  caf::actor_system sys{cfg};
+  client::client api{sys, {}};
+  session s{api, sys, std::chrono::seconds(1), "nowhere"};
+  std::ostringstream out;
+  std::ostringstream errs;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(errs.rdbuf());
+  printed x;
+  x.code = report_failure(s, err);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  x.out = out.str();
+  x.err = errs.str();
+  return x;
 }
 
 /// The message of the usage_error that parse() throws, or "" when none.
@@ -256,5 +285,35 @@ TEST_SUITE("cli") {
     auto r = run({"status", "--help"});
     CHECK(r.status == 0);
     CHECK(r.out == usage_text());
+  }
+
+  TEST_CASE("storage_unavailable prints its JSON and tells people to retry "
+            "with the same ids") {
+    auto x = report(caf::make_error(ec::storage_unavailable, "apply: gone"));
+    CHECK(x.code == exit_service);
+    CHECK(nlohmann::json::parse(x.out).at("error") == "storage_unavailable");
+    CHECK(x.err.find("storage_unavailable") != std::string::npos);
+    CHECK(x.err.find("may or may not have been written") != std::string::npos);
+    CHECK(x.err.find("retry with the same ids (reserve with the same "
+                     "request_id, commit with the same reservation)")
+          != std::string::npos);
+  }
+
+  TEST_CASE("internal prints its JSON and says it is a bug, not retried") {
+    auto x = report(caf::make_error(ec::internal,
+                                    "apply: internal error, see server log "
+                                    "id=7"));
+    CHECK(x.code == exit_service);
+    auto js = nlohmann::json::parse(x.out);
+    CHECK(js.at("error") == "internal");
+    CHECK(js.at("message") == "apply: internal error, see server log id=7");
+    CHECK(x.err.find("a bug in the server") != std::string::npos);
+    CHECK(x.err.find("not retried automatically") != std::string::npos);
+  }
+
+  TEST_CASE("an answer that settles the outcome gets no advice") {
+    auto x = report(caf::make_error(ec::busy, "chat 1 has reservation 2"));
+    CHECK(x.code == exit_service);
+    CHECK(x.err.empty());
   }
 }

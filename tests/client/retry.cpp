@@ -4,6 +4,9 @@
 // the asynchronous calls.
 #include "client/retry.hpp"
 
+#include "client/client_impl.hpp"
+#include "protocol/errors.hpp"
+
 #include <doctest/doctest.h>
 
 #include <utility>
@@ -86,6 +89,19 @@ TEST_SUITE("client.retry") {
       CAPTURE(static_cast<int>(type));
       CHECK(retry_safe(type, "job-1") == retry_safe(type, ""));
     }
+  }
+
+  TEST_CASE("every answer of the service is final, internal included; only "
+            "connection errors move on to the next server") {
+    for (int i = 1; i <= static_cast<int>(ec::internal); ++i) {
+      auto code = static_cast<ec>(i);
+      CAPTURE(to_string(code));
+      CHECK(is_service_error(caf::make_error(code, "answer")));
+    }
+    CHECK(is_service_error(caf::make_error(ec::internal)));
+    CHECK_FALSE(is_service_error(caf::make_error(caf::sec::request_timeout)));
+    CHECK_FALSE(
+      is_service_error(caf::make_error(caf::sec::request_receiver_down)));
   }
 
 } // TEST_SUITE

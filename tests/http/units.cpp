@@ -13,9 +13,14 @@
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <httplib.h>
+#include <regex>
 #include <set>
+#include <sstream>
+#include <thread>
 
 using namespace chargeonce;
 using namespace chargeonce::http;
@@ -49,6 +54,52 @@ std::string error_of(const httplib::Response& res) {
   return nlohmann::json::parse(res.body).at("error").get<std::string>();
 }
 
+/// Everything spdlog's default logger writes while it lives.
+struct log_capture {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> saved = spdlog::default_logger();
+
+  log_capture() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+    spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::move(sink)));
+  }
+  log_capture(const log_capture&) = delete;
+  log_capture& operator=(const log_capture&) = delete;
+  ~log_capture() { spdlog::set_default_logger(saved); }
+};
+
+/// The id a 500's message names ("... see server log id=<n>"), "" if none.
+std::string incident_of(const std::string& body) {
+  auto message = nlohmann::json::parse(body).at("message").get<std::string>();
+  std::smatch m;
+  if (std::regex_match(
+        message, m, std::regex{"internal error, see server log id=([0-9]+)"}))
+    return m[1];
+  return {};
+}
+
+/// The log line carrying `id=<id>` (the first), "" if none.
+std::string log_line_of(const std::string& log, const std::string& id) {
+  std::istringstream in{log};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(" id=" + id + " ") != std::string::npos)
+      return line;
+  return {};
+}
+
+/// What the exception handler answers for `ep`, and what it logged.
+std::pair<httplib::Response, std::string> handle(std::exception_ptr ep) {
+  log_capture log;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chats/1/reserve";
+  httplib::Response res;
+  reply_to_exception(req, res, std::move(ep));
+  return {res, log.text.str()};
+}
+
 } // namespace
 
 TEST_SUITE("http") {
@@ -69,6 +120,7 @@ TEST_SUITE("http") {
     CHECK(status(ec::chat_banned) == 403);
     CHECK(status(ec::storage_unavailable) == 503);
     CHECK(status(ec::overloaded) == 503);
+    CHECK(status(ec::internal) == 500);
     CHECK(status_of(caf::make_error(caf::sec::request_timeout)) == 503);
   }
 
@@ -188,5 +240,82 @@ TEST_SUITE("http") {
     opts.tls_cert = "cert.pem";
     CHECK(opts.enabled());
     CHECK(opts.tls());
+  }
+
+  TEST_CASE("an exception in a route is a 500 naming the log line's id, "
+            "never the exception's text") {
+    auto [res, log] =
+      handle(std::make_exception_ptr(std::runtime_error("secret")));
+    CHECK(res.status == 500);
+    CHECK(error_of(res) == "internal");
+    CHECK(res.body.find("secret") == std::string::npos);
+    auto id = incident_of(res.body);
+    REQUIRE_FALSE(id.empty());
+    auto line = log_line_of(log, id);
+    CHECK(line.find("secret") != std::string::npos);
+    CHECK(line.find("/v1/chats/1/reserve") != std::string::npos);
+    CHECK(line.find("critical") != std::string::npos);
+  }
+
+  TEST_CASE("an exception not derived from std::exception is a 500 too") {
+    auto [res, log] = handle(std::make_exception_ptr(42));
+    CHECK(res.status == 500);
+    CHECK(error_of(res) == "internal");
+    auto id = incident_of(res.body);
+    REQUIRE_FALSE(id.empty());
+    CHECK(log_line_of(log, id).find("unknown type") != std::string::npos);
+  }
+
+  TEST_CASE("each 500 gets its own increasing id") {
+    auto first = handle(std::make_exception_ptr(1)).first;
+    auto second = handle(std::make_exception_ptr(2)).first;
+    CHECK(std::stoull(incident_of(second.body))
+          > std::stoull(incident_of(first.body)));
+  }
+
+  TEST_CASE("an internal answer of the actors is a 500 whose context stays "
+            "in the log") {
+    log_capture log;
+    auto x = error_reply(
+      caf::make_error(ec::internal, "apply: detail for the operator only"));
+    CHECK(x.status == 500);
+    CHECK(x.body.at("error") == "internal");
+    auto body = x.body.dump();
+    CHECK(body.find("operator only") == std::string::npos);
+    auto id = incident_of(body);
+    REQUIRE_FALSE(id.empty());
+    CHECK(log_line_of(log.text.str(), id).find("operator only")
+          != std::string::npos);
+  }
+
+  TEST_CASE("a server with the exception handler survives a route that "
+            "throws an int, and answers 500") {
+    log_capture log;
+    httplib::Server svr;
+    svr.Get("/int", [](const httplib::Request&, httplib::Response&) {
+      throw 42; // NOLINT(hicpp-exception-baseclass): the case under test
+    });
+    svr.Get("/secret", [](const httplib::Request&, httplib::Response&) {
+      throw std::runtime_error("secret");
+    });
+    svr.set_exception_handler(reply_to_exception);
+    auto port = svr.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    std::thread listener{[&svr] {
+      svr.listen_after_bind();
+    }};
+    httplib::Client cli{"127.0.0.1", port};
+    auto thrown_int = cli.Get("/int");
+    auto thrown_secret = cli.Get("/secret");
+    svr.stop();
+    listener.join();
+    REQUIRE(thrown_int);
+    CHECK(thrown_int->status == 500);
+    CHECK(error_of(*thrown_int) == "internal");
+    REQUIRE(thrown_secret);
+    CHECK(thrown_secret->status == 500);
+    CHECK(thrown_secret->body.find("secret") == std::string::npos);
+    CHECK_FALSE(
+      log_line_of(log.text.str(), incident_of(thrown_secret->body)).empty());
   }
 }

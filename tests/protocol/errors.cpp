@@ -16,8 +16,7 @@ TEST_SUITE("errors") {
 
   TEST_CASE("every code's name round-trips and names are unique") {
     std::set<std::string> seen;
-    for (int i = 1; i <= static_cast<int>(ec::overloaded);
-         ++i) { // the last code
+    for (int i = 1; i <= static_cast<int>(ec::internal); ++i) { // the last code
       auto code = static_cast<ec>(i);
       std::string name = to_string(code);
       CHECK(seen.insert(name).second);
@@ -37,6 +36,33 @@ TEST_SUITE("errors") {
     CHECK(std::string{to_string(ec::too_late)} == "too_late");
     CHECK(std::string{to_string(ec::insufficient_messages)}
           == "insufficient_messages");
+  }
+
+  TEST_CASE("codes are the wire contract: overloaded is 13, internal 14") {
+    CHECK(static_cast<int>(ec::storage_unavailable) == 8);
+    CHECK(static_cast<int>(ec::overloaded) == 13);
+    CHECK(static_cast<int>(ec::internal) == 14);
+    CHECK(std::string{to_string(ec::internal)} == "internal");
+    CHECK(std::string{to_string(static_cast<ec>(15))} == "unknown");
+  }
+
+  TEST_CASE("storage_unavailable advises a retry with the same ids, since "
+            "the operation may have been written") {
+    std::string text = advice(ec::storage_unavailable);
+    CHECK(text.find("may or may not have been written") != std::string::npos);
+    CHECK(text.find("retry with the same ids (reserve with the same "
+                    "request_id, commit with the same reservation)")
+          != std::string::npos);
+    CHECK(std::string{advice(ec::internal)}.find("not retried automatically")
+          != std::string::npos);
+    CHECK(std::string{advice(ec::busy)}.empty());
+  }
+
+  TEST_CASE("incident ids are unique and increasing") {
+    auto a = next_incident_id();
+    auto b = next_incident_id();
+    CHECK(a > 0);
+    CHECK(b > a);
   }
 
   TEST_CASE("an error keeps code, category and message; JSON shows both") {

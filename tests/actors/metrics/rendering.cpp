@@ -100,9 +100,9 @@ TEST_SUITE("metrics") {
     for (const char* family :
          {"chargeonce_operations_total",
           "chargeonce_operation_duration_seconds",
-          "chargeonce_queue_notices_total", "chargeonce_releases_total",
-          "chargeonce_reactivations_total", "chargeonce_sweeps_total",
-          "chargeonce_persistence_restarts_total",
+          "chargeonce_internal_errors_total", "chargeonce_queue_notices_total",
+          "chargeonce_releases_total", "chargeonce_reactivations_total",
+          "chargeonce_sweeps_total", "chargeonce_persistence_restarts_total",
           "chargeonce_storage_errors_total", "chargeonce_chat_actors",
           "chargeonce_passivations_total", "chargeonce_persistence_batch_size",
           "chargeonce_persistence_queue_depth",
@@ -110,5 +110,25 @@ TEST_SUITE("metrics") {
       CHECK_MESSAGE(text.find(std::string{"# TYPE "} + family + " ")
                       != std::string::npos,
                     family);
+  }
+
+  TEST_CASE("an internal answer is counted by operation in "
+            "chargeonce_internal_errors_total, which always exists") {
+    const std::string commit =
+      "chargeonce_internal_errors_total{operation=\"commit\"}";
+    const std::string status =
+      "chargeonce_internal_errors_total{operation=\"status\"}";
+    auto before = metrics::render();
+    REQUIRE(value_of(before, status) >= 0); // present before any bug
+    auto commits = value_of(before, commit);
+    metrics::record_operation(metrics::operation::commit,
+                              caf::make_error(ec::internal, "id=1"), 1ms);
+    metrics::record_operation(metrics::operation::commit,
+                              caf::make_error(ec::storage_unavailable), 1ms);
+    metrics::record_operation(metrics::operation::commit, caf::error{}, 1ms);
+    auto after = metrics::render();
+    CHECK(value_of(after, commit) == commits + 1);
+    CHECK(value_of(after, ops("commit", "internal")) >= 1);
+    CHECK(validate(after) == "");
   }
 }

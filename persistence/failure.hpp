@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// What an exception caught while talking to Postgres means: an outage the
+// caller may retry (storage_unavailable) or a bug (internal). One rule for
+// every store operation, so a bug is never reported as an outage.
+#pragma once
+
+#include "protocol/errors.hpp"
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace chargeonce::persistence {
+
+/// Thrown where the code finds a state it promises never to reach (e.g.
+/// the batch function answering another number of rows than it was given
+/// operations): a bug, classified internal.
+struct broken_invariant : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+/// A caught exception, classified.
+struct failure {
+  /// storage_unavailable or internal.
+  ec code = ec::internal;
+  /// The SQLSTATE Postgres sent, or the one libpqxx's exception type stands
+  /// for (40P01 for a deadlock); "" if none.
+  std::string sqlstate;
+  /// Postgres refused the statement (an SQL error, a deadlock, a
+  /// serialization failure): it wrote nothing.
+  bool refused = false;
+  /// The exception's type and text on one line, for the log only.
+  std::string detail;
+};
+
+/// Classifies `ep` (not null). libpqxx's run-time failures are outages:
+/// pqxx::broken_connection (too_many_connections too), pqxx::sql_error and
+/// its subclasses (a statement_timeout is SQLSTATE 57014),
+/// pqxx::in_doubt_error, pqxx::transaction_rollback (deadlock,
+/// serialization failure, statement completion unknown) and any other
+/// pqxx::failure. Everything else is a bug: libpqxx's usage, conversion and
+/// range errors, std::out_of_range, std::bad_variant_access,
+/// broken_invariant, an exception not derived from std::exception.
+failure classify(const std::exception_ptr& ep);
+
+} // namespace chargeonce::persistence

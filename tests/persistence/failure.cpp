@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a caught exception means: libpqxx's reports about the server or the
+// connection are outages (storage_unavailable, retry with the same ids);
+// everything else is a bug (internal), never an outage. Then the same rule
+// against a real Postgres whose batch function breaks its promise.
+#include "persistence/failure.hpp"
+
+#include "persistence/store.hpp"
+#include "protocol/errors.hpp"
+#include "tests/support/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+using namespace chargeonce;
+using persistence::classify;
+using persistence::failure;
+
+namespace {
+
+template <class E>
+failure of(E e) {
+  return classify(std::make_exception_ptr(std::move(e)));
+}
+
+} // namespace
+
+TEST_SUITE("persistence.failure") {
+
+  TEST_CASE("libpqxx's connection, SQL and transaction errors are outages") {
+    CHECK(of(pqxx::broken_connection{"server closed the connection"}).code
+          == ec::storage_unavailable);
+    CHECK(of(pqxx::too_many_connections{"too many"}).code
+          == ec::storage_unavailable);
+    CHECK(of(pqxx::in_doubt_error{"commit in doubt"}).code
+          == ec::storage_unavailable);
+    auto timeout =
+      of(pqxx::sql_error{"canceling statement", "SELECT", "57014"});
+    CHECK(timeout.code == ec::storage_unavailable);
+    CHECK(timeout.sqlstate == "57014");
+    CHECK(timeout.refused);
+    auto deadlock = of(pqxx::deadlock_detected{"deadlock detected"});
+    CHECK(deadlock.code == ec::storage_unavailable);
+    CHECK(deadlock.sqlstate == "40P01");
+    CHECK(deadlock.refused); // nothing written: the batch may be split
+    auto unknown = of(pqxx::statement_completion_unknown{"lost"});
+    CHECK(unknown.code == ec::storage_unavailable);
+    CHECK_FALSE(unknown.refused); // it may have committed
+  }
+
+  TEST_CASE("a bug is internal, never storage_unavailable") {
+    CHECK(of(std::out_of_range{"vector::at"}).code == ec::internal);
+    CHECK(of(std::bad_variant_access{}).code == ec::internal);
+    CHECK(of(persistence::broken_invariant{"3 rows for 4"}).code
+          == ec::internal);
+    CHECK(of(pqxx::conversion_error{"not an integer"}).code == ec::internal);
+    CHECK(of(pqxx::usage_error{"wrong use"}).code == ec::internal);
+    CHECK(of(42).code == ec::internal);
+    auto named = of(std::out_of_range{"vector::at"});
+    CHECK(named.detail.find("std::out_of_range") != std::string::npos);
+    CHECK(named.detail.find("vector::at") != std::string::npos);
+  }
+
+  TEST_CASE("a batch function answering fewer rows than operations is "
+            "internal, names a log id, and the next call works") {
+    // The broken function lives in a schema of its own that only this
+    // store's connection puts first on its search_path: other tests on the
+    // same database keep the real one.
+    test::sql("CREATE SCHEMA IF NOT EXISTS broken_batch");
+    test::sql("CREATE OR REPLACE FUNCTION broken_batch.chargeonce_apply_batch("
+              "text[], bigint[], bigint[], text[], text[], bigint) "
+              "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
+              "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
+    auto opts = test::store_options();
+    REQUIRE(opts.server_functions);
+    auto good_opts = opts;
+    opts.dsn += " options='-c search_path=broken_batch,public'";
+    persistence::store good{good_opts};
+    auto chat = test::fresh_chat();
+    REQUIRE(good.create_chat(chat_spec{chat, {1, 0, 0}, caf::none}));
+    persistence::store broken{opts};
+    auto answer = broken.reserve(chat, kind::text, "req-broken");
+    REQUIRE_FALSE(answer);
+    CHECK(answer.error() == ec::internal);
+    CHECK(error_message(answer.error()).find("see server log id=")
+          != std::string::npos);
+    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                        + std::to_string(chat))
+          == 0);
+    auto again = good.reserve(chat, kind::text, "req-broken");
+    CHECK(again);
+  }
+}
