@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace chargeonce;
@@ -90,6 +91,62 @@ struct fixture {
     }
     FAIL("the persistence actor never waited for the row lock");
   }
+};
+
+/// Occupies every scheduler thread of `sys` with a spinning actor until
+/// released. The spinners share nothing with the test's stack frame (their
+/// flags are held by a shared_ptr), and the destructor releases them and
+/// waits until they are gone: on every way out of a test, a failed REQUIRE
+/// included, no spinner outlives what it reads or keeps a thread busy.
+class scheduler_hog {
+public:
+  explicit scheduler_hog(caf::actor_system& sys) : sys_(sys) {
+    auto workers = sys.scheduler().num_workers();
+    for (size_t i = 0; i < workers; ++i)
+      spinners_.push_back(sys.spawn([flags = flags_] {
+        ++flags->occupied;
+        while (!flags->release)
+          std::this_thread::sleep_for(1ms);
+      }));
+    while (flags_->occupied < workers)
+      std::this_thread::sleep_for(1ms);
+  }
+
+  scheduler_hog(const scheduler_hog&) = delete;
+  scheduler_hog& operator=(const scheduler_hog&) = delete;
+
+  ~scheduler_hog() {
+    release();
+    caf::scoped_actor self{sys_};
+    self->wait_for(spinners_);
+  }
+
+  void release() { flags_->release = true; }
+
+private:
+  struct flags {
+    std::atomic<size_t> occupied{0};
+    std::atomic<bool> release{false};
+  };
+  caf::actor_system& sys_;
+  std::shared_ptr<flags> flags_ = std::make_shared<flags>();
+  std::vector<caf::actor> spinners_;
+};
+
+/// Stops an actor on every way out of a test: one still running keeps
+/// ~actor_system, and with it the suite, waiting forever.
+class stopped_on_exit {
+public:
+  explicit stopped_on_exit(persistence_actor handle)
+      : handle_(std::move(handle)) {}
+  stopped_on_exit(const stopped_on_exit&) = delete;
+  stopped_on_exit& operator=(const stopped_on_exit&) = delete;
+  ~stopped_on_exit() {
+    caf::anon_send_exit(handle_, caf::exit_reason::user_shutdown);
+  }
+
+private:
+  persistence_actor handle_;
 };
 
 } // namespace
@@ -263,6 +320,7 @@ TEST_SUITE("actors.persistence") {
     persistence_limits limits;
     limits.store_timeout = 300ms;
     auto db = spawn(limits);
+    stopped_on_exit db_stopped{db};
     auto chats = make_chats(2); // stuck, taken
     caf::scoped_actor self{sys};
     auto first_lock = std::make_unique<row_lock>(chats[0]);
@@ -274,27 +332,14 @@ TEST_SUITE("actors.persistence") {
     std::this_thread::sleep_for(50ms); // the actor staged it
     // Every scheduler thread, or the actor handles `done` first and this
     // passes without reaching the window.
-    auto workers = sys.scheduler().num_workers();
-    std::atomic<size_t> occupied{0};
-    std::atomic<bool> release{false};
-    // Released on every way out, or the actor system never shuts down.
-    auto released =
-      std::shared_ptr<void>(nullptr, [&](void*) { release = true; });
-    for (size_t i = 0; i < workers; ++i)
-      sys.spawn([&] {
-        ++occupied;
-        while (!release)
-          std::this_thread::sleep_for(1ms);
-      });
-    while (occupied < workers)
-      std::this_thread::sleep_for(1ms);
+    scheduler_hog hog{sys};
     std::this_thread::sleep_until(t_taken + 400ms); // past both deadlines
     first_lock.reset();
     // The first batch commits; the connection takes the staged reserve and
     // waits for the second lock.
     REQUIRE(await_reservation(chats[0]) == 1);
     wait_for_lock_waiter();
-    release = true;
+    hog.release();
     auto may_still_commit = [](auto& handle) {
       handle.receive(
         [](reservation&) { FAIL("answered after its store-timeout"); },
@@ -309,7 +354,6 @@ TEST_SUITE("actors.persistence") {
     second_lock.reset();
     // It did commit: "nothing was written" would have been a lie.
     CHECK(await_reservation(chats[1]) == 1);
-    caf::anon_send_exit(db, caf::exit_reason::user_shutdown);
   }
 
   TEST_CASE_FIXTURE(fixture, "a persistence actor stopped while Postgres "
