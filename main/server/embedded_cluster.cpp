@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
@@ -454,7 +455,29 @@ embedded_cluster::~embedded_cluster() {
   } catch (...) {
     // A destructor must not throw; stop() already logged what it could.
   }
+  if (owner_lock_ >= 0)
+    close(owner_lock_);
 }
+
+namespace {
+
+/// Takes `<dir>/owner.lock` if no live process holds it; -1 otherwise. The
+/// lock, not the process that ran pg_ctl start, says who stops the cluster:
+/// the kernel drops it when its holder dies, however it dies. Close-on-exec,
+/// so Postgres (started from here) never inherits it.
+int try_own(const std::string& dir) {
+  auto path = dir + "/owner.lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -1;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+} // namespace
 
 caf::expected<std::string> embedded_cluster::start() {
   auto tb = make_toolbox(dir_, {});
@@ -469,8 +492,15 @@ caf::expected<std::string> embedded_cluster::start() {
       return err;
   if (auto err = ensure_config(*tb))
     return err;
+  if (owner_lock_ < 0)
+    owner_lock_ = try_own(dir_);
   if (running(*tb)) {
-    spdlog::info("embedded postgres already running, reusing it dir={}", dir_);
+    // Ours to stop on exit unless a live server owns it: then it is theirs.
+    started_ = owner_lock_ >= 0;
+    spdlog::info("embedded postgres already running, {} dir={}",
+                 started_ ? "adopting it (stopped with this server)"
+                          : "reusing it (another server owns it)",
+                 dir_);
     if (auto err = wait_ready(*tb))
       return err;
   } else {

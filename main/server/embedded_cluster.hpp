@@ -29,7 +29,7 @@ public:
   /// a later chdir cannot move the cluster.
   explicit embedded_cluster(std::string dir);
 
-  /// Calls stop() if this object started the server.
+  /// Calls stop() if this object owns the running server.
   ~embedded_cluster();
 
   embedded_cluster(const embedded_cluster&) = delete;
@@ -45,7 +45,10 @@ public:
   caf::expected<std::string> start();
 
   /// `pg_ctl stop -m fast -w`; idempotent; does nothing unless this object
-  /// started the server.
+  /// owns the server: it started it, or adopted one left running by a
+  /// process that ended without stopping it (kill -9, OOM). A cluster that
+  /// another live server owns (it holds `<dir>/owner.lock`) is reused but
+  /// never stopped from here.
   void stop();
 
   /// The absolute cluster directory.
@@ -54,7 +57,8 @@ public:
 private:
   std::string dir_;
   std::string bin_dir_;
-  bool started_ = false;
+  bool started_ = false; ///< this object owns the running server
+  int owner_lock_ = -1;  ///< flock on <dir>/owner.lock while we own it
 };
 
 } // namespace chargeonce
