@@ -10,9 +10,6 @@
 
 namespace chargeonce::persistence {
 
-namespace {
-
-/// libpq messages span lines; a log line must not.
 std::string one_line(std::string text) {
   for (auto& c : text)
     if (c == '\n' || c == '\t' || c == '\r')
@@ -21,6 +18,8 @@ std::string one_line(std::string text) {
     text.pop_back();
   return text;
 }
+
+namespace {
 
 /// "std::out_of_range" rather than "St12out_of_range".
 std::string type_name(const std::type_info& t) {

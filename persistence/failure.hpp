@@ -33,6 +33,10 @@ struct failure {
   std::string detail;
 };
 
+/// `text` with line breaks and tabs as spaces, trailing spaces dropped:
+/// libpq messages span lines; a log line and an error context must not.
+std::string one_line(std::string text);
+
 /// Classifies `ep` (not null). libpqxx's run-time failures are outages:
 /// pqxx::broken_connection (too_many_connections too), pqxx::sql_error and
 /// its subclasses (a statement_timeout is SQLSTATE 57014),

@@ -125,17 +125,6 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   return x;
 }
 
-/// libpq messages span lines; a log line and an error context must not.
-inline std::string one_line(const char* text) {
-  std::string out{text};
-  for (auto& c : out)
-    if (c == '\n' || c == '\t' || c == '\r')
-      c = ' ';
-  while (!out.empty() && out.back() == ' ')
-    out.pop_back();
-  return out;
-}
-
 inline std::string describe(chat_id chat, reservation_id id) {
   return "reservation " + std::to_string(id) + " of chat "
          + std::to_string(chat);
