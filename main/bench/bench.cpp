@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // chargeonce-bench: closed-loop clients running reserve → start → commit
-// cycles through the client library (remote), against the actors in this
-// process (in-process), and as one Postgres transaction per operation
-// (baseline), each on freshly seeded chats; reports cycles/s and latency
-// percentiles per operation. Exit status: 0 success, 1 an operation failed
-// unexpectedly (or setup failed), 2 usage error.
+// cycles through the client library (remote), over HTTP/JSON (http),
+// against the actors in this process (in-process), and as one Postgres
+// transaction per operation (baseline), each on freshly seeded chats;
+// reports cycles/s and latency percentiles per operation. Exit status: 0
+// success, 1 an operation failed unexpectedly (or setup failed), 2 usage
+// error.
 //
 // This file runs the modes; options parses the command line, drivers are
 // the ways to the service (baseline: the per-operation design), loop
@@ -17,6 +18,7 @@
 #include "main/bench/async.hpp"
 #include "main/bench/audit.hpp"
 #include "main/bench/drivers.hpp"
+#include "main/bench/http.hpp"
 #include "main/bench/loop.hpp"
 #include "main/bench/options.hpp"
 #include "main/bench/persistence.hpp"
@@ -187,6 +189,20 @@ run_result run_remote_async(remote_session& session, size_t clients,
   return result;
 }
 
+/// --client-api=http: threads on kept-alive HTTP connections.
+run_result run_http(size_t clients, const bench_options& o,
+                    const chat_range& chats) {
+  check_http_sees(o.http, chats.first + 1);
+  progress("http", clients);
+  auto result = run_clients(
+    "http", clients, o, chats, [&] { return make_http_driver(o.http); },
+    [&] { return window_from_now(o); });
+  if (o.server_pid > 0)
+    result.memory = read_memory(o.server_pid, "server");
+  std::this_thread::sleep_for(remote_settle);
+  return result;
+}
+
 /// --persistence: the persistence layer alone, mode after mode.
 std::vector<persistence_run> run_persistence_all(const bench_options& o) {
   std::vector<persistence_run> out;
@@ -247,6 +263,10 @@ all_runs run_all(const bench_options& o, const reference_options& r) {
     if (session && o.async_api)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         return run_remote_async(*session, clients, o, chats);
+      }));
+    if (o.http_api)
+      out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
+        return run_http(clients, o, chats);
       }));
     if (o.in_process)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {

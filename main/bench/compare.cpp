@@ -11,7 +11,8 @@ namespace chargeonce::bench {
 namespace {
 
 bool is_chargeonce(const std::string& mode) {
-  return mode == "remote" || mode == "remote_async" || mode == "in_process";
+  return mode == "remote" || mode == "remote_async" || mode == "http"
+         || mode == "in_process";
 }
 
 throughput of(const run_result& r) {

@@ -2,6 +2,7 @@
 #include "main/bench/options.hpp"
 
 #include "main/flags/duration.hpp"
+#include "main/flags/token_file.hpp"
 #include "persistence/batch.hpp"
 #include "protocol/errors.hpp"
 
@@ -71,16 +72,52 @@ workload_mix parse_mix(const std::string& text) {
 }
 
 void parse_client_api(bench_options& o, const std::string& text) {
-  o.blocking_api = o.async_api = false;
+  o.blocking_api = o.async_api = o.http_api = false;
   for (const auto& item : split(text, ',')) {
     if (item == "blocking")
       o.blocking_api = true;
     else if (item == "async")
       o.async_api = true;
+    else if (item == "http")
+      o.http_api = true;
     else
-      throw usage_error("--client-api takes blocking and/or async, not '" + item
-                        + "'");
+      throw usage_error("--client-api takes blocking, async and/or http, not '"
+                        + item + "'");
   }
+}
+
+/// HOST:PORT of the server's HTTP/JSON API.
+void parse_http(http_target& t, const std::string& text) {
+  auto parsed = client::parse_endpoints(text);
+  if (!parsed || parsed->size() != 1)
+    throw usage_error("--http takes one HOST:PORT, got '" + text + "'");
+  t.host = parsed->front().host;
+  t.port = parsed->front().port;
+}
+
+std::string token_from_file(const std::string& name, const std::string& path) {
+  std::string token;
+  if (auto problem = read_token_file(path, token); !problem.empty())
+    throw usage_error("--" + name + ": " + problem);
+  if (token.empty())
+    throw usage_error("--" + name + ": " + path + " is empty");
+  return token;
+}
+
+/// The token flags of the two roles a cycle needs, given or from a file.
+bool apply_token_flag(http_target& t, const std::string& name,
+                      const std::string& value) {
+  if (name == "http-gateway-token")
+    t.gateway_token = value;
+  else if (name == "http-worker-token")
+    t.worker_token = value;
+  else if (name == "http-gateway-token-file")
+    t.gateway_token = token_from_file(name, value);
+  else if (name == "http-worker-token-file")
+    t.worker_token = token_from_file(name, value);
+  else
+    return false;
+  return true;
 }
 
 chat_order parse_order(const std::string& text) {
@@ -130,6 +167,10 @@ void apply_flag(bench_options& o, const std::string& name,
     o.baseline = true;
   else if (name == "client-api")
     parse_client_api(o, value);
+  else if (name == "http")
+    parse_http(o.http, value);
+  else if (apply_token_flag(o.http, name, value))
+    return;
   else if (name == "json")
     o.json = true;
   else if (name == "clients")
@@ -161,15 +202,34 @@ void apply_flag(bench_options& o, const std::string& name,
     throw usage_error("unknown option --" + name);
 }
 
+/// --client-api=http needs the address and both roles' tokens (given
+/// without it they are unused: scripts/bench always passes them).
+void check_http(const bench_options& o) {
+  const auto& t = o.http;
+  if (!o.http_api)
+    return;
+  if (t.port == 0)
+    throw usage_error("--client-api=http needs --http=HOST:PORT (the "
+                      "server's http-port)");
+  if (t.gateway_token.empty() || t.worker_token.empty())
+    throw usage_error("--client-api=http needs the gateway's and the "
+                      "worker's token: --http-gateway-token-file=PATH and "
+                      "--http-worker-token-file=PATH (or --http-*-token)");
+  if (o.processes > 1)
+    throw usage_error("--client-api=http runs its clients in this process: "
+                      "--processes must be 1");
+}
+
 void check(const bench_options& o) {
   if (o.postgres.empty())
     throw usage_error("--postgres=DSN is required");
   if (!o.servers.empty() && o.in_process)
     throw usage_error("give --servers or --in-process, not both");
   if (o.servers.empty() && !o.in_process && !o.baseline && !o.child
-      && o.persistence_batches.empty())
-    throw usage_error(
-      "give --servers=H:P,..., --in-process, --baseline or --persistence");
+      && o.persistence_batches.empty() && !o.http_api)
+    throw usage_error("give --servers=H:P,..., --client-api=http, "
+                      "--in-process, --baseline or --persistence");
+  check_http(o);
   for (auto k : o.persistence_batches)
     if (o.chats < static_cast<int64_t>(3 * k))
       throw usage_error("--persistence=" + std::to_string(k) + " keeps "
@@ -197,6 +257,9 @@ const char* const usage_text =
   R"(usage: chargeonce-bench --postgres=DSN
                         (--servers=H1:P1,... [--client-api=blocking,async]
                          | --in-process) [--baseline]
+                        [--client-api=http --http=HOST:PORT
+                         --http-gateway-token-file=PATH
+                         --http-worker-token-file=PATH]
                         [--clients=N[,N...]] [--chats=N] [--duration=DURATION]
                         [--warmup=DURATION] [--mix=cancel:N,fail:N,double:N]
                         [--connections=N] [--processes=N] [--server-pid=PID]
@@ -210,7 +273,15 @@ const char* const usage_text =
   --client-api   remote mode's calls: blocking (default; mode remote, one
                  thread per client), async (mode remote_async: each
                  client's next call is made from the previous one's
-                 continuation, no thread per client), or both
+                 continuation, no thread per client), http (mode http:
+                 one thread per client on its own kept-alive HTTP
+                 connection, as a PHP or Python gateway calls the HTTP/JSON
+                 API), or several of them
+  --http         the server's HTTP/JSON API (its http-port), for http
+  --http-gateway-token-file, --http-worker-token-file
+                 the bearer tokens of the gateway (reserve, cancel) and
+                 worker (start, commit, fail) roles, first line of the file
+                 (or --http-gateway-token=T, --http-worker-token=T)
   --in-process   the supervisor, registry and pool in this process
   --baseline     also run the workload as one Postgres transaction per
                  operation (persistence::store, one per client thread)

@@ -41,15 +41,29 @@ struct child_role {
   int64_t first = 0; ///< the chat range's base; its count is --chats
 };
 
+/// Where the server's HTTP/JSON API listens and the bearer tokens of the
+/// two roles a cycle needs (reserve and cancel: gateway; start, commit and
+/// fail: worker).
+struct http_target {
+  std::string host;
+  int port = 0;
+  std::string gateway_token;
+  std::string worker_token;
+};
+
 struct bench_options {
   std::string postgres;
   std::string servers_text;              ///< as given, for child processes
   std::vector<client::endpoint> servers; ///< empty unless remote
   bool in_process = false;
   /// --client-api: remote runs with blocking calls, one thread per client
-  /// (mode remote), and/or with asynchronous calls (mode remote_async).
+  /// (mode remote), with asynchronous calls (mode remote_async), and/or
+  /// over the HTTP/JSON API (mode http).
   bool blocking_api = true;
   bool async_api = false;
+  /// --client-api=http: closed-loop threads over HTTP/JSON (mode http).
+  bool http_api = false;
+  http_target http; ///< --http and the token flags
   bool baseline = false;
   std::vector<size_t> clients{16};
   int64_t chats = 100000;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/server/config.hpp"
 
+#include "main/flags/token_file.hpp"
 #include "persistence/batch.hpp"
 #include "protocol/config.hpp"
 
@@ -9,8 +10,6 @@
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
-#include <cctype>
-#include <fstream>
 #include <tuple>
 
 namespace chargeonce {
@@ -144,18 +143,6 @@ bool is_loopback(const std::string& address) {
 
 bool positive(caf::timespan x) {
   return x > caf::timespan{0};
-}
-
-/// The first line of `path` without trailing whitespace, or an error text.
-std::string read_token_file(const std::string& path, std::string& token) {
-  std::ifstream in{path};
-  if (!in)
-    return "cannot read " + path;
-  std::getline(in, token);
-  while (!token.empty()
-         && std::isspace(static_cast<unsigned char>(token.back())))
-    token.pop_back();
-  return {};
 }
 
 } // namespace

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # chargeonce-bench works: a short remote run (blocking and asynchronous
-# client API) with the baseline and every mix, the same with two client
-# processes and the reference's pgbench scripts beside them, an in-process
-# run in sequential chat order, then the persistence layer alone, all
-# against CHARGEONCE_TEST_DSN. Checks the JSON's shape, that every run
-# completed cycles, that Postgres holds exactly the charges each run was
-# answered (the audit), that memory is reported and that the comparison
-# with the reference adds up; never how fast.
+# client API, and HTTP/JSON on kept-alive connections) with the baseline
+# and every mix, the same with two client processes and the reference's
+# pgbench scripts beside them, an in-process run in sequential chat order,
+# then the persistence layer alone, all against CHARGEONCE_TEST_DSN. Checks
+# the JSON's shape, that every run completed cycles, that Postgres holds
+# exactly the charges each run was answered (the audit), that memory is
+# reported and that the comparison with the reference adds up; never how
+# fast.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN, jq and
 # pgbench + psql in /usr/lib/postgresql/15/bin, or PGBENCH=path)
 set -euo pipefail
@@ -24,8 +25,16 @@ pgbench=${PGBENCH:-/usr/lib/postgresql/15/bin/pgbench}
 tmp=$(mktemp -d "$PWD/bench_smoke.XXXXXX")
 on_exit_remove "$tmp"
 
-start_server "$tmp/server" --postgres="$dsn" --port=0
+# The HTTP/JSON API beside the CAF port, with the two tokens a cycle needs.
+echo "gateway-token-for-the-bench" >"$tmp/gateway.token"
+echo "worker-token-for-the-bench" >"$tmp/worker.token"
+start_server "$tmp/server" --postgres="$dsn" --port=0 --http-port=0 \
+  --http-gateway-token-file="$tmp/gateway.token" \
+  --http-worker-token-file="$tmp/worker.token"
 servers="127.0.0.1:$server_port"
+http_flags=(--http="127.0.0.1:$(port_of http)"
+  --http-gateway-token-file="$tmp/gateway.token"
+  --http-worker-token-file="$tmp/worker.token")
 
 # Runs the bench; stdout must be exactly one JSON object.
 run_bench() { # output-file args...
@@ -72,14 +81,14 @@ check_runs() { # file expected-modes
 
 run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
   --chats=1000 --duration=3 --warmup=0 --mix=cancel:10,fail:10,double:10 \
-  --client-api=blocking,async
-check_runs "$tmp/remote.json" "remote,remote_async,baseline"
+  --client-api=blocking,async,http "${http_flags[@]}"
+check_runs "$tmp/remote.json" "remote,remote_async,http,baseline"
 # The mix happened in both: cancels, fails and double taps answered busy.
 jq -e 'all(.runs[] | select(.mode != "baseline") | .outcomes_by_op;
           (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
   "$tmp/remote.json" >/dev/null || die "the mix did not happen: $(cat "$tmp/remote.json")"
 jq -e '[.ratios[] | [.mode, .clients]]
-         == [["remote", 2], ["remote_async", 2]]
+         == [["remote", 2], ["remote_async", 2], ["http", 2]]
        and all(.ratios[]; .cycles_per_s > 0)' \
   "$tmp/remote.json" >/dev/null || die "no ratios: $(jq -c .ratios "$tmp/remote.json")"
 
@@ -177,11 +186,24 @@ status=0
 for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
   "--baseline --pgbench=$pgbench" "--baseline --reference --reference" \
   "--in-process --client-api=async" --client-api=threads \
-  "--servers=127.0.0.1:1 --client-api=async --processes=2"; do
+  "--servers=127.0.0.1:1 --client-api=async --processes=2" \
+  --client-api=http \
+  "--client-api=http --http=127.0.0.1:1 --http-gateway-token=x" \
+  "--client-api=http ${http_flags[*]} --processes=2" \
+  "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none"; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
   [[ $status == 2 ]] || die "$bad exited $status, expected 2"
 done
+
+# A token the server does not know fails before any run, naming the answer.
+status=0
+"$bench" --postgres="$dsn" --client-api=http --http="127.0.0.1:$(port_of http)" \
+  --http-gateway-token=not-the-gateway-token --http-worker-token-file="$tmp/worker.token" \
+  --chats=10 --duration=1 >"$tmp/badtoken.out" 2>&1 || status=$?
+[[ $status == 1 ]] || die "a wrong gateway token exited $status, expected 1"
+grep -q "answered 401" "$tmp/badtoken.out" ||
+  die "a wrong gateway token: $(cat "$tmp/badtoken.out")"
 
 echo "bench_smoke: OK"
