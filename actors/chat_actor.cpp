@@ -222,6 +222,14 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       return serialize<reservation>(self, "cancel", 0, hook, op,
                                     self->state.id);
     },
+    [self](atom::cancel op, chat_id, reservation_id id,
+           const std::string& request_id) {
+      auto hook = [self](const reservation& x) {
+        self->state.finished = x.id;
+      };
+      return serialize<reservation>(self, "cancel", id, hook, op,
+                                    self->state.id, id, request_id);
+    },
     [self](atom::status op, chat_id) {
       return serialize<chat_status>(self, "status", 0, no_hook, op,
                                     self->state.id);
@@ -251,6 +259,10 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
     },
     [self](atom::flags op, chat_id, const flags_update& x) {
       return serialize<chat_status>(self, "set_flags", 0, no_hook, op,
+                                    self->state.id, x);
+    },
+    [self](atom::limits op, chat_id, const limits_update& x) {
+      return serialize<chat_status>(self, "set_limits", 0, no_hook, op,
                                     self->state.id, x);
     },
     [self](atom::store, persistence_actor store) {

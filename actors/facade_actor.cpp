@@ -38,6 +38,7 @@ constexpr op operation_of(atom::top_up) { return op::top_up; }
 constexpr op operation_of(atom::premium) { return op::set_premium; }
 constexpr op operation_of(atom::flags) { return op::set_flags; }
 constexpr op operation_of(atom::subscribe) { return op::subscribe; }
+constexpr op operation_of(atom::limits) { return op::set_limits; }
 // clang-format on
 
 /// Asks the registry and answers the client itself. Never `delegate`: a
@@ -97,6 +98,10 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::cancel op, chat_id chat) {
       return relay<reservation>(self, api, op, chat);
     },
+    [self, api](atom::cancel op, chat_id chat, reservation_id id,
+                const std::string& request_id) {
+      return relay<reservation>(self, api, op, chat, id, request_id);
+    },
     [self, api](atom::status op, chat_id chat) {
       return relay<chat_status>(self, api, op, chat);
     },
@@ -111,6 +116,9 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
       return relay<chat_status>(self, api, op, chat, until);
     },
     [self, api](atom::flags op, chat_id chat, const flags_update& x) {
+      return relay<chat_status>(self, api, op, chat, x);
+    },
+    [self, api](atom::limits op, chat_id chat, const limits_update& x) {
       return relay<chat_status>(self, api, op, chat, x);
     },
     [self, api](atom::subscribe op, caf::actor who) {
@@ -136,6 +144,10 @@ gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
     },
     [self, api](atom::cancel op, chat_id chat) {
       return relay<reservation>(self, api, op, chat);
+    },
+    [self, api](atom::cancel op, chat_id chat, reservation_id id,
+                const std::string& request_id) {
+      return relay<reservation>(self, api, op, chat, id, request_id);
     },
     [self, api](atom::status op, chat_id chat) {
       return relay<chat_status>(self, api, op, chat);
@@ -184,6 +196,9 @@ admin_actor::behavior_type make_admin(admin_actor::pointer self,
       return relay<chat_status>(self, api, op, chat, until);
     },
     [self, api](atom::flags op, chat_id chat, const flags_update& x) {
+      return relay<chat_status>(self, api, op, chat, x);
+    },
+    [self, api](atom::limits op, chat_id chat, const limits_update& x) {
       return relay<chat_status>(self, api, op, chat, x);
     },
   };

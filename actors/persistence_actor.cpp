@@ -373,6 +373,11 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::cancel, chat_id chat) {
       return enqueue<reservation>(self, op_on(batch_op::cancel, chat));
     },
+    [self](atom::cancel, chat_id chat, reservation_id id,
+           const std::string& request_id) {
+      return enqueue<reservation>(
+        self, {batch_op::cancel, chat, id, kind::text, request_id});
+    },
     [self](atom::status, chat_id chat) {
       return enqueue<chat_status>(self, op_on(batch_op::status, chat));
     },
@@ -419,6 +424,12 @@ make_persistence(self_ptr self, persistence::store_options opts,
       return enqueue_alone<chat_status>(
         self, "set_flags", chat, 0,
         [chat, x](store& db) { return db.set_flags(chat, x); });
+    },
+    [self](atom::limits, chat_id chat, const limits_update& x) {
+      return enqueue_alone<chat_status>(
+        self, "set_limits", chat, 0, [chat, x](store& db) {
+          return db.set_limits(chat, x.max_active_jobs);
+        });
     },
     [self](atom::reactivate, const reactivation_cursor& after, uint32_t limit) {
       return enqueue_alone<reactivation_page>(

@@ -161,6 +161,11 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::cancel op, chat_id chat) {
       return to_chat<reservation>(self, validate_chat(chat), chat, op, chat);
     },
+    [self](atom::cancel op, chat_id chat, reservation_id id,
+           const std::string& request_id) {
+      return to_chat<reservation>(self, validate_cancel(chat, id, request_id),
+                                  chat, op, chat, id, request_id);
+    },
     [self](atom::status op, chat_id chat) {
       return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat);
     },
@@ -183,6 +188,12 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     },
     [self](atom::flags op, chat_id chat, const flags_update& x) {
       return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat, x);
+    },
+    [self](atom::limits op, chat_id chat, const limits_update& x) {
+      auto err = validate_chat(chat);
+      if (!err)
+        err = validate_job_limit(x.max_active_jobs);
+      return to_chat<chat_status>(self, err, chat, op, chat, x);
     },
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));

@@ -154,6 +154,14 @@ void client::cancel(chat_id chat, continuation<reservation> then) {
   impl_->async(operation_of(operation_type::cancel, chat), std::move(then));
 }
 
+void client::cancel(chat_id chat, reservation_id id,
+                    const std::string& request_id,
+                    continuation<reservation> then) {
+  impl_->async(
+    operation{operation_type::cancel, chat, id, kind::text, request_id},
+    std::move(then));
+}
+
 void client::status(chat_id chat, continuation<chat_status> then) {
   impl_->async(operation_of(operation_type::status, chat), std::move(then));
 }

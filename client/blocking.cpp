@@ -92,6 +92,13 @@ caf::expected<reservation> client::cancel(chat_id chat) {
                                   atom::cancel_v, chat);
 }
 
+caf::expected<reservation> client::cancel(chat_id chat, reservation_id id,
+                                          const std::string& request_id) {
+  return impl_->call<reservation>(
+    operation{operation_type::cancel, chat, id, kind::text, request_id},
+    atom::cancel_v, chat, id, request_id);
+}
+
 caf::expected<chat_status> client::status(chat_id chat) {
   return impl_->call<chat_status>(operation_of(operation_type::status, chat),
                                   atom::status_v, chat);
@@ -141,6 +148,13 @@ caf::expected<chat_status> client::set_flags(chat_id chat,
                                              const flags_update& x) {
   return impl_->call_admin<chat_status>(request_type::set_flags, chat,
                                         atom::flags_v, chat, x);
+}
+
+caf::expected<chat_status>
+client::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
+  return impl_->call_admin<chat_status>(request_type::set_limits, chat,
+                                        atom::limits_v, chat,
+                                        limits_update{max_active_jobs});
 }
 
 caf::expected<size_t> client::subscribe(const caf::actor& who) {

@@ -81,6 +81,9 @@ public:
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id);
   caf::expected<reservation> cancel(chat_id chat);
+  /// Cancels the job named by `id` or (id 0) by `request_id`.
+  caf::expected<reservation> cancel(chat_id chat, reservation_id id,
+                                    const std::string& request_id);
   caf::expected<chat_status> status(chat_id chat);
 
   caf::expected<reservation> start(chat_id chat, reservation_id id);
@@ -92,6 +95,8 @@ public:
   void reserve(chat_id chat, kind k, const std::string& request_id,
                continuation<reservation> then);
   void cancel(chat_id chat, continuation<reservation> then);
+  void cancel(chat_id chat, reservation_id id, const std::string& request_id,
+              continuation<reservation> then);
   void status(chat_id chat, continuation<chat_status> then);
 
   void start(chat_id chat, reservation_id id, continuation<reservation> then);
@@ -105,6 +110,9 @@ public:
                                        const std::string& payment_id);
   caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until);
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);
+  /// The chat's own limit of active jobs; none: its plan's again.
+  caf::expected<chat_status> set_limits(chat_id chat,
+                                        caf::optional<int32_t> max_active_jobs);
 
   /// Subscribes `who` on every server (each publishes its own chats'
   /// events); how many servers accepted. `who` is monitored by this client:

@@ -43,9 +43,9 @@ bool retry_safe(request_type x, const std::string& request_id) {
     // for the same chat and answers busy.
     return !request_id.empty();
   case request_type::cancel:
-    // Cancel names the chat, not a reservation: repeated after the first
-    // took effect, it would cancel the user's next job (or answer
-    // not_found for the one it did cancel).
+    // A bare cancel names the chat, not a reservation: repeated after the
+    // first took effect, it would cancel the user's next job. Named, a
+    // repeat would answer not_found for the job it did cancel.
     return false;
   case request_type::start:
     // Starting an in_progress reservation again returns it.
@@ -72,6 +72,7 @@ bool retry_safe(request_type x, const std::string& request_id) {
     return true;
   case request_type::set_premium:
   case request_type::set_flags:
+  case request_type::set_limits:
     // Set absolute values: a repeat sets the same ones.
     return true;
   }

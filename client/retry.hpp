@@ -30,6 +30,7 @@ enum class request_type : uint8_t {
   top_up,
   set_premium,
   set_flags,
+  set_limits,
 };
 
 /// The request an operation of a batch stands for.

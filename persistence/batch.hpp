@@ -29,7 +29,8 @@ enum class batch_op : uint8_t {
 const char* to_string(batch_op x);
 
 /// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
-/// `request_id` for reserve.
+/// `request_id` for reserve; cancel names its job by `id`, else by
+/// `request_id`, else it is the chat's only active one.
 struct batch_operation {
   batch_op op = batch_op::status;
   chat_id chat = 0;

@@ -37,6 +37,132 @@ caf::expected<T> single(store& db, batch_operation op) {
 
 } // namespace
 
+namespace {
+
+std::string busy_message(chat_id chat, size_t active, int32_t limit) {
+  return "chat " + std::to_string(chat) + " has " + std::to_string(active)
+         + " of " + std::to_string(limit) + " jobs active";
+}
+
+/// The chat's active reservations, oldest first: its rows by its index,
+/// then sorted (OFFSET 0 keeps the planner off the created_at index).
+std::vector<reservation> active_of(pqxx::work& tx, chat_id chat) {
+  auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
+                             + " FROM (SELECT * FROM reservations WHERE "
+                               "chat_id = $1 OFFSET 0) r "
+                               "ORDER BY created_at, id",
+                           chat);
+  std::vector<reservation> out;
+  for (const auto& r : rs)
+    out.push_back(to_reservation(r));
+  return out;
+}
+
+/// The lowest slot below `limit` no active reservation occupies; -1: none,
+/// or as many jobs as the limit (a lowered limit leaves slots above it
+/// taken).
+int32_t free_slot(const std::vector<reservation>& active, int32_t limit) {
+  if (active.size() >= static_cast<size_t>(limit))
+    return -1;
+  for (int32_t slot = 0; slot < limit; ++slot)
+    if (std::none_of(active.begin(), active.end(),
+                     [&](const reservation& r) { return r.slot == slot; }))
+      return slot;
+  return -1;
+}
+
+/// Lock, read, decide, insert: the row lock makes the slot, the balance
+/// check and the hold one step for every writer of this chat.
+caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat, kind k,
+                                      const std::string& request_id,
+                                      const store_options& o) {
+  auto rs =
+    tx.exec_params("SELECT daily_messages, daily_images, balance, "
+                   "coalesce(premium_until > now(), false), blocked, banned, "
+                   "max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
+                   chat);
+  if (rs.empty())
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
+  // A retry of the same request (after a timeout or a dropped connection)
+  // gets its job back, active or ended, with the price decided then: a
+  // replay, never a new hold.
+  if (auto replay = find_request(tx, chat, request_id)) {
+    if (replay->kind != k)
+      return caf::make_error(ec::invalid_argument,
+                             "request_id " + request_id + " of chat "
+                               + std::to_string(chat) + " names a "
+                               + to_string(replay->kind) + " job, not "
+                               + to_string(k));
+    return *replay;
+  }
+  const auto& r = rs[0];
+  if (r[5].as<bool>())
+    return caf::make_error(ec::chat_banned,
+                           "chat " + std::to_string(chat) + " is banned");
+  if (r[4].as<bool>())
+    return caf::make_error(ec::chat_blocked,
+                           "chat " + std::to_string(chat) + " is blocked");
+  bool premium = r[3].as<bool>();
+  caf::optional<int32_t> own;
+  if (!r[6].is_null())
+    own = r[6].as<int32_t>();
+  auto limit = job_limit(own, premium, o);
+  // Beyond one job at once, only the request id tells a double tap from a
+  // second job.
+  if (limit > 1 && request_id.empty())
+    return caf::make_error(ec::invalid_argument,
+                           "chat " + std::to_string(chat) + " runs up to "
+                             + std::to_string(limit)
+                             + " jobs at once: reserve needs a request_id");
+  auto active = active_of(tx, chat);
+  auto slot = free_slot(active, limit);
+  if (slot < 0)
+    return caf::make_error(ec::busy, busy_message(chat, active.size(), limit));
+  pockets amounts{r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
+  pocket_choice choice;
+  if (auto code = choose_pockets(k, premium,
+                                 left_after(amounts, held_by(active)), choice);
+      code != ec::none)
+    return caf::make_error(code, "chat " + std::to_string(chat)
+                                   + " cannot pay for " + to_string(k));
+  // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no
+  // other error can pass for busy.
+  auto inserted = tx.exec_params(
+    std::string{"INSERT INTO reservations (chat_id, kind, queue, "
+                "held_daily_messages, held_daily_images, held_balance, "
+                "request_id, slot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
+      + reservation_columns,
+    chat, to_string(k), choice.queue, choice.held.daily_messages,
+    choice.held.daily_images, choice.held.balance, request_id, slot);
+  if (inserted.empty())
+    return caf::make_error(ec::busy,
+                           busy_message(chat, active.size() + 1, limit));
+  return to_reservation(inserted[0]);
+}
+
+/// Deletes the reservations `where` selects ($1, $2, ...: `params`), and
+/// remembers those with a request id as ended `how`; returns them.
+template <class... Ts>
+pqxx::result delete_and_remember(pqxx::work& tx, const std::string& where,
+                                 const char* how, const Ts&... params) {
+  return tx.exec_params(
+    std::string{"WITH gone AS (DELETE FROM reservations WHERE "} + where
+      + " RETURNING *), kept AS (INSERT INTO ended_reservations (id, "
+        "chat_id, kind, status, queue, held_daily_messages, "
+        "held_daily_images, held_balance, request_id, slot, created_at, "
+        "lease_expires_at) SELECT id, chat_id, kind, '"
+      + how
+      + "', queue, held_daily_messages, held_daily_images, held_balance, "
+        "request_id, slot, created_at, lease_expires_at FROM gone WHERE "
+        "request_id <> '') SELECT "
+      + reservation_columns + " FROM gone",
+    params...);
+}
+
+} // namespace
+
 int store::backend_pid() const {
   return impl_->conn && impl_->conn->is_open() ? impl_->conn->backendpid() : 0;
 }
@@ -53,17 +179,20 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
     [&](pqxx::work& tx) -> caf::expected<chat_status> {
       auto rs = tx.exec_params(
         "INSERT INTO chats (chat_id, daily_messages, daily_images, balance, "
-        "premium_until) VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN "
+        "premium_until, max_active_jobs) VALUES ($1, $2, $3, $4, CASE WHEN $5 "
+        "THEN "
           + micros_to_timestamptz("$6::bigint")
-          + " END) ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
+          + " END, CASE WHEN $7 THEN $8::integer END) "
+            "ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
         spec.chat, spec.initial.daily_messages, spec.initial.daily_images,
-        spec.initial.balance, static_cast<bool>(spec.premium_until),
-        premium_us);
+        spec.initial.balance, static_cast<bool>(spec.premium_until), premium_us,
+        static_cast<bool>(spec.max_active_jobs),
+        spec.max_active_jobs ? *spec.max_active_jobs : 0);
       if (rs.empty())
         return caf::make_error(ec::already_exists, "chat "
                                                      + std::to_string(spec.chat)
                                                      + " already exists");
-      return read_status(tx, spec.chat);
+      return read_status(tx, spec.chat, impl_->opts);
     });
 }
 
@@ -76,56 +205,7 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
     return err;
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      // Lock, read, decide, insert: the row lock makes the balance check and
-      // the hold one step for every writer of this chat.
-      auto rs = tx.exec_params(
-        "SELECT daily_messages, daily_images, balance, "
-        "coalesce(premium_until > now(), false), blocked, banned "
-        "FROM chats WHERE chat_id = $1 FOR UPDATE",
-        chat);
-      if (rs.empty())
-        return caf::make_error(ec::not_found,
-                               "unknown chat " + std::to_string(chat));
-      // A retry of the same request (after a timeout or a dropped
-      // connection) gets its reservation back, with the price decided then.
-      // Under the chat lock this sees every committed reservation; it is a
-      // replay, never the busy decision, which stays with the index.
-      if (auto replay = find_reservation_of_chat(tx, chat);
-          replay && !request_id.empty() && replay->request_id == request_id
-          && replay->kind == k)
-        return *replay;
-      const auto& r = rs[0];
-      if (r[5].as<bool>())
-        return caf::make_error(ec::chat_banned,
-                               "chat " + std::to_string(chat) + " is banned");
-      if (r[4].as<bool>())
-        return caf::make_error(ec::chat_blocked,
-                               "chat " + std::to_string(chat) + " is blocked");
-      pockets available{r[0].as<int32_t>(), r[1].as<int32_t>(),
-                        r[2].as<int32_t>()};
-      pocket_choice choice;
-      if (auto code = choose_pockets(k, r[3].as<bool>(), available, choice);
-          code != ec::none)
-        return caf::make_error(code, "chat " + std::to_string(chat)
-                                       + " cannot pay for " + to_string(k));
-      try {
-        auto inserted = tx.exec_params(
-          std::string{"INSERT INTO reservations (chat_id, kind, queue, "
-                      "held_daily_messages, held_daily_images, held_balance, "
-                      "request_id) VALUES ($1, $2, $3, $4, $5, $6, $7) "
-                      "RETURNING "}
-            + reservation_columns,
-          chat, to_string(k), choice.queue, choice.held.daily_messages,
-          choice.held.daily_images, choice.held.balance, request_id);
-        return to_reservation(inserted[0]);
-      } catch (const pqxx::sql_error& e) {
-        // The index, not a SELECT beforehand, is the guarantee; and only its
-        // own SQLSTATE means busy. Anything else is an outage, rethrown.
-        if (e.sqlstate() != unique_violation_sqlstate)
-          throw;
-        return caf::make_error(ec::busy, "chat " + std::to_string(chat)
-                                           + " has an active reservation");
-      }
+      return reserve_in(tx, chat, k, request_id, impl_->opts);
     });
 }
 
@@ -146,8 +226,7 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
       if (!rs.empty())
         return to_reservation(rs[0]);
       // A worker retrying its start must not be told the job is gone.
-      if (auto current = find_reservation_of_chat(tx, chat);
-          current && current->id == id)
+      if (auto current = find_active(tx, chat, id))
         return *current;
       return explain_missing(tx, chat, id);
     });
@@ -170,8 +249,7 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
         id, chat, lease_ms);
       if (!rs.empty())
         return to_reservation(rs[0]);
-      if (auto current = find_reservation_of_chat(tx, chat);
-          current && current->id == id)
+      if (find_active(tx, chat, id))
         return caf::make_error(ec::invalid_state,
                                describe(chat, id) + " was never started");
       return explain_missing(tx, chat, id);
@@ -226,7 +304,7 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
         id, chat, to_string(held.kind), charged.daily_messages,
         charged.daily_images, charged.balance);
-      tx.exec_params("DELETE FROM reservations WHERE id = $1", id);
+      delete_and_remember(tx, "id = $1", "committed", id);
       return receipt{id, chat, held.kind, charged,
                      from_unix_micros(written[0][0].as<int64_t>())};
     });
@@ -240,11 +318,8 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
     return err;
   return impl_->run<reservation>(
     "fail", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
-                                           "WHERE id = $1 AND chat_id = $2 "
-                                           "RETURNING "}
-                                 + reservation_columns,
-                               id, chat);
+      auto rs =
+        delete_and_remember(tx, "id = $1 AND chat_id = $2", "failed", id, chat);
       if (!rs.empty())
         return to_reservation(rs[0]);
       return explain_missing(tx, chat, id);
@@ -252,30 +327,76 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> store::cancel(chat_id chat) {
+  return cancel(chat, 0, {});
+}
+
+namespace {
+
+/// The job a cancel names: `id`, else the job of `request_id`, else the
+/// chat's only active one; 0 with the refusal when there is none or more
+/// than one.
+caf::expected<reservation_id> cancel_target(pqxx::work& tx, chat_id chat,
+                                            reservation_id id,
+                                            const std::string& request_id) {
+  if (id != 0)
+    return id;
+  auto unknown = [&]() -> caf::expected<reservation_id> {
+    return caf::make_error(ec::not_found,
+                           "unknown chat " + std::to_string(chat));
+  };
+  if (!request_id.empty()) {
+    if (auto job = find_request(tx, chat, request_id))
+      return job->id;
+    if (!chat_exists(tx, chat))
+      return unknown();
+    return caf::make_error(ec::not_found, "chat " + std::to_string(chat)
+                                            + " has no job of request_id "
+                                            + request_id);
+  }
+  auto active = active_of(tx, chat);
+  if (active.size() > 1) {
+    std::string ids;
+    for (const auto& r : active)
+      ids += (ids.empty() ? "" : ", ") + std::to_string(r.id);
+    return caf::make_error(
+      ec::invalid_argument,
+      "chat " + std::to_string(chat) + " has " + std::to_string(active.size())
+        + " active reservations (" + ids + "): name the one to cancel");
+  }
+  if (active.empty()) {
+    if (!chat_exists(tx, chat))
+      return unknown();
+    return caf::make_error(ec::not_found, "chat " + std::to_string(chat)
+                                            + " has no reservation");
+  }
+  return active.front().id;
+}
+
+} // namespace
+
+caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
+                                         const std::string& request_id) {
   if (impl_->opts.server_functions)
-    return single<reservation>(*this,
-                               {batch_op::cancel, chat, 0, kind::text, {}});
-  if (auto err = validate_chat(chat))
+    return single<reservation>(
+      *this, {batch_op::cancel, chat, id, kind::text, request_id});
+  if (auto err = validate_cancel(chat, id, request_id))
     return err;
   return impl_->run<reservation>(
-    "cancel", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
+    "cancel", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      auto target = cancel_target(tx, chat, id, request_id);
+      if (!target)
+        return target.error();
       // Conditional on status: a start that won the row lock first leaves
       // nothing to delete, and this transaction sees in_progress below.
-      auto rs = tx.exec_params(std::string{"DELETE FROM reservations "
-                                           "WHERE chat_id = $1 AND "
-                                           "status = 'queued' RETURNING "}
-                                 + reservation_columns,
-                               chat);
+      auto rs = delete_and_remember(
+        tx, "id = $1 AND chat_id = $2 AND status = 'queued'", "cancelled",
+        *target, chat);
       if (!rs.empty())
         return to_reservation(rs[0]);
-      if (auto current = find_reservation_of_chat(tx, chat))
-        return caf::make_error(ec::too_late, describe(chat, current->id)
+      if (find_active(tx, chat, *target))
+        return caf::make_error(ec::too_late, describe(chat, *target)
                                                + " is already in progress");
-      if (!chat_exists(tx, chat))
-        return caf::make_error(ec::not_found,
-                               "unknown chat " + std::to_string(chat));
-      return caf::make_error(ec::not_found, "chat " + std::to_string(chat)
-                                              + " has no reservation");
+      return explain_missing(tx, chat, *target);
     });
 }
 
@@ -285,8 +406,9 @@ caf::expected<chat_status> store::status(chat_id chat) {
                                {batch_op::status, chat, 0, kind::text, {}});
   if (auto err = validate_chat(chat))
     return err;
-  return impl_->run<chat_status>(
-    "status", chat, 0, [&](pqxx::work& tx) { return read_status(tx, chat); });
+  return impl_->run<chat_status>("status", chat, 0, [&](pqxx::work& tx) {
+    return read_status(tx, chat, impl_->opts);
+  });
 }
 
 } // namespace chargeonce::persistence

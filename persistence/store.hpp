@@ -39,6 +39,12 @@ struct store_options {
   std::chrono::milliseconds reactivation_after{std::chrono::hours(24)};
   plan_quota free_plan{10, 3};
   plan_quota premium_plan{10, 10};
+  /// Jobs a chat may run at once unless it has its own limit, per plan.
+  int32_t free_max_active_jobs = 1;
+  int32_t premium_max_active_jobs = 1;
+  /// How long a job that ended is still found by its request id: a reserve
+  /// retried with it returns the job, never a new hold.
+  std::chrono::milliseconds request_retention{std::chrono::hours(24)};
   /// The hot operations (reserve, start, heartbeat, commit, fail, cancel,
   /// status) through the server-side functions: one round trip each. Off,
   /// they run as the straightforward lock-select-write statements (what
@@ -59,10 +65,13 @@ public:
 
   caf::expected<chat_status> create_chat(const chat_spec& spec);
 
-  /// Locks the chat row, decides the pockets, inserts the reservation. The
-  /// UNIQUE (chat_id) violation, recognised by SQLSTATE 23505, is busy. A
-  /// non-empty request_id of the chat's active reservation (same kind)
-  /// returns that reservation: retries are safe while it is active.
+  /// Locks the chat row, takes the lowest free slot below the chat's limit,
+  /// decides the pockets from what the other active holds left, inserts the
+  /// reservation. No free slot, or the UNIQUE (chat_id, slot) index's
+  /// conflict, is busy. A non-empty request_id that names one of the chat's
+  /// jobs, active or ended within request_retention, returns that job (with
+  /// its final status once ended); of another kind it is invalid_argument.
+  /// A chat whose limit is above 1 must send a request_id.
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id);
 
@@ -80,8 +89,13 @@ public:
   /// Deletes the reservation whatever its status; returns what it held.
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
 
-  /// Deletes the chat's reservation if still queued; too_late otherwise.
+  /// Deletes the chat's only active reservation if still queued; too_late
+  /// once started; invalid_argument (naming them) when several are active.
   caf::expected<reservation> cancel(chat_id chat);
+
+  /// Cancels the reservation `id`, or (id 0) the job of `request_id`.
+  caf::expected<reservation> cancel(chat_id chat, reservation_id id,
+                                    const std::string& request_id);
 
   caf::expected<chat_status> status(chat_id chat);
 
@@ -115,6 +129,11 @@ public:
 
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);
 
+  /// Sets the chat's own limit of active jobs; none: its plan's again. Jobs
+  /// above a lowered limit finish; new ones wait until the count is below.
+  caf::expected<chat_status> set_limits(chat_id chat,
+                                        caf::optional<int32_t> max_active_jobs);
+
   /// Refills up to `limit` started, unblocked, unbanned chats quiet for
   /// reactivation_after and not reactivated since, after `after` in
   /// (last_activity_at, chat_id) order; closes their windows.
@@ -134,8 +153,9 @@ public:
   /// released, in one transaction. not_found when there was nothing to do.
   caf::expected<reservation_released> release(chat_id chat, reservation_id id);
 
-  /// Forgets released reservations older than release_retention, in chunks;
-  /// returns how many rows were deleted.
+  /// Forgets released reservations older than release_retention and ended
+  /// jobs older than request_retention, in chunks; returns how many rows
+  /// were deleted.
   caf::expected<uint64_t> prune();
 
   /// Active reservations in Postgres, of every server (the metrics gauge).

@@ -42,6 +42,7 @@ caf::error validate(const batch_operation& x) {
   case batch_op::fail:
     return validate_reservation(x.chat, x.id);
   case batch_op::cancel:
+    return validate_cancel(x.chat, x.id, x.request_id);
   case batch_op::status:
     return validate_chat(x.chat);
   }
@@ -80,21 +81,6 @@ caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
   return from_unix_micros(f.as<int64_t>());
 }
 
-reservation reservation_of(const pqxx::row& r) {
-  reservation x;
-  x.id = r["r_id"].as<int64_t>();
-  x.chat = r["r_chat"].as<int64_t>();
-  x.kind = parse_kind(r["r_kind"]);
-  from_string(r["r_status"].as<std::string>(), x.status);
-  x.queue = r["r_queue"].as<std::string>();
-  x.held = {r["r_held_m"].as<int32_t>(), r["r_held_i"].as<int32_t>(),
-            r["r_held_b"].as<int32_t>()};
-  x.request_id = r["r_request_id"].as<std::string>();
-  x.created_at = from_unix_micros(r["r_created_us"].as<int64_t>());
-  x.lease_expires_at = optional_micros(r["r_lease_us"]);
-  return x;
-}
-
 receipt receipt_of(const pqxx::row& r, reservation_id id) {
   receipt x;
   x.reservation = id;
@@ -106,11 +92,12 @@ receipt receipt_of(const pqxx::row& r, reservation_id id) {
   return x;
 }
 
-chat_status status_of(const pqxx::row& r, chat_id chat) {
+chat_status status_of(const pqxx::row& r, chat_id chat,
+                      const store_options& o) {
   chat_status x;
   x.chat = chat;
-  x.available = {r["s_m"].as<int32_t>(), r["s_i"].as<int32_t>(),
-                 r["s_b"].as<int32_t>()};
+  x.amounts = {r["s_m"].as<int32_t>(), r["s_i"].as<int32_t>(),
+               r["s_b"].as<int32_t>()};
   x.premium_until = optional_micros(r["s_premium_us"]);
   x.premium = r["s_premium"].as<bool>();
   x.started = r["s_started"].as<bool>();
@@ -118,12 +105,16 @@ chat_status status_of(const pqxx::row& r, chat_id chat) {
   x.banned = r["s_banned"].as<bool>();
   x.window_started_at = optional_micros(r["s_window_us"]);
   x.last_activity_at = optional_micros(r["s_activity_us"]);
-  if (!r["r_id"].is_null())
-    x.active = reservation_of(r);
+  if (!r["s_max_jobs"].is_null())
+    x.own_max_active_jobs = r["s_max_jobs"].as<int32_t>();
+  x.reservations =
+    reservations_from_json(r["s_reservations"].as<std::string>());
+  complete_status(x, o);
   return x;
 }
 
-batch_result result_of(const pqxx::row& r, const batch_operation& op) {
+batch_result result_of(const pqxx::row& r, const batch_operation& op,
+                       const store_options& o) {
   auto outcome = r["outcome"].as<std::string>();
   if (outcome != "ok") {
     auto code = ec::storage_unavailable;
@@ -135,7 +126,7 @@ batch_result result_of(const pqxx::row& r, const batch_operation& op) {
   case batch_op::commit:
     return receipt_of(r, op.id);
   case batch_op::status:
-    return status_of(r, op.chat);
+    return status_of(r, op.chat, o);
   default:
     return reservation_of(r);
   }
@@ -193,7 +184,8 @@ store::apply(const std::vector<batch_operation>& ops) {
                           }),
       array_literal<text>(ops, order,
                           [](const auto& x) { return x.request_id; }),
-      lease_ms);
+      lease_ms, impl_->opts.free_max_active_jobs,
+      impl_->opts.premium_max_active_jobs);
     if (rs.size() != order.size())
       throw broken_invariant("chargeonce_apply_batch answered "
                              + std::to_string(rs.size()) + " rows for "
@@ -205,7 +197,7 @@ store::apply(const std::vector<batch_operation>& ops) {
         throw broken_invariant("chargeonce_apply_batch answered operation "
                                + std::to_string(k) + " twice or out of range");
       answered[k] = true;
-      out[order[k]] = result_of(row, ops[order[k]]);
+      out[order[k]] = result_of(row, ops[order[k]], impl_->opts);
     }
   } catch (...) {
     auto f = classify(std::current_exception());

@@ -6,6 +6,7 @@
 #include "persistence/failure.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
 #include "protocol/time.hpp"
 
 #include <pqxx/pqxx>
@@ -13,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace chargeonce::persistence {
 
@@ -30,7 +32,7 @@ inline constexpr const char* reservation_columns =
   "id, chat_id, kind, status, queue, held_daily_messages, "
   "held_daily_images, held_balance, request_id, "
   "(extract(epoch FROM created_at) * 1000000)::bigint, "
-  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint";
+  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.
@@ -57,26 +59,63 @@ inline reservation to_reservation(const pqxx::row& r) {
   x.created_at = from_unix_micros(r[9].as<int64_t>());
   if (!r[10].is_null())
     x.lease_expires_at = from_unix_micros(r[10].as<int64_t>());
+  x.slot = r[11].as<int32_t>();
   return x;
 }
 
-inline caf::optional<reservation> find_reservation_of_chat(pqxx::work& tx,
-                                                           chat_id chat) {
+/// The active reservation `id` of `chat`, if it is one.
+inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
+                                              reservation_id id) {
   auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
-                             + " FROM reservations WHERE chat_id = $1",
-                           chat);
+                             + " FROM reservations WHERE id = $1 AND "
+                               "chat_id = $2",
+                           id, chat);
   if (rs.empty())
     return caf::none;
   return to_reservation(rs[0]);
 }
 
-inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
+/// A reservation from the r_* columns of a chargeonce_outcome row.
+reservation reservation_of(const pqxx::row& r);
+
+/// The chat's active reservations, oldest first, from the JSON array of
+/// chargeonce_reservations_json (003_parallel_jobs.sql).
+std::vector<reservation> reservations_from_json(const std::string& text);
+
+/// The job `request_id` names in `chat`, active or ended (with its final
+/// status and ended_at), read in one statement (chargeonce_find_request).
+caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
+                                        const std::string& request_id);
+
+/// The limit of active jobs that applies to a chat: its own, else its
+/// plan's.
+inline int32_t job_limit(const caf::optional<int32_t>& own, bool premium,
+                         const store_options& o) {
+  if (own)
+    return *own;
+  return premium ? o.premium_max_active_jobs : o.free_max_active_jobs;
+}
+
+/// Fills what status derives from the reservations and the limits.
+inline void complete_status(chat_status& x, const store_options& o) {
+  x.max_active_jobs = job_limit(x.own_max_active_jobs, x.premium, o);
+  x.active = caf::none;
+  if (!x.reservations.empty())
+    x.active = x.reservations.front();
+  x.held = held_by(x.reservations);
+}
+
+/// The chat's pockets, flags, limits and active reservations, read in one
+/// statement (one snapshot: a commit is seen whole or not at all).
+inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
+                                              const store_options& o) {
   auto rs = tx.exec_params(
     "SELECT daily_messages, daily_images, balance, "
     "(extract(epoch FROM premium_until) * 1000000)::bigint, "
     "coalesce(premium_until > now(), false), started, blocked, banned, "
     "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
-    "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
+    "(extract(epoch FROM last_activity_at) * 1000000)::bigint, "
+    "max_active_jobs, chargeonce_reservations_json(chat_id) "
     "FROM chats WHERE chat_id = $1",
     chat);
   if (rs.empty())
@@ -90,7 +129,7 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
   };
   chat_status x;
   x.chat = chat;
-  x.available = {r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
+  x.amounts = {r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
   x.premium_until = optional_time(3);
   x.premium = r[4].as<bool>();
   x.started = r[5].as<bool>();
@@ -98,7 +137,10 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat) {
   x.banned = r[7].as<bool>();
   x.window_started_at = optional_time(8);
   x.last_activity_at = optional_time(9);
-  x.active = find_reservation_of_chat(tx, chat);
+  if (!r[10].is_null())
+    x.own_max_active_jobs = r[10].as<int32_t>();
+  x.reservations = reservations_from_json(r[11].as<std::string>());
+  complete_status(x, o);
   return x;
 }
 
@@ -171,6 +213,17 @@ inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
     return caf::make_error(ec::expired,
                            describe(chat, id) + " was released by the sweeper");
   }
+  auto ended = tx.exec_params(
+    "SELECT chat_id, status FROM ended_reservations WHERE id = $1", id);
+  if (!ended.empty()) {
+    if (ended[0][0].as<int64_t>() != chat)
+      return caf::make_error(ec::invalid_argument,
+                             "reservation " + std::to_string(id)
+                               + " does not belong to chat "
+                               + std::to_string(chat));
+    return caf::make_error(ec::not_found, describe(chat, id) + " was "
+                                            + ended[0][1].as<std::string>());
+  }
   if (!chat_exists(tx, chat))
     return caf::make_error(ec::not_found,
                            "unknown chat " + std::to_string(chat));
@@ -199,7 +252,7 @@ struct store::impl {
       fresh->prepare(apply_statement,
                      "SELECT * FROM chargeonce_apply_batch($1::text[], "
                      "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
-                     "$6::bigint)");
+                     "$6::bigint, $7::integer, $8::integer)");
       conn = std::move(fresh);
     }
     return *conn;

@@ -71,7 +71,7 @@ caf::expected<chat_status> store::touch(chat_id chat) {
         spdlog::info("window refilled chat={}", chat);
         break;
       }
-      return read_status(tx, chat);
+      return read_status(tx, chat, impl_->opts);
     });
 }
 
@@ -147,7 +147,7 @@ caf::expected<chat_status> store::set_premium(chat_id chat,
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
-      return read_status(tx, chat);
+      return read_status(tx, chat, impl_->opts);
     });
 }
 
@@ -173,7 +173,30 @@ caf::expected<chat_status> store::set_flags(chat_id chat,
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
-      return read_status(tx, chat);
+      return read_status(tx, chat, impl_->opts);
+    });
+}
+
+caf::expected<chat_status>
+store::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (auto err = validate_job_limit(max_active_jobs))
+    return err;
+  return impl_->run<chat_status>(
+    "set_limits", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
+      auto rs = tx.exec_params(
+        "UPDATE chats SET max_active_jobs = CASE WHEN $2 THEN $3::integer END "
+        "WHERE chat_id = $1 RETURNING chat_id",
+        chat, static_cast<bool>(max_active_jobs),
+        max_active_jobs ? *max_active_jobs : 0);
+      if (rs.empty())
+        return caf::make_error(ec::not_found,
+                               "unknown chat " + std::to_string(chat));
+      spdlog::info("limits chat={} max_active_jobs={}", chat,
+                   max_active_jobs ? std::to_string(*max_active_jobs)
+                                   : std::string{"default"});
+      return read_status(tx, chat, impl_->opts);
     });
 }
 

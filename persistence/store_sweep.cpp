@@ -58,12 +58,20 @@ caf::expected<reservation_released> store::release(chat_id chat,
     [&](pqxx::work& tx) -> caf::expected<reservation_released> {
       // Deadline re-checked under the row lock: a heartbeat or a commit that
       // came first wins, and the row is left alone.
+      // A job with a request id is also remembered as released, so that a
+      // retried reserve finds it instead of holding again.
       auto rs = tx.exec_params(
         "WITH gone AS (DELETE FROM reservations WHERE id = $1 AND chat_id = $2 "
         "AND (created_at < now() - $3 * interval '1 millisecond' "
-        "OR lease_expires_at < now()) RETURNING id, chat_id, "
+        "OR lease_expires_at < now()) RETURNING *, "
         "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
-        "ELSE 'sweep_timeout' END AS reason) "
+        "ELSE 'sweep_timeout' END AS reason), "
+        "kept AS (INSERT INTO ended_reservations (id, chat_id, kind, status, "
+        "queue, held_daily_messages, held_daily_images, held_balance, "
+        "request_id, slot, created_at, lease_expires_at) SELECT id, chat_id, "
+        "kind, 'released', queue, held_daily_messages, held_daily_images, "
+        "held_balance, request_id, slot, created_at, lease_expires_at "
+        "FROM gone WHERE request_id <> '') "
         "INSERT INTO released_reservations (id, chat_id, reason) "
         "SELECT id, chat_id, reason FROM gone RETURNING reason",
         id, chat, timeout_ms);
@@ -81,22 +89,25 @@ caf::expected<int64_t> store::count_active() {
     });
 }
 
-caf::expected<uint64_t> store::prune() {
+namespace {
+
+/// Deletes rows of `table` whose `column` is older than `retention_ms`,
+/// oldest first, in chunks of `chunk_rows_max`.
+template <class Run>
+caf::expected<uint64_t> prune_table(Run&& run, const char* table,
+                                    const char* column, int64_t retention_ms) {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
-  auto retention_ms =
-    static_cast<int64_t>(impl_->opts.release_retention.count());
+  auto query = std::string{"DELETE FROM "} + table
+               + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column
+               + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
+               + " LIMIT $2)";
   uint64_t total = 0;
   for (int i = 0; i < chunks_max; ++i) {
-    auto deleted = impl_->run<uint64_t>(
-      "prune", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
-        auto rs = tx.exec_params(
-          "DELETE FROM released_reservations WHERE id IN (SELECT id FROM "
-          "released_reservations WHERE released_at < now() - $1 * interval "
-          "'1 millisecond' ORDER BY released_at LIMIT $2)",
-          retention_ms, chunk_rows_max);
-        return static_cast<uint64_t>(rs.affected_rows());
-      });
+    auto deleted = run([&](pqxx::work& tx) -> caf::expected<uint64_t> {
+      auto rs = tx.exec_params(query, retention_ms, chunk_rows_max);
+      return static_cast<uint64_t>(rs.affected_rows());
+    });
     if (!deleted)
       return deleted;
     total += *deleted;
@@ -104,6 +115,25 @@ caf::expected<uint64_t> store::prune() {
       break;
   }
   return total;
+}
+
+} // namespace
+
+caf::expected<uint64_t> store::prune() {
+  auto run = [this](auto&& fn) {
+    return impl_->run<uint64_t>("prune", 0, 0, fn);
+  };
+  auto released =
+    prune_table(run, "released_reservations", "released_at",
+                static_cast<int64_t>(impl_->opts.release_retention.count()));
+  if (!released)
+    return released;
+  auto ended =
+    prune_table(run, "ended_reservations", "ended_at",
+                static_cast<int64_t>(impl_->opts.request_retention.count()));
+  if (!ended)
+    return ended;
+  return *released + *ended;
 }
 
 } // namespace chargeonce::persistence

@@ -41,9 +41,10 @@ bool is_gateway_operation(operation_type x);
 struct operation {
   operation_type type = operation_type::status;
   chat_id chat = 0;
-  reservation_id reservation = 0;     ///< start, heartbeat, commit, fail
+  /// start, heartbeat, commit, fail; cancel of a named job
+  reservation_id reservation = 0;
   chargeonce::kind kind = kind::text; ///< reserve
-  std::string request_id;             ///< reserve
+  std::string request_id;             ///< reserve; cancel of a named job
 };
 
 template <class Inspector>

@@ -56,8 +56,13 @@ void request_operation(Self* self, const Handle& to, const Timeout& timeout,
     return request_one<reservation>(self, to, timeout, done, atom::reserve_v,
                                     op.chat, op.kind, op.request_id);
   case operation_type::cancel:
+    // The bare form while the job is not named: a server of the previous
+    // release knows only that one.
+    if (op.reservation == 0 && op.request_id.empty())
+      return request_one<reservation>(self, to, timeout, done, atom::cancel_v,
+                                      op.chat);
     return request_one<reservation>(self, to, timeout, done, atom::cancel_v,
-                                    op.chat);
+                                    op.chat, op.reservation, op.request_id);
   case operation_type::status:
     return request_one<chat_status>(self, to, timeout, done, atom::status_v,
                                     op.chat);

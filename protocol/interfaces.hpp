@@ -23,9 +23,12 @@ namespace chargeonce {
 using billing_actor = caf::typed_actor<
   /// Registers a chat; fails with already_exists or invalid_argument.
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
-  /// Holds the price of one job (chat, kind, request_id); fails with busy,
-  /// insufficient_messages, insufficient_images, not_found, chat_blocked,
-  /// chat_banned.
+  /// Holds the price of one job (chat, kind, request_id) in a free slot;
+  /// fails with busy (every slot taken), insufficient_messages,
+  /// insufficient_images, not_found, chat_blocked, chat_banned,
+  /// invalid_argument (no request_id where the limit is above 1, or one
+  /// that names a job of another kind). A request_id of a job that ended
+  /// returns that job with its final status.
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
   /// queued -> in_progress; not_found when the reservation is gone, expired
   /// when the sweeper released it.
@@ -36,8 +39,13 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
-  /// Deletes the chat's reservation while queued; too_late once started.
+  /// Deletes the chat's only active reservation while queued; too_late
+  /// once started; invalid_argument when several are active.
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
+  /// The same for the job named by its reservation id (chat, id, "") or by
+  /// its request id (chat, 0, request_id).
+  caf::replies_to<atom::cancel, chat_id, reservation_id,
+                  std::string>::with<reservation>,
   /// The chat's pockets, flags and active reservation.
   caf::replies_to<atom::status, chat_id>::with<chat_status>,
   /// A user update: records activity, registers an unknown chat on the free
@@ -50,7 +58,9 @@ using billing_actor = caf::typed_actor<
   /// Sets premium_until; premium is judged at reserve time only.
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   /// Sets the given flags (started, blocked, banned).
-  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
+  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
+  /// Sets the chat's own limit of active jobs, or back to its plan's.
+  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
 
 /// The server's published API: billing plus the event stream. A subscriber
 /// (local or remote) receives queue_notice, reservation_released and
@@ -76,6 +86,8 @@ using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::touch, chat_id>::with<chat_status>,
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
+  caf::replies_to<atom::cancel, chat_id, reservation_id,
+                  std::string>::with<reservation>,
   caf::replies_to<atom::status, chat_id>::with<chat_status>,
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>, batch_signature>;
 
@@ -93,6 +105,7 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<atom::top_up, chat_id, int64_t,
                   std::string>::with<top_up_receipt>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
-  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>>;
+  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
+  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
 
 } // namespace chargeonce

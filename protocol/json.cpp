@@ -2,6 +2,7 @@
 #include "protocol/json.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
 #include "protocol/time.hpp"
 
 #include <caf/error.hpp>
@@ -31,7 +32,9 @@ nlohmann::json to_json(const reservation& x) {
           {"held", to_json(x.held)},
           {"request_id", x.request_id},
           {"created_at", format_iso8601(x.created_at)},
-          {"lease_expires_at", optional_time(x.lease_expires_at)}};
+          {"lease_expires_at", optional_time(x.lease_expires_at)},
+          {"slot", x.slot},
+          {"ended_at", optional_time(x.ended_at)}};
 }
 
 nlohmann::json to_json(const receipt& x) {
@@ -43,14 +46,22 @@ nlohmann::json to_json(const receipt& x) {
 }
 
 nlohmann::json to_json(const chat_status& x) {
-  auto out = to_json(x.available);
+  auto out = to_json(x.amounts);
   out["chat"] = x.chat;
   out["premium"] = x.premium;
   out["premium_until"] = optional_time(x.premium_until);
   out["started"] = x.started;
   out["blocked"] = x.blocked;
   out["banned"] = x.banned;
+  // The oldest active job, for gateways written when there was one at most.
   out["reservation"] = x.active ? to_json(*x.active) : nlohmann::json(nullptr);
+  out["max_active_jobs"] = x.max_active_jobs;
+  out["held"] = to_json(x.held);
+  out["available"] = to_json(spendable(x));
+  auto all = nlohmann::json::array();
+  for (const auto& r : x.reservations)
+    all.push_back(to_json(r));
+  out["reservations"] = std::move(all);
   out["plan"] = x.premium ? "premium" : "free";
   out["window_started_at"] = optional_time(x.window_started_at);
   out["last_activity_at"] = optional_time(x.last_activity_at);

@@ -66,5 +66,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
 
   // Appended after the types, so that no earlier type ID moves.
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, ping, "ping")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, limits, "limits")
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::limits_update))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -1,14 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "protocol/types.hpp"
 
+#include <array>
+#include <utility>
+
 namespace chargeonce {
 
 const char* to_string(kind x) {
   return x == kind::image ? "image" : "text";
 }
 
+namespace {
+
+constexpr std::array<std::pair<reservation_status, const char*>, 6>
+  status_names{{{reservation_status::queued, "queued"},
+                {reservation_status::in_progress, "in_progress"},
+                {reservation_status::committed, "committed"},
+                {reservation_status::failed, "failed"},
+                {reservation_status::cancelled, "cancelled"},
+                {reservation_status::released, "released"}}};
+
+} // namespace
+
 const char* to_string(reservation_status x) {
-  return x == reservation_status::in_progress ? "in_progress" : "queued";
+  for (const auto& [status, name] : status_names)
+    if (status == x)
+      return name;
+  return "queued";
+}
+
+bool is_active(reservation_status x) {
+  return x == reservation_status::queued
+         || x == reservation_status::in_progress;
 }
 
 bool from_string(const std::string& text, kind& out) {
@@ -22,13 +45,12 @@ bool from_string(const std::string& text, kind& out) {
 }
 
 bool from_string(const std::string& text, reservation_status& out) {
-  if (text == "queued")
-    out = reservation_status::queued;
-  else if (text == "in_progress")
-    out = reservation_status::in_progress;
-  else
-    return false;
-  return true;
+  for (const auto& [status, name] : status_names)
+    if (text == name) {
+      out = status;
+      return true;
+    }
+  return false;
 }
 
 bool is_valid(kind x) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace chargeonce {
 
@@ -20,8 +21,19 @@ using reservation_id = int64_t;
 /// What a job produces; decides which pocket pays for it.
 enum class kind : uint8_t { text = 0, image = 1 };
 
-/// Where a reservation is in its life: taken by a worker or not yet.
-enum class reservation_status : uint8_t { queued = 0, in_progress = 1 };
+/// Where a reservation is in its life: active (queued, or taken by a worker)
+/// or, for a job found again by its request id, how it ended.
+enum class reservation_status : uint8_t {
+  queued = 0,
+  in_progress = 1,
+  committed = 2, ///< charged (the ledger has its receipt)
+  failed = 3,    ///< the worker gave up: nothing charged
+  cancelled = 4, ///< cancelled while queued: nothing charged
+  released = 5,  ///< the sweeper released it: nothing charged
+};
+
+/// queued or in_progress: the job holds its price and a slot.
+bool is_active(reservation_status x);
 
 const char* to_string(kind x);
 const char* to_string(reservation_status x);
@@ -29,7 +41,7 @@ const char* to_string(reservation_status x);
 /// Parses "text" or "image"; false for anything else.
 bool from_string(const std::string& text, kind& out);
 
-/// Parses "queued" or "in_progress"; false for anything else.
+/// Parses a status's name (to_string); false for anything else.
 bool from_string(const std::string& text, reservation_status& out);
 
 /// True for the enumerators a peer may legally send.
@@ -56,20 +68,29 @@ typename Inspector::result_type inspect(Inspector& f, pockets& x) {
            x.balance);
 }
 
+/// Jobs one chat may run at once: a chat's own limit and the plans'
+/// defaults (free-max-active-jobs, premium-max-active-jobs) lie in here.
+inline constexpr int32_t max_active_jobs_min = 1;
+inline constexpr int32_t max_active_jobs_max = 64;
+
 /// What an admin sets when registering a chat.
 struct chat_spec {
   chat_id chat = 0;
   pockets initial;                             ///< starting amounts
   caf::optional<caf::timestamp> premium_until; ///< none: never premium
+  /// The chat's own limit of active jobs; none: its plan's.
+  caf::optional<int32_t> max_active_jobs;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_spec& x) {
   return f(caf::meta::type_name("chat_spec"), x.chat, x.initial,
-           x.premium_until);
+           x.premium_until, x.max_active_jobs);
 }
 
-/// One active job's hold: the price decided at enqueue, paid at commit.
+/// One job's hold: the price decided at enqueue, paid at commit. Active
+/// while queued or in progress; a reserve retried with an ended job's
+/// request id gets it back with its final status and ended_at.
 struct reservation {
   reservation_id id = 0;
   chat_id chat = 0;
@@ -81,12 +102,15 @@ struct reservation {
   caf::timestamp created_at;
   /// Armed by the first heartbeat; past it, the sweeper releases the job.
   caf::optional<caf::timestamp> lease_expires_at;
+  int32_t slot = 0; ///< which of the chat's max_active_jobs it occupies
+  caf::optional<caf::timestamp> ended_at; ///< set once it ended
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
-           x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at);
+           x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at,
+           x.slot, x.ended_at);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.
@@ -104,27 +128,34 @@ typename Inspector::result_type inspect(Inspector& f, receipt& x) {
            x.charged, x.committed_at);
 }
 
-/// A chat's pockets, flags and active reservation, as Postgres has them.
+/// A chat's pockets, flags and active reservations, as Postgres has them.
 struct chat_status {
   chat_id chat = 0;
-  pockets available;
+  pockets amounts; ///< what the pockets hold (active holds not deducted)
   caf::optional<caf::timestamp> premium_until;
   bool premium = false; ///< premium_until lies in the future
   bool started = false;
   bool blocked = false;
   bool banned = false;
-  caf::optional<reservation> active; ///< none: the chat may reserve
+  /// The oldest active reservation; none: no job is active.
+  caf::optional<reservation> active;
   /// When the current daily window opened; none: no window is open, the
   /// next activity opens one.
   caf::optional<caf::timestamp> window_started_at;
   caf::optional<caf::timestamp> last_activity_at;
+  /// Jobs the chat may run at once: its own limit, else its plan's.
+  int32_t max_active_jobs = 1;
+  caf::optional<int32_t> own_max_active_jobs; ///< none: the plan's
+  std::vector<reservation> reservations; ///< every active one, oldest first
+  pockets held;                          ///< the sum of their holds
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_status& x) {
-  return f(caf::meta::type_name("chat_status"), x.chat, x.available,
+  return f(caf::meta::type_name("chat_status"), x.chat, x.amounts,
            x.premium_until, x.premium, x.started, x.blocked, x.banned, x.active,
-           x.window_started_at, x.last_activity_at);
+           x.window_started_at, x.last_activity_at, x.max_active_jobs,
+           x.own_max_active_jobs, x.reservations, x.held);
 }
 
 /// set-flags: each flag given is set, the others are left as they are.
@@ -138,6 +169,16 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, flags_update& x) {
   return f(caf::meta::type_name("flags_update"), x.started, x.blocked,
            x.banned);
+}
+
+/// set-limits: the chat's own limit of active jobs; none: its plan's again.
+struct limits_update {
+  caf::optional<int32_t> max_active_jobs;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, limits_update& x) {
+  return f(caf::meta::type_name("limits_update"), x.max_active_jobs);
 }
 
 /// The ledger entry of one purchase; a retried top-up returns the same one.

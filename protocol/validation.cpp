@@ -70,12 +70,39 @@ caf::error validate_reserve(chat_id chat, kind k,
     return caf::make_error(ec::invalid_argument,
                            "unknown kind "
                              + std::to_string(static_cast<int>(k)));
+  return validate_request_id(request_id);
+}
+
+caf::error validate_request_id(const std::string& request_id) {
   if (request_id.size() > request_id_bytes_max)
     return caf::make_error(ec::invalid_argument,
                            "request_id longer than 256 bytes");
   if (!is_storable_text(request_id))
     return caf::make_error(ec::invalid_argument,
                            "request_id must be UTF-8 without NUL bytes");
+  return caf::none;
+}
+
+caf::error validate_cancel(chat_id chat, reservation_id id,
+                           const std::string& request_id) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (id < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "reservation id must be positive, got "
+                             + std::to_string(id));
+  if (id != 0 && !request_id.empty())
+    return caf::make_error(ec::invalid_argument,
+                           "cancel names its job by reservation or by "
+                           "request_id, not both");
+  return validate_request_id(request_id);
+}
+
+caf::error validate_job_limit(const caf::optional<int32_t>& limit) {
+  if (limit && (*limit < max_active_jobs_min || *limit > max_active_jobs_max))
+    return caf::make_error(ec::invalid_argument,
+                           "max_active_jobs must be between 1 and 64, got "
+                             + std::to_string(*limit));
   return caf::none;
 }
 
@@ -103,7 +130,7 @@ caf::error validate_spec(const chat_spec& spec) {
   if (p.daily_messages < 0 || p.daily_images < 0 || p.balance < 0)
     return caf::make_error(ec::invalid_argument,
                            "pocket amounts must not be negative");
-  return caf::none;
+  return validate_job_limit(spec.max_active_jobs);
 }
 
 } // namespace chargeonce

@@ -19,12 +19,23 @@ caf::error validate_reservation(chat_id chat, reservation_id id);
 caf::error validate_reserve(chat_id chat, kind k,
                             const std::string& request_id);
 
+/// At most 256 bytes of UTF-8 without NUL (may be empty).
+caf::error validate_request_id(const std::string& request_id);
+
+/// A job named by its reservation id (positive), by its request id, or by
+/// neither (id 0, request_id empty: the chat's only active job).
+caf::error validate_cancel(chat_id chat, reservation_id id,
+                           const std::string& request_id);
+
+/// A chat's own limit of active jobs: none (the plan's) or 1 to 64.
+caf::error validate_job_limit(const caf::optional<int32_t>& limit);
+
 /// Credits between 1 and the largest balance; a payment_id of 1 to 256
 /// bytes.
 caf::error validate_top_up(chat_id chat, int64_t credits,
                            const std::string& payment_id);
 
-/// A valid chat id and no negative amount.
+/// A valid chat id, no negative amount, a valid limit of active jobs.
 caf::error validate_spec(const chat_spec& spec);
 
 } // namespace chargeonce

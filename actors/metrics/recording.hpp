@@ -32,6 +32,7 @@ enum class operation : uint8_t {
   set_premium,
   set_flags,
   subscribe,
+  set_limits,
   /// Not an operation but how many there are: keep it last. The label table
   /// is checked against it at compile time.
   count_,

@@ -83,6 +83,7 @@ inline constexpr std::pair<operation, const char*> operation_labels[] = {
   {operation::set_premium, "set_premium"},
   {operation::set_flags, "set_flags"},
   {operation::subscribe, "subscribe"},
+  {operation::set_limits, "set_limits"},
 };
 
 constexpr bool operation_labels_in_enum_order() {

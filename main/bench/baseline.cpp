@@ -37,8 +37,9 @@ constexpr const char* session_sql =
   "(extract(epoch FROM lease_expires_at) * 1000000)::bigint AS lease_us"
 
 /// Lock, decide, hold in one statement: protocol/pockets.cpp's
-/// choose_pockets as SQL under the chat row's lock; the UNIQUE (chat_id)
-/// index, as the ON CONFLICT arbiter, decides busy. The first three columns
+/// choose_pockets as SQL under the chat row's lock; one job per chat, in
+/// slot 0: the UNIQUE (chat_id, slot) index, as the ON CONFLICT arbiter,
+/// decides busy. The first three columns
 /// say why nothing was inserted.
 constexpr const char* reserve_sql =
   "WITH c AS ("
@@ -63,7 +64,7 @@ constexpr const char* reserve_sql =
   "         END,"
   "         $3::text"
   "    FROM d WHERE NOT banned AND NOT blocked AND affordable"
-  "  ON CONFLICT (chat_id) DO NOTHING"
+  "  ON CONFLICT (chat_id, slot) DO NOTHING"
   "  RETURNING " CHARGEONCE_RESERVATION_COLUMNS ")"
   "SELECT d.banned, d.blocked, d.affordable, ins.* FROM d LEFT JOIN ins ON "
   "true";

@@ -3,8 +3,8 @@
 // batching, written as fast as one transaction per operation can be — each
 // operation one prepared statement (one round trip, one synchronous commit)
 // on the client's own connection. The answers are chargeonce's: the same
-// pockets, busy from the same UNIQUE (chat_id) index, the same refusals and
-// the same idempotent commit.
+// pockets, busy from the same UNIQUE (chat_id, slot) index (one job per
+// chat, in slot 0), the same refusals and the same idempotent commit.
 #pragma once
 
 #include "protocol/types.hpp"

@@ -38,7 +38,7 @@ void fill(op_record& r, const receipt& x) {
 }
 
 void fill(op_record& r, const chat_status& x) {
-  r.amounts = x.available;
+  r.amounts = x.amounts;
 }
 
 void fill(op_record& r, const top_up_receipt& x) {

@@ -24,8 +24,18 @@ reservation_id reservation_flag(const flag_map& flags) {
   return int_flag<reservation_id>(flags, "reservation");
 }
 
+/// --max-active-jobs=N, or `default` (the plan's) and absent: none. The
+/// server checks the range.
+caf::optional<int32_t> job_limit_flag(const flag_map& flags) {
+  auto i = flags.find("max-active-jobs");
+  if (i == flags.end() || i->second == "default")
+    return caf::none;
+  return int_value<int32_t>("max-active-jobs", i->second);
+}
+
 action prepare_create(const flag_map& flags) {
   chat_spec spec;
+  spec.max_active_jobs = job_limit_flag(flags);
   spec.chat = chat_flag(flags);
   spec.initial.daily_messages = int_flag<int32_t>(flags, "daily-messages");
   spec.initial.daily_images = int_flag<int32_t>(flags, "daily-images");
@@ -57,7 +67,7 @@ preparer step(F call) {
   };
 }
 
-/// cancel, status and touch: the chat alone.
+/// status and touch: the chat alone.
 template <class F>
 preparer chat_only(F call) {
   return [call](const flag_map& flags) -> action {
@@ -65,6 +75,31 @@ preparer chat_only(F call) {
     return [=](session& s) {
       return print_result(s, call(s.api, chat));
     };
+  };
+}
+
+/// cancel: the chat's only job, or the one --reservation or --request-id
+/// names.
+action prepare_cancel(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto id = int_flag<reservation_id>(flags, "reservation");
+  auto request_id = text_flag(flags, "request-id");
+  if (id != 0 && !request_id.empty())
+    throw usage_error("cancel takes --reservation or --request-id, not both");
+  if (id == 0 && request_id.empty())
+    return [=](session& s) {
+      return print_result(s, s.api.cancel(chat));
+    };
+  return [=](session& s) {
+    return print_result(s, s.api.cancel(chat, id, request_id));
+  };
+}
+
+action prepare_set_limits(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto limit = job_limit_flag(flags);
+  return [=](session& s) {
+    return print_result(s, s.api.set_limits(chat, limit));
   };
 }
 
@@ -116,7 +151,8 @@ std::vector<command> make_commands() {
      {{"daily-messages", "N"},
       {"daily-images", "N"},
       {"balance", "N"},
-      {"premium-until", "ISO8601"}},
+      {"premium-until", "ISO8601"},
+      {"max-active-jobs", "N"}},
      role::admin,
      "registers a chat with allowances and a balance",
      prepare_create},
@@ -157,15 +193,15 @@ std::vector<command> make_commands() {
        [](api& c, chat_id ch, reservation_id id) { return c.fail(ch, id); })},
     {"cancel",
      {chat},
-     {},
+     {reservation, {"request-id", "S"}},
      role::gateway,
-     "drops the queued job and frees what it held",
-     chat_only([](api& c, chat_id ch) { return c.cancel(ch); })},
+     "drops a queued job (the only one, or the one named)",
+     prepare_cancel},
     {"status",
      {chat},
      {},
      role::gateway,
-     "allowances, balance and the active reservation",
+     "allowances, balance, limit and the active reservations",
      chat_only([](api& c, chat_id ch) { return c.status(ch); })},
     {"touch",
      {chat},
@@ -191,6 +227,12 @@ std::vector<command> make_commands() {
      role::admin,
      "sets the chat's started, blocked and banned flags",
      prepare_set_flags},
+    {"set-limits",
+     {chat, {"max-active-jobs", "N|default"}},
+     {},
+     role::admin,
+     "sets how many jobs the chat may run at once",
+     prepare_set_limits},
     {"watch",
      {},
      {},

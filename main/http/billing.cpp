@@ -66,8 +66,23 @@ void reserve(exchange& x) {
   ask<reservation>(x, x.be.gateway, 200, atom::reserve_v, chat, k, request_id);
 }
 
+/// The chat's only job, or (?request_id=S) the job of that request id.
 void cancel(exchange& x) {
-  ask<reservation>(x, x.be.gateway, 200, atom::cancel_v, path_chat(x));
+  auto chat = path_chat(x);
+  if (!x.req.has_param("request_id")) {
+    ask<reservation>(x, x.be.gateway, 200, atom::cancel_v, chat);
+    return;
+  }
+  auto request_id = x.req.get_param_value("request_id");
+  if (request_id.empty())
+    reject("request_id must not be empty");
+  ask<reservation>(x, x.be.gateway, 200, atom::cancel_v, chat,
+                   reservation_id{0}, request_id);
+}
+
+void cancel_reservation(exchange& x) {
+  ask<reservation>(x, x.be.gateway, 200, atom::cancel_v, path_chat(x),
+                   path_reservation(x), std::string{});
 }
 
 void status(exchange& x) {
@@ -99,8 +114,8 @@ void fail(exchange& x) {
 // -- admin --------------------------------------------------------------------
 
 void create_chat(exchange& x) {
-  auto body = body_object(
-    x, {"chat", "daily_messages", "daily_images", "balance", "premium_until"});
+  auto body = body_object(x, {"chat", "daily_messages", "daily_images",
+                              "balance", "premium_until", "max_active_jobs"});
   chat_spec spec;
   spec.chat = int_field(body, "chat", int64_min, int64_max);
   auto pocket = [&](const char* name) {
@@ -110,6 +125,10 @@ void create_chat(exchange& x) {
   spec.initial.daily_images = pocket("daily_images");
   spec.initial.balance = pocket("balance");
   spec.premium_until = time_field(body, "premium_until", false);
+  if (auto limit =
+        nullable_int_field(body, "max_active_jobs", max_active_jobs_min,
+                           max_active_jobs_max, false))
+    spec.max_active_jobs = static_cast<int32_t>(*limit);
   ask<chat_status>(x, x.be.admin, 201, atom::create_v, spec);
 }
 
@@ -136,6 +155,18 @@ void set_flags(exchange& x) {
   flags_update update{bool_field(body, "started"), bool_field(body, "blocked"),
                       bool_field(body, "banned")};
   ask<chat_status>(x, x.be.admin, 200, atom::flags_v, chat, update);
+}
+
+/// {"max_active_jobs": N} sets the chat's own limit, null its plan's again.
+void set_limits(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"max_active_jobs"});
+  limits_update update;
+  if (auto limit =
+        nullable_int_field(body, "max_active_jobs", max_active_jobs_min,
+                           max_active_jobs_max, true))
+    update.max_active_jobs = static_cast<int32_t>(*limit);
+  ask<chat_status>(x, x.be.admin, 200, atom::limits_v, chat, update);
 }
 
 } // namespace chargeonce::http

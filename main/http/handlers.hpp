@@ -11,6 +11,7 @@ namespace chargeonce::http {
 void touch(exchange& x);
 void reserve(exchange& x);
 void cancel(exchange& x);
+void cancel_reservation(exchange& x);
 void status(exchange& x);
 
 // -- worker (http_billing.cpp) -----------------------------------------------
@@ -24,6 +25,7 @@ void create_chat(exchange& x);
 void top_up(exchange& x);
 void set_premium(exchange& x);
 void set_flags(exchange& x);
+void set_limits(exchange& x);
 
 // -- events (http_events.cpp) ------------------------------------------------
 /// Server-Sent Events: queue_notice, reservation_released, limits_refilled.

@@ -71,6 +71,17 @@ int64_t int_field(const nlohmann::json& obj, const char* name, int64_t lo,
   return out;
 }
 
+caf::optional<int64_t> nullable_int_field(const nlohmann::json& obj,
+                                          const char* name, int64_t lo,
+                                          int64_t hi, bool required) {
+  auto value = field(obj, name);
+  if (value == nullptr && required)
+    missing(name);
+  if (value == nullptr || value->is_null())
+    return caf::none;
+  return int_field(obj, name, lo, hi);
+}
+
 std::string string_field(const nlohmann::json& obj, const char* name,
                          caf::optional<std::string> fallback) {
   auto value = field(obj, name);

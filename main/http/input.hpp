@@ -28,6 +28,12 @@ nlohmann::json body_object(const exchange& x,
 int64_t int_field(const nlohmann::json& obj, const char* name, int64_t lo,
                   int64_t hi, caf::optional<int64_t> fallback = caf::none);
 
+/// An integer field within [lo, hi] that may be null (none). Absent: none
+/// unless `required` (then 422).
+caf::optional<int64_t> nullable_int_field(const nlohmann::json& obj,
+                                          const char* name, int64_t lo,
+                                          int64_t hi, bool required);
+
 /// A string field; `fallback` when absent (none: required).
 std::string string_field(const nlohmann::json& obj, const char* name,
                          caf::optional<std::string> fallback = caf::none);

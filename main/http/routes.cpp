@@ -24,6 +24,8 @@ constexpr route table[] = {
   {"POST", "/v1/chats/{chat}/touch", r::gateway, touch},
   {"POST", "/v1/chats/{chat}/reservations", r::gateway, reserve},
   {"DELETE", "/v1/chats/{chat}/reservation", r::gateway, cancel},
+  {"DELETE", "/v1/chats/{chat}/reservations/{id}", r::gateway,
+   cancel_reservation},
   {"GET", "/v1/chats/{chat}", r::gateway, status},
   {"POST", "/v1/chats/{chat}/reservations/{id}/start", r::worker, start},
   {"POST", "/v1/chats/{chat}/reservations/{id}/heartbeat", r::worker,
@@ -34,6 +36,7 @@ constexpr route table[] = {
   {"POST", "/v1/chats/{chat}/top-ups", r::admin, top_up},
   {"PUT", "/v1/chats/{chat}/premium", r::admin, set_premium},
   {"PATCH", "/v1/chats/{chat}/flags", r::admin, set_flags},
+  {"PUT", "/v1/chats/{chat}/limits", r::admin, set_limits},
 };
 
 std::vector<std::string> segments(const std::string& path) {

@@ -85,6 +85,15 @@ server_config::server_config() {
          "premium text is free (10)")
     .add(premium_daily_images, "premium-daily-images",
          "premium plan: daily image quota (10)")
+    .add(free_max_active_jobs, "free-max-active-jobs",
+         "free plan: jobs a chat may run at once unless it has its own limit, "
+         "1 to 64 (1)")
+    .add(premium_max_active_jobs, "premium-max-active-jobs",
+         "premium plan: jobs a chat may run at once unless it has its own "
+         "limit, 1 to 64 (1)")
+    .add(request_retention, "request-retention",
+         "how long a job that ended is found by its request id; at least "
+         "sweep-timeout (24h)")
     .add(http_port, "http-port",
          "HTTP/JSON adapter; -1 off, 0 any free port (-1)")
     .add(http_bind, "http-bind",
@@ -203,6 +212,7 @@ std::string server_config::finalize() {
         std::pair{"lease-duration", lease_duration},
         std::pair{"queue-notice-delay", queue_notice_delay},
         std::pair{"release-retention", release_retention},
+        std::pair{"request-retention", request_retention},
         std::pair{"refill-interval", refill_interval},
         std::pair{"reactivation-after", reactivation_after},
         std::pair{"reactivation-interval", reactivation_interval}})
@@ -214,6 +224,16 @@ std::string server_config::finalize() {
     return "sweep-timeout (" + text(sweep_timeout)
            + ") must be at least 2 x max-job-duration ("
            + text(max_job_duration) + "), i.e. " + text(2 * max_job_duration);
+  // A retried reserve may come as late as the job can live: its request id
+  // must be remembered at least that long after the job ended.
+  if (request_retention < sweep_timeout)
+    return "request-retention (" + text(request_retention)
+           + ") must be at least sweep-timeout (" + text(sweep_timeout) + ")";
+  for (auto [name, value] :
+       {std::pair{"free-max-active-jobs", free_max_active_jobs},
+        std::pair{"premium-max-active-jobs", premium_max_active_jobs}})
+    if (value < max_active_jobs_min || value > max_active_jobs_max)
+      return std::string{name} + " must be between 1 and 64";
   for (auto [name, value] :
        {std::pair{"free-daily-messages", free_daily_messages},
         std::pair{"free-daily-images", free_daily_images},

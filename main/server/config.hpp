@@ -66,6 +66,11 @@ struct server_config : caf::actor_system_config {
   int32_t free_daily_images = store_defaults().free_plan.daily_images;
   int32_t premium_daily_messages = store_defaults().premium_plan.daily_messages;
   int32_t premium_daily_images = store_defaults().premium_plan.daily_images;
+  /// Jobs a chat may run at once unless it has its own limit, per plan.
+  int32_t free_max_active_jobs = store_defaults().free_max_active_jobs;
+  int32_t premium_max_active_jobs = store_defaults().premium_max_active_jobs;
+  /// How long an ended job is still found by its request id.
+  caf::timespan request_retention = store_defaults().request_retention;
 
   // -- HTTP/JSON adapter (copied into http::http_options by server.cpp) -----
   int32_t http_port = -1;              ///< -1: off; 0: any free port

@@ -144,6 +144,9 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.reactivation_after = ms(cfg.reactivation_after);
   out.free_plan = {cfg.free_daily_messages, cfg.free_daily_images};
   out.premium_plan = {cfg.premium_daily_messages, cfg.premium_daily_images};
+  out.free_max_active_jobs = cfg.free_max_active_jobs;
+  out.premium_max_active_jobs = cfg.premium_max_active_jobs;
+  out.request_retention = ms(cfg.request_retention);
   return out;
 }
 

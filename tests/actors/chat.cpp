@@ -186,8 +186,9 @@ TEST_SUITE("chat") {
                     static_cast<kind>(3), std::string{});
     auto bad_id = self->request(registry, caf::infinite, atom::commit_v,
                                 chat_id{5}, reservation_id{-1});
-    auto negative = self->request(registry, caf::infinite, atom::create_v,
-                                  chat_spec{5, {0, -2, 0}, caf::none});
+    auto negative =
+      self->request(registry, caf::infinite, atom::create_v,
+                    chat_spec{5, {0, -2, 0}, caf::none, caf::none});
     sched.run();
     CHECK(receive<chat_status>(zero).error() == ec::invalid_argument);
     CHECK(receive<reservation>(bad_kind).error() == ec::invalid_argument);

@@ -52,9 +52,39 @@ TEST_SUITE("facade") {
     CHECK(ask<chat_status>(gateway, atom::status_v, chat_id{1}));
     CHECK(
       ask<reservation>(worker, atom::start_v, chat_id{1}, reservation_id{1}));
-    CHECK(ask<chat_status>(admin, atom::create_v, chat_spec{1, {}, caf::none}));
+    CHECK(ask<chat_status>(admin, atom::create_v,
+                           chat_spec{1, {}, caf::none, caf::none}));
     CHECK(log->calls
           == std::vector<std::string>{"status 1", "start 1", "create 1"});
+  }
+
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "a gateway cancels a named job; only an admin sets a "
+                    "chat's limit, and a limit outside 1..64 never reaches "
+                    "the store") {
+    auto named = ask<reservation>(gateway, atom::cancel_v, chat_id{1},
+                                  reservation_id{7}, std::string{});
+    REQUIRE(named);
+    CHECK(named->id == 7);
+    CHECK(ask<reservation>(gateway, atom::cancel_v, chat_id{1},
+                           reservation_id{0}, std::string{"tap"}));
+    auto limit =
+      ask<chat_status>(admin, atom::limits_v, chat_id{1}, limits_update{3});
+    REQUIRE(limit);
+    CHECK(limit->own_max_active_jobs == caf::optional<int32_t>{3});
+    CHECK(
+      ask<chat_status>(gateway, atom::limits_v, chat_id{1}, limits_update{3})
+        .error()
+      == caf::sec::unexpected_message);
+    CHECK(ask<chat_status>(admin, atom::limits_v, chat_id{1}, limits_update{0})
+            .error()
+          == ec::invalid_argument);
+    CHECK(ask<reservation>(gateway, atom::cancel_v, chat_id{1},
+                           reservation_id{7}, std::string{"tap"})
+            .error()
+          == ec::invalid_argument);
+    CHECK(log->calls
+          == std::vector<std::string>{"cancel 1", "cancel 1", "limits 1"});
   }
 
   TEST_CASE_FIXTURE(facade_fixture,

@@ -28,7 +28,7 @@ struct server_fixture : test::threaded_server {
 
   chat_id make_chat(pockets initial) {
     auto chat = test::fresh_chat();
-    REQUIRE(setup.create_chat({chat, initial, caf::none}));
+    REQUIRE(setup.create_chat({chat, initial, caf::none, caf::none}));
     return chat;
   }
 };
@@ -112,7 +112,7 @@ TEST_SUITE("actors.integration") {
     }
     auto st = ask<chat_status>(atom::status_v, chat);
     REQUIRE(st);
-    CHECK(st->available == pockets{1, 0, 1});
+    CHECK(st->amounts == pockets{1, 0, 1});
     CHECK_FALSE(st->active);
   }
 

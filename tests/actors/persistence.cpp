@@ -37,7 +37,7 @@ struct fixture {
     std::vector<chat_id> out;
     for (int i = 0; i < n; ++i) {
       out.push_back(test::fresh_chat());
-      REQUIRE(setup.create_chat({out.back(), {1, 0, 0}, caf::none}));
+      REQUIRE(setup.create_chat({out.back(), {1, 0, 0}, caf::none, caf::none}));
     }
     return out;
   }
@@ -193,8 +193,9 @@ TEST_SUITE("actors.persistence") {
       wait_for_lock_waiter();
       auto first = reserve(self, db, chats[1]);
       auto second = reserve(self, db, chats[2]);
-      auto alone = self->request(db, 20s, atom::create_v,
-                                 chat_spec{created, {1, 0, 0}, caf::none});
+      auto alone =
+        self->request(db, 20s, atom::create_v,
+                      chat_spec{created, {1, 0, 0}, caf::none, caf::none});
       auto behind = reserve(self, db, chats[3]);
       lock.reset();
       for (auto* handle : {&stuck, &first, &second, &behind})

@@ -177,7 +177,7 @@ TEST_SUITE("actors.sweep") {
     test::threaded_server server{options()};
     auto chat = test::fresh_chat();
     persistence::store setup{options()};
-    REQUIRE(setup.create_chat({chat, {0, 0, 100}, caf::none}));
+    REQUIRE(setup.create_chat({chat, {0, 0, 100}, caf::none, caf::none}));
     int charged = 0;
     for (int i = 0; i < 100; ++i) {
       auto r = server.ask<reservation>(atom::reserve_v, chat, kind::image,
@@ -212,7 +212,7 @@ TEST_SUITE("actors.sweep") {
       }
     }
     MESSAGE("committed before the sweep: " << charged << " of 100");
-    CHECK(setup.status(chat)->available.balance == 100 - charged);
+    CHECK(setup.status(chat)->amounts.balance == 100 - charged);
   }
 
   TEST_CASE("1,000,000 quiet chats: the reactivation scan refills them page "

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Two servers on one Postgres (a client with an old server list reaches
-// both for the same chat): the database alone keeps one active reservation
-// per chat, one charge per commit and no negative pocket.
+// both for the same chat): the database alone keeps a chat's active
+// reservations within its limit, one charge per commit and no negative
+// pocket.
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
 #include "tests/support/threaded_server.hpp"
@@ -31,8 +32,8 @@ TEST_SUITE("two_servers") {
                     "reservation, 63 busy") {
     for (int round = 0; round < 5; ++round) {
       auto chat = test::fresh_chat();
-      REQUIRE(
-        a.ask<chat_status>(atom::create_v, chat_spec{chat, {0, 9, 9}, {}}));
+      REQUIRE(a.ask<chat_status>(atom::create_v,
+                                 chat_spec{chat, {0, 9, 9}, {}, caf::none}));
       std::vector<std::future<caf::expected<reservation>>> results;
       for (int i = 0; i < 64; ++i)
         results.push_back(std::async(std::launch::async, [&, i] {
@@ -46,13 +47,36 @@ TEST_SUITE("two_servers") {
     }
   }
 
+  TEST_CASE_FIXTURE(
+    two_servers, "64 reserves of one chat with limit 2 through two servers, "
+                 "distinct request ids: two reservations, 62 busy, never 3") {
+    for (int round = 0; round < 5; ++round) {
+      auto chat = test::fresh_chat();
+      REQUIRE(
+        a.ask<chat_status>(atom::create_v, chat_spec{chat, {0, 9, 9}, {}, 2}));
+      std::vector<std::future<caf::expected<reservation>>> results;
+      for (int i = 0; i < 64; ++i)
+        results.push_back(std::async(std::launch::async, [&, i] {
+          return pick(i).ask<reservation>(atom::reserve_v, chat, kind::image,
+                                          "tap-" + std::to_string(i));
+        }));
+      auto outcome = test::tally(results);
+      CHECK(outcome.won == 2);
+      CHECK(outcome.busy == 62);
+      CHECK(outcome.other == 0);
+      CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                          + std::to_string(chat))
+            == 2);
+    }
+  }
+
   TEST_CASE_FIXTURE(two_servers,
                     "commits of one reservation through both servers charge "
                     "once; cancel and start through different servers never "
                     "both succeed") {
     auto chat = test::fresh_chat();
-    REQUIRE(
-      a.ask<chat_status>(atom::create_v, chat_spec{chat, {0, 0, 500}, {}}));
+    REQUIRE(a.ask<chat_status>(atom::create_v,
+                               chat_spec{chat, {0, 0, 500}, {}, caf::none}));
     int started = 0;
     for (int i = 0; i < 200; ++i) {
       auto r =
@@ -85,7 +109,7 @@ TEST_SUITE("two_servers") {
     MESSAGE("started (then committed twice): " << started << " of 200");
     auto st = a.ask<chat_status>(atom::status_v, chat);
     REQUIRE(st);
-    CHECK(st->available.balance == 500 - started);
+    CHECK(st->amounts.balance == 500 - started);
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                         + std::to_string(chat))
           == started);
@@ -114,7 +138,7 @@ TEST_SUITE("two_servers") {
       REQUIRE(refill.get());
       REQUIRE(commit.get());
       auto images =
-        a.ask<chat_status>(atom::status_v, chat)->available.daily_images;
+        a.ask<chat_status>(atom::status_v, chat)->amounts.daily_images;
       REQUIRE((images == 2 || images == 3));
     }
   }

@@ -37,7 +37,7 @@ chat_id make_chat(store& db, const chat_shape& shape) {
   if (shape.premium)
     premium =
       caf::timestamp{std::chrono::system_clock::now() + std::chrono::hours(1)};
-  REQUIRE(db.create_chat(chat_spec{chat, shape.initial, premium}));
+  REQUIRE(db.create_chat(chat_spec{chat, shape.initial, premium, caf::none}));
   if (shape.blocked || shape.banned) {
     flags_update flags;
     flags.blocked = shape.blocked;
@@ -150,7 +150,7 @@ TEST_SUITE("main.bench_baseline") {
     CHECK(again->committed_at == first->committed_at);
     auto st = db.status(chat);
     REQUIRE(st);
-    CHECK(st->available == pockets{0, 1, 5});
+    CHECK(st->amounts == pockets{0, 1, 5});
     CHECK_FALSE(st->active);
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                         + std::to_string(chat))

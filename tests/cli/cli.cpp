@@ -281,6 +281,28 @@ TEST_SUITE("cli") {
           == 0);
   }
 
+  TEST_CASE("cancel names its job by --reservation or --request-id, not "
+            "both; set-limits takes a number or `default`") {
+    auto r = run({"--server=127.0.0.1:1", "cancel", "--chat=1",
+                  "--reservation=2", "--request-id=x"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"cancel takes --reservation "
+             "or --request-id, not both\"}\n");
+    r = run({"--server=127.0.0.1:1", "set-limits", "--chat=1",
+             "--max-active-jobs=two"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"--max-active-jobs must be "
+             "an integer, got 'two'\"}\n");
+    // `default` is the plan's limit: valid, so the command gets as far as
+    // connecting (port 1 refuses).
+    r = run({"--server=127.0.0.1:1", "set-limits", "--chat=1",
+             "--max-active-jobs=default"});
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("{\"error\":\"connection\"", 0) == 0);
+  }
+
   TEST_CASE("--help prints the usage text on stdout and exits 0") {
     auto r = run({"status", "--help"});
     CHECK(r.status == 0);

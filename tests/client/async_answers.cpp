@@ -167,7 +167,7 @@ TEST_SUITE("client.async.answers") {
       auto st = setup.status(chat);
       REQUIRE(st);
       REQUIRE(st->active);
-      CHECK(st->available == pockets{0, 10, 0}); // held, not charged
+      CHECK(st->amounts == pockets{0, 10, 0}); // held, not charged
     }
     // Every state of a chat: the asynchronous answers are the blocking ones.
     auto want = blocking_script(*this);

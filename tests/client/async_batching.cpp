@@ -83,14 +83,14 @@ TEST_SUITE("client.async.batching") {
       for (auto chat : chats) {
         auto st = setup.status(chat);
         REQUIRE(st);
-        CHECK(st->available == pockets{0, 0, 0});
+        CHECK(st->amounts == pockets{0, 0, 0});
         CHECK_FALSE(st->active);
         CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                             + std::to_string(chat))
               == cycles);
       }
       for (auto chat : blocking_chats)
-        CHECK(setup.status(chat)->available == pockets{0, 0, 0});
+        CHECK(setup.status(chat)->amounts == pockets{0, 0, 0});
       // Every operation, asynchronous or blocking, travelled in a batch,
       // and batches were shared.
       const uint64_t operations = (loops + blocking_threads) * cycles * 3;
@@ -179,7 +179,7 @@ TEST_SUITE("client.async.batching") {
       check_exactly_once(lt, loops * cycles * 3);
       CHECK(sent == none_sent{0, 0});
       for (auto x : chats)
-        CHECK(setup.status(x)->available == pockets{0, 0, 0});
+        CHECK(setup.status(x)->amounts == pockets{0, 0, 0});
     }
     // The gate saw no batch from the batching-off client.
     std::lock_guard<std::mutex> guard{log->mtx};

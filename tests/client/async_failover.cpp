@@ -51,7 +51,7 @@ TEST_SUITE("client.async.failover") {
                          options_for(servers, client::role::all, batching, 5s)};
         auto make = [&](pockets initial) {
           auto chat = test::chat_homed_at(c, servers, 0);
-          REQUIRE(c.create({chat, initial, caf::none}));
+          REQUIRE(c.create({chat, initial, caf::none, caf::none}));
           return chat;
         };
         for (int i = 0; i < jobs; ++i) {
@@ -106,8 +106,7 @@ TEST_SUITE("client.async.failover") {
         auto slot = t.take();
         issue([&] {
           c.status(status_chat, t.watch<chat_status>(slot, [&](auto& x) {
-            if (!x || x->chat != status_chat
-                || x->available != pockets{3, 2, 1})
+            if (!x || x->chat != status_chat || x->amounts != pockets{3, 2, 1})
               return failed("status: " + summary(x));
             done.arrive();
           }));
@@ -161,7 +160,7 @@ TEST_SUITE("client.async.failover") {
       // Postgres: each job charged once; the cancel and the unsafe reserve
       // never reached B.
       for (auto chat : job_chats) {
-        CHECK(setup.status(chat)->available == pockets{2, 0, 0});
+        CHECK(setup.status(chat)->amounts == pockets{2, 0, 0});
         CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                             + std::to_string(chat))
               == 1);

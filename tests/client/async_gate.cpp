@@ -69,6 +69,11 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
     [self, inner, log](atom::cancel a, chat_id chat) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat);
     },
+    [self, inner, log](atom::cancel a, chat_id chat, reservation_id id,
+                       const std::string& request_id) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id,
+                               request_id);
+    },
     [self, inner, log](atom::status a, chat_id chat) {
       return pass<chat_status>(self, inner, *log, 1, {}, false, a, chat);
     },
@@ -84,6 +89,9 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
       return pass<chat_status>(self, inner, *log, 1, {}, false, a, chat, until);
     },
     [self, inner, log](atom::flags a, chat_id chat, const flags_update& x) {
+      return pass<chat_status>(self, inner, *log, 1, {}, false, a, chat, x);
+    },
+    [self, inner, log](atom::limits a, chat_id chat, const limits_update& x) {
       return pass<chat_status>(self, inner, *log, 1, {}, false, a, chat, x);
     },
     [self, inner, log](atom::subscribe a, caf::actor who) {
@@ -165,7 +173,7 @@ void gate_fixture::open_gate() {
 
 chat_id gate_fixture::make_chat(pockets initial) {
   auto chat = fresh_chat();
-  REQUIRE(setup.create_chat({chat, initial, caf::none}));
+  REQUIRE(setup.create_chat({chat, initial, caf::none, caf::none}));
   return chat;
 }
 

@@ -35,7 +35,7 @@ std::string summary(const caf::expected<receipt>& x) {
 std::string summary(const caf::expected<chat_status>& x) {
   if (!x)
     return summary(x.error());
-  return "status available " + str(x->available) + " active "
+  return "status available " + str(x->amounts) + " active "
          + (x->active ? to_string(x->active->status) : "none")
          + (x->premium ? " premium" : "") + (x->started ? " started" : "")
          + (x->blocked ? " blocked" : "") + (x->banned ? " banned" : "");

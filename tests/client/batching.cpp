@@ -39,7 +39,7 @@ struct fixture {
 
   chat_id make_chat(pockets initial) {
     auto chat = test::fresh_chat();
-    REQUIRE(setup.create_chat({chat, initial, caf::none}));
+    REQUIRE(setup.create_chat({chat, initial, caf::none, caf::none}));
     return chat;
   }
 };
@@ -79,7 +79,7 @@ TEST_SUITE("client.batching") {
       CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                           + std::to_string(chat))
             == cycles);
-      CHECK(setup.status(chat)->available == pockets{0, 0, 0});
+      CHECK(setup.status(chat)->amounts == pockets{0, 0, 0});
     }
     auto [gateway_batches, gateway_ops] = gateway.batches_sent();
     auto [worker_batches, worker_ops] = worker.batches_sent();

@@ -33,7 +33,7 @@ TEST_SUITE("client") {
     std::vector<chat_id> at_a;
     for (int i = 0; i < 4; ++i) {
       at_a.push_back(test::chat_homed_at(c, servers, 0));
-      REQUIRE(c.create({at_a.back(), {0, 5, 5}, caf::none}));
+      REQUIRE(c.create({at_a.back(), {0, 5, 5}, caf::none, caf::none}));
     }
     auto r = c.reserve(at_a[0], kind::image, "job-a0");
     REQUIRE(r);

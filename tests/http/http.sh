@@ -272,6 +272,43 @@ check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 1 && $(field .daily_images) == 0 ]] || die "after fail: $out"
 ok "touch, status, reserve (idempotent), start, heartbeat, commit (idempotent), cancel, fail"
 
+# Parallel jobs: a chat with two slots (request ids required), status with
+# every job and the holds, cancels that name their job, limits.
+par=$(random_chat)
+P=/v1/chats/$par/reservations
+check 201 - POST /v1/chats "$ad" "{\"chat\":$par,\"balance\":5,\"max_active_jobs\":2}"
+[[ $(field .max_active_jobs) == 2 && $(field '.reservations | length') == 0 ]] \
+  || die "create with a limit: $out"
+check 422 invalid_argument POST "$P" "$gw" '{"kind":"image"}'
+check 200 - POST "$P" "$gw" '{"kind":"image","request_id":"p1"}'
+p1=$(field .id)
+check 200 - POST "$P" "$gw" '{"kind":"image","request_id":"p2"}'
+p2=$(field .id)
+[[ $(field .slot) == 1 ]] || die "second job's slot: $out"
+check 409 busy POST "$P" "$gw" '{"kind":"image","request_id":"p3"}'
+[[ $(field .message) == "chat $par has 2 of 2 jobs active" ]] || die "busy: $out"
+check 200 - GET "/v1/chats/$par" "$gw"
+[[ $(field '[.reservations[].id] | join(",")') == "$p1,$p2" \
+  && $(field .reservation.id) == "$p1" && $(field .held.balance) == 2 \
+  && $(field .available.balance) == 3 && $(field .balance) == 5 ]] \
+  || die "status of two jobs: $out"
+check 422 invalid_argument DELETE "/v1/chats/$par/reservation" "$gw"
+check 200 - DELETE "$P/$p2" "$gw"
+[[ $(field .id) == "$p2" ]] || die "cancel by id: $out"
+check 200 - DELETE "/v1/chats/$par/reservation?request_id=p1" "$gw"
+[[ $(field .id) == "$p1" ]] || die "cancel by request id: $out"
+check 200 - POST "$P" "$gw" '{"kind":"image","request_id":"p1"}'
+[[ $(field .id) == "$p1" && $(field .status) == cancelled && $(field .ended_at) != null ]] \
+  || die "a retried reserve of a cancelled job: $out"
+check 422 invalid_argument POST "$P" "$gw" '{"kind":"text","request_id":"p1"}'
+check 403 forbidden PUT "/v1/chats/$par/limits" "$gw" '{"max_active_jobs":3}'
+check 422 invalid_argument PUT "/v1/chats/$par/limits" "$ad" '{"max_active_jobs":65}'
+check 422 invalid_argument PUT "/v1/chats/$par/limits" "$ad" '{}'
+check 404 not_found PUT "/v1/chats/$(random_chat)/limits" "$ad" '{"max_active_jobs":3}'
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"max_active_jobs":null}'
+[[ $(field .max_active_jobs) == 1 ]] || die "limit back to the plan's: $out"
+ok "two jobs at once: status, busy with the count, cancel by id and request id, limits"
+
 # Races over HTTP, more at once than --http-threads: one chat, 16 reserves
 # with different request_ids (exactly one wins, the rest are busy), then 16
 # commits of the winner (one charge, 16 identical receipts).

@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <array>
 #include <future>
 #include <map>
 #include <random>
@@ -26,7 +27,7 @@ namespace {
 
 chat_id make_chat(store& db, pockets initial) {
   auto chat = test::fresh_chat();
-  REQUIRE(db.create_chat(chat_spec{chat, initial, caf::none}));
+  REQUIRE(db.create_chat(chat_spec{chat, initial, caf::none, caf::none}));
   return chat;
 }
 
@@ -135,7 +136,7 @@ TEST_SUITE("batch") {
     CHECK(receipt_b.committed_at == receipt_a.committed_at); // the same one
     CHECK(count("ledger", chat) == 1);
     CHECK(
-      value_of<chat_status>(db.apply({op(batch_op::status, chat)})[0]).available
+      value_of<chat_status>(db.apply({op(batch_op::status, chat)})[0]).amounts
       == pockets{1, 0, 0});
   }
 
@@ -320,14 +321,17 @@ std::string summary(const batch_result& x) {
   if (auto r = std::get_if<reservation>(&x))
     return std::string{"reservation "} + to_string(r->kind) + " "
            + to_string(r->status) + " " + r->queue + " " + held(r->held) + " "
-           + r->request_id + (r->lease_expires_at ? " leased" : "");
+           + r->request_id + (r->lease_expires_at ? " leased" : "") + " slot "
+           + std::to_string(r->slot) + (r->ended_at ? " ended" : "");
   if (auto c = std::get_if<receipt>(&x))
     return std::string{"receipt "} + to_string(c->kind) + " "
            + held(c->charged);
   const auto& s = std::get<chat_status>(x);
-  return "status " + held(s.available) + (s.active ? " active" : "")
+  return "status " + held(s.amounts) + (s.active ? " active" : "")
          + (s.premium ? " premium" : "") + (s.blocked ? " blocked" : "")
-         + (s.banned ? " banned" : "");
+         + (s.banned ? " banned" : "") + " jobs "
+         + std::to_string(s.reservations.size()) + " of "
+         + std::to_string(s.max_active_jobs) + " held " + held(s.held);
 }
 
 template <class T>
@@ -351,7 +355,7 @@ batch_result apply_single(store& db, const batch_operation& op) {
   case batch_op::fail:
     return as_result(db.fail(op.chat, op.id));
   case batch_op::cancel:
-    return as_result(db.cancel(op.chat));
+    return as_result(db.cancel(op.chat, op.id, op.request_id));
   case batch_op::status:
     return as_result(db.status(op.chat));
   }
@@ -369,7 +373,8 @@ reservation_id id_of(const batch_result& x, reservation_id fallback) {
 
 TEST_SUITE("batch") {
   TEST_CASE("a set-based batch decides every operation as the per-statement "
-            "SQL decides it one by one (60 chats, 40 random rounds)") {
+            "SQL decides it one by one (60 chats with limits of 1 to 4 jobs, "
+            "40 random rounds)") {
     constexpr int chats = 60;
     constexpr int rounds = 40;
     store batched{test::store_options()};
@@ -396,6 +401,12 @@ TEST_SUITE("batch") {
         REQUIRE(batched.set_flags(t.batched, f));
         REQUIRE(single.set_flags(t.single, f));
       }
+      // Parallel jobs: a third of the chats run 2 or 4 at once.
+      if (auto limit = std::array<int32_t, 6>{1, 1, 1, 1, 2, 4}[rng() % 6];
+          limit > 1) {
+        REQUIRE(batched.set_limits(t.batched, limit));
+        REQUIRE(single.set_limits(t.single, limit));
+      }
     }
     std::map<std::string, int> seen; // outcome kinds, to show the coverage
     for (int round = 0; round < rounds; ++round) {
@@ -410,13 +421,19 @@ TEST_SUITE("batch") {
         if (b_id == 0 || s_id == 0)
           b_id = s_id = 999999999999;
         batch_operation a;
+        // No request id, one used again and again (a double tap, later a
+        // retry of an ended job), or a fresh one.
+        std::string request_id = std::array<std::string, 3>{
+          "", "tap", "job-" + std::to_string(round)}[rng() % 3];
         if (pick < 3)
           a = reserve_op(t.batched, pick == 0 ? kind::text : kind::image,
-                         pick == 2 ? "tap" : "");
+                         request_id);
         else if (pick < 6)
           a = op(batch_op::start, t.batched, b_id);
         else if (pick < 9)
           a = op(batch_op::commit, t.batched, b_id);
+        else if (pick == 10 && rng() % 2 == 0)
+          a = op(batch_op::cancel, t.batched); // the chat's only job
         else
           a = op(pick == 9    ? batch_op::fail
                  : pick == 10 ? batch_op::cancel
@@ -424,7 +441,7 @@ TEST_SUITE("batch") {
                  t.batched, b_id);
         auto b = a;
         b.chat = t.single;
-        b.id = s_id;
+        b.id = a.id == 0 ? 0 : s_id;
         ops.push_back(a);
         twin_ops.push_back(b);
       }

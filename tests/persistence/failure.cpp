@@ -72,7 +72,8 @@ TEST_SUITE("persistence.failure") {
     // same database keep the real one.
     test::sql("CREATE SCHEMA IF NOT EXISTS broken_batch");
     test::sql("CREATE OR REPLACE FUNCTION broken_batch.chargeonce_apply_batch("
-              "text[], bigint[], bigint[], text[], text[], bigint) "
+              "text[], bigint[], bigint[], text[], text[], bigint, integer, "
+              "integer) "
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
               "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
     auto opts = test::store_options();
@@ -81,7 +82,7 @@ TEST_SUITE("persistence.failure") {
     opts.dsn += " options='-c search_path=broken_batch,public'";
     persistence::store good{good_opts};
     auto chat = test::fresh_chat();
-    REQUIRE(good.create_chat(chat_spec{chat, {1, 0, 0}, caf::none}));
+    REQUIRE(good.create_chat(chat_spec{chat, {1, 0, 0}, caf::none, caf::none}));
     persistence::store broken{opts};
     auto answer = broken.reserve(chat, kind::text, "req-broken");
     REQUIRE_FALSE(answer);

@@ -30,7 +30,7 @@ std::pair<std::string, long long> apply_one(pqxx::work& tx,
   auto rs = tx.exec_params(
     "SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply_batch("
     "ARRAY[$1::text], ARRAY[$2::bigint], ARRAY[$3::bigint], "
-    "ARRAY['image'], ARRAY[''], 30000)",
+    "ARRAY['image'], ARRAY[''], 30000, 1, 1)",
     x.op, x.chat, x.id);
   REQUIRE(rs.size() == 1);
   return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
@@ -74,7 +74,7 @@ std::vector<long long> apply_section(pqxx::work& tx, const char* op, int n,
     "array_fill($1::text, ARRAY[$2::int]), "
     "ARRAY(SELECT g::bigint FROM generate_series(1, $2::int) AS g), "
     "$3::bigint[], array_fill('image'::text, ARRAY[$2::int]), "
-    "array_fill(''::text, ARRAY[$2::int]), 30000) ORDER BY idx",
+    "array_fill(''::text, ARRAY[$2::int]), 30000, 1, 1) ORDER BY idx",
     op, n, ids);
   REQUIRE(rs.size() == static_cast<size_t>(n));
   std::vector<long long> out;

@@ -29,7 +29,8 @@ std::string str(chat_id chat) {
 
 chat_id make_chat(store& db) {
   auto chat = test::fresh_chat();
-  REQUIRE(db.create_chat(chat_spec{chat, pockets{0, 3, 3}, caf::none}));
+  REQUIRE(
+    db.create_chat(chat_spec{chat, pockets{0, 3, 3}, caf::none, caf::none}));
   return chat;
 }
 
@@ -181,7 +182,8 @@ TEST_SUITE("references") {
     pqxx::connection conn{test::dsn()};
     pqxx::nontransaction tx{conn};
     tx.exec("SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
-            + str(make_chat(db)) + "}', '{0}', '{image}', '{\"\"}', 1000)");
+            + str(make_chat(db))
+            + "}', '{0}', '{image}', '{\"\"}', 1000, 1, 1)");
     CHECK(tx.exec1("SELECT current_setting('chargeonce.references_checked', "
                    "true) IS DISTINCT FROM 'on'")[0]
             .as<bool>());

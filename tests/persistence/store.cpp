@@ -30,7 +30,8 @@ store_options options() {
 chat_id make_chat(store& db, pockets initial,
                   caf::optional<caf::timestamp> premium_until = caf::none) {
   auto chat = test::fresh_chat();
-  auto created = db.create_chat(chat_spec{chat, initial, premium_until});
+  auto created =
+    db.create_chat(chat_spec{chat, initial, premium_until, caf::none});
   REQUIRE(created);
   return chat;
 }
@@ -50,7 +51,7 @@ long long ledger_rows_of(chat_id chat) {
 pockets pockets_of(store& db, chat_id chat) {
   auto st = db.status(chat);
   REQUIRE(st);
-  return st->available;
+  return st->amounts;
 }
 
 /// Lets N threads leave a starting line together, to maximise overlap.
@@ -194,12 +195,23 @@ TEST_SUITE("store") {
     CHECK(retry->held == first->held);
     CHECK(db.reserve(chat, kind::image, "job-2").error() == ec::busy);
     CHECK(db.reserve(chat, kind::image, "").error() == ec::busy);
-    CHECK(db.reserve(chat, kind::text, "job-1").error() == ec::busy);
+    // One request id names one job: of another kind it is a mistake.
+    CHECK(db.reserve(chat, kind::text, "job-1").error()
+          == ec::invalid_argument);
     REQUIRE(db.start(chat, first->id));
     CHECK(db.reserve(chat, kind::image, "job-1")->id == first->id); // started
     REQUIRE(db.commit(chat, first->id));
-    // Remembered while active only: afterwards it is a new request.
-    auto next = db.reserve(chat, kind::image, "job-1");
+    // Remembered after it ended: the same job with its final status, never
+    // a second hold.
+    auto after = db.reserve(chat, kind::image, "job-1");
+    REQUIRE(after);
+    CHECK(after->id == first->id);
+    CHECK(after->status == reservation_status::committed);
+    CHECK(after->ended_at);
+    CHECK(after->held == first->held);
+    CHECK(reservations_of(chat) == 0);
+    // Another request id is another job.
+    auto next = db.reserve(chat, kind::image, "job-2");
     REQUIRE(next);
     CHECK(next->id != first->id);
     CHECK(reservations_of(chat) == 1);
@@ -256,11 +268,11 @@ TEST_SUITE("store") {
   TEST_CASE("create-chat refuses duplicates and negative amounts") {
     store db{options()};
     auto chat = make_chat(db, {1, 2, 3});
-    CHECK(db.create_chat({chat, {9, 9, 9}, caf::none}).error()
+    CHECK(db.create_chat({chat, {9, 9, 9}, caf::none, caf::none}).error()
           == ec::already_exists);
     CHECK(pockets_of(db, chat) == pockets{1, 2, 3});
     auto other = test::fresh_chat();
-    CHECK(db.create_chat({other, {0, -1, 0}, caf::none}).error()
+    CHECK(db.create_chat({other, {0, -1, 0}, caf::none, caf::none}).error()
           == ec::invalid_argument);
     CHECK(db.status(other).error() == ec::not_found);
   }

@@ -26,7 +26,7 @@ struct sweep_fixture {
 
   chat_id make_chat(pockets initial = {0, 0, 5}) {
     auto chat = test::fresh_chat();
-    REQUIRE(db.create_chat({chat, initial, caf::none}));
+    REQUIRE(db.create_chat({chat, initial, caf::none, caf::none}));
     return chat;
   }
 
@@ -125,7 +125,7 @@ TEST_SUITE("sweep") {
     CHECK(db.fail(chat, r.id).error() == ec::expired);
     auto st = db.status(chat);
     REQUIRE(st);
-    CHECK(st->available == pockets{0, 0, 5});
+    CHECK(st->amounts == pockets{0, 0, 5});
     REQUIRE(st->active);
     CHECK(st->active->id == fresh->id); // the new job is untouched
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
@@ -202,7 +202,7 @@ TEST_SUITE("sweep") {
     CHECK(test::sql_int("SELECT count(*) FROM ledger" + where) == charged);
     CHECK(test::sql_int("SELECT count(*) FROM released_reservations" + where)
           == 200 - charged);
-    CHECK(db.status(chat)->available.balance == 1000 - charged);
+    CHECK(db.status(chat)->amounts.balance == 1000 - charged);
   }
 
   TEST_CASE_FIXTURE(sweep_fixture,

@@ -50,7 +50,7 @@ TEST_SUITE("json") {
   TEST_CASE("a chat shows pockets, plan, window and its reservation") {
     chat_status st;
     st.chat = 8;
-    st.available = {1, 2, 3};
+    st.amounts = {1, 2, 3};
     st.premium = true;
     auto js = to_json(st);
     CHECK(js["plan"] == "premium");

@@ -47,10 +47,10 @@ TEST_SUITE("validation") {
   }
 
   TEST_CASE("negative pocket amounts are refused") {
-    CHECK_FALSE(validate_spec(chat_spec{5, {0, 0, 0}, caf::none}));
-    CHECK(validate_spec(chat_spec{5, {-1, 0, 0}, caf::none})
+    CHECK_FALSE(validate_spec(chat_spec{5, {0, 0, 0}, caf::none, caf::none}));
+    CHECK(validate_spec(chat_spec{5, {-1, 0, 0}, caf::none, caf::none})
           == ec::invalid_argument);
-    CHECK(validate_spec(chat_spec{5, {0, 0, -1}, caf::none})
+    CHECK(validate_spec(chat_spec{5, {0, 0, -1}, caf::none, caf::none})
           == ec::invalid_argument);
   }
 

@@ -180,7 +180,7 @@ void simulation::setup() {
         if (!x && x.error() != caf::sec::request_timeout)
           auditor.flag("setup failed: " + error_name(x.error()));
       },
-      atom::create_v, chat_spec{c, p, caf::none});
+      atom::create_v, chat_spec{c, p, caf::none, caf::none});
   }
   settle();
   world->fault_percent = rates[pick(4)];

@@ -226,7 +226,7 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
     return err(ec::not_found, "unknown chat");
   chat_status st;
   st.chat = chat;
-  st.available = c->second.available;
+  st.amounts = c->second.available;
   st.premium_until = c->second.premium_until;
   st.premium = st.premium_until && *st.premium_until > now;
   st.started = c->second.started;

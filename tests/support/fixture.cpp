@@ -79,6 +79,16 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
     [=](atom::cancel, chat_id chat) {
       return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
     },
+    [=](atom::cancel, chat_id chat, reservation_id id, const std::string&) {
+      return answer(self, log, name("cancel", chat),
+                    make_reservation(chat, id == 0 ? 1 : id));
+    },
+    [=](atom::limits, chat_id chat, const limits_update& x) {
+      chat_status st;
+      st.chat = chat;
+      st.own_max_active_jobs = x.max_active_jobs;
+      return answer(self, log, name("limits", chat), st);
+    },
     [=](atom::status, chat_id chat) {
       chat_status st;
       st.chat = chat;

@@ -104,7 +104,7 @@ TEST_SUITE("metrics") {
     CHECK_FALSE(ask<reservation>(gateway, atom::reserve_v, chat_id{0},
                                  kind::text, std::string{}));
     REQUIRE(ask<chat_status>(all_roles, atom::create_v,
-                             chat_spec{22, {}, caf::none}));
+                             chat_spec{22, {}, caf::none, caf::none}));
     CHECK(reserved.moved() == 1);
     CHECK(committed.moved() == 1);
     CHECK(refused.moved() == 1);

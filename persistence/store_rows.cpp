@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// Rows of the server-side functions' answers as the domain's structs.
+#include "persistence/store_internal.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace chargeonce::persistence::detail {
+
+namespace {
+
+caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
+  if (f.is_null())
+    return caf::none;
+  return from_unix_micros(f.as<int64_t>());
+}
+
+caf::optional<caf::timestamp> optional_micros(const nlohmann::json& x) {
+  if (x.is_null())
+    return caf::none;
+  return from_unix_micros(x.get<int64_t>());
+}
+
+} // namespace
+
+reservation reservation_of(const pqxx::row& r) {
+  reservation x;
+  x.id = r["r_id"].as<int64_t>();
+  x.chat = r["r_chat"].as<int64_t>();
+  x.kind = parse_kind(r["r_kind"]);
+  from_string(r["r_status"].as<std::string>(), x.status);
+  x.queue = r["r_queue"].as<std::string>();
+  x.held = {r["r_held_m"].as<int32_t>(), r["r_held_i"].as<int32_t>(),
+            r["r_held_b"].as<int32_t>()};
+  x.request_id = r["r_request_id"].as<std::string>();
+  x.created_at = from_unix_micros(r["r_created_us"].as<int64_t>());
+  x.lease_expires_at = optional_micros(r["r_lease_us"]);
+  x.slot = r["r_slot"].is_null() ? 0 : r["r_slot"].as<int32_t>();
+  x.ended_at = optional_micros(r["r_ended_us"]);
+  return x;
+}
+
+std::vector<reservation> reservations_from_json(const std::string& text) {
+  std::vector<reservation> out;
+  // Written by chargeonce_reservations_json: a malformed array is a bug, and
+  // nlohmann's exceptions are classified as one.
+  for (const auto& j : nlohmann::json::parse(text)) {
+    reservation x;
+    x.id = j.at("id").get<int64_t>();
+    x.chat = j.at("chat").get<int64_t>();
+    from_string(j.at("kind").get<std::string>(), x.kind);
+    from_string(j.at("status").get<std::string>(), x.status);
+    x.queue = j.at("queue").get<std::string>();
+    x.held = {j.at("held_m").get<int32_t>(), j.at("held_i").get<int32_t>(),
+              j.at("held_b").get<int32_t>()};
+    x.request_id = j.at("request_id").get<std::string>();
+    x.created_at = from_unix_micros(j.at("created_us").get<int64_t>());
+    x.lease_expires_at = optional_micros(j.at("lease_us"));
+    x.slot = j.at("slot").get<int32_t>();
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
+                                        const std::string& request_id) {
+  if (request_id.empty())
+    return caf::none;
+  auto rs = tx.exec_params("SELECT * FROM chargeonce_find_request($1, $2) "
+                           "WHERE r_id IS NOT NULL",
+                           chat, request_id);
+  if (rs.empty())
+    return caf::none;
+  return reservation_of(rs[0]);
+}
+
+} // namespace chargeonce::persistence::detail
