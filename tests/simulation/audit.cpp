@@ -82,11 +82,34 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
     if (p != expected[c])
       flag("conservation broken in chat " + str(c));
   }
-  // Invariant 3: at most one active reservation per chat.
-  std::set<chat_id> locked;
-  for (const auto& [id, r] : w.reservations)
-    if (!locked.insert(r.chat).second)
-      flag("two active reservations in chat " + str(r.chat));
+  // Invariant 3 (and 7): a chat's active reservations never exceed its
+  // limit of jobs (1 unless the chat has its own), each in its own slot.
+  std::map<chat_id, std::set<int32_t>> slots;
+  for (const auto& [id, r] : w.reservations) {
+    auto c = w.chats.find(r.chat);
+    auto limit = c == w.chats.end() ? 1 : w.job_limit(c->second, now);
+    auto& taken = slots[r.chat];
+    if (!taken.insert(r.slot).second)
+      flag("two active reservations in slot " + str(r.slot) + " of chat "
+           + str(r.chat));
+    if (static_cast<int32_t>(taken.size()) > limit)
+      flag("chat " + str(r.chat) + " has "
+           + str(static_cast<int64_t>(taken.size()))
+           + " active reservations, more than its limit of " + str(limit));
+  }
+  // Invariant 8: nothing over-committed. When a job was reserved, the holds
+  // of the chat's active jobs, its own included, fitted in the pockets as
+  // they stood.
+  for (const auto& [id, m] : w.made_with)
+    if (!at_most(m.held, m.amounts))
+      flag("reservation " + str(id) + " of chat " + str(m.chat)
+           + " was held with more than the pockets had beside the other "
+             "active holds");
+  // Invariant 9: one request id never names two reservations.
+  for (const auto& [key, ids] : w.named)
+    if (ids.size() > 1)
+      flag("request_id " + key.second + " of chat " + str(key.first) + " named "
+           + str(static_cast<int64_t>(ids.size())) + " reservations");
   // Invariant 4: no chat locked past its deadline plus one sweep interval.
   // Faults excuse a late release (the sweep's own transactions fail), so
   // it applies to reservations whose deadline came at least two store

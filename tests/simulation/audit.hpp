@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The money auditor of the seeded simulation: checks the money invariants
-// (charged exactly once, conservation, one active reservation and fencing,
-// no lock left, outage answers, cancel xor start) against the simulated
+// (charged exactly once, conservation, at most a chat's limit of active
+// reservations and fencing, no lock left, outage answers, cancel xor start,
+// nothing held twice, one job per request id) against the simulated
 // database and what the callers were told.
 #pragma once
 
@@ -43,7 +44,8 @@ struct sim_auditor {
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3, 4 (the deadline) and 6, after every step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8 and 9, after every
+  /// step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
 
   /// Invariant 4 at the end: workers quiet, nothing is left.

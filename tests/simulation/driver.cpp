@@ -174,13 +174,17 @@ void simulation::setup() {
   for (chat_id c = 1; c <= chats_per_run; ++c) {
     pockets p{pick(3), pick(3), pick(4)};
     acks_.initial[c] = p;
+    // Mixed limits: the plan's (1), or the chat's own 1, 2 or 4 jobs.
+    static constexpr int32_t limits[] = {0, 1, 2, 4};
+    auto limit = limits[pick(4)];
+    auto own = limit == 0 ? caf::optional<int32_t>{} : limit;
     call<chat_status>(
       "create(" + str(c) + ")", c,
       [this](caf::expected<chat_status>& x) {
         if (!x && x.error() != caf::sec::request_timeout)
           auditor.flag("setup failed: " + error_name(x.error()));
       },
-      atom::create_v, chat_spec{c, p, caf::none, caf::none});
+      atom::create_v, chat_spec{c, p, caf::none, own});
   }
   settle();
   world->fault_percent = rates[pick(4)];

@@ -246,6 +246,10 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
     [=](atom::cancel, chat_id c) {
       return submit<reservation>(self, c, [=] { return w->cancel(c); });
     },
+    [=](atom::cancel, chat_id c, reservation_id id, const std::string& rid) {
+      return submit<reservation>(self, c,
+                                 [=] { return w->cancel(c, id, rid); });
+    },
     [=](atom::status, chat_id c) {
       return submit<chat_status>(self, c, [=] { return w->status(c, now()); });
     },

@@ -58,7 +58,15 @@ void simulation::user_taps() {
   auto taps = 1 + pick(3);
   ++stats[taps == 1 ? "tap" : taps == 2 ? "double_tap" : "triple_tap"];
   auto k = pick(2) == 0 ? kind::text : kind::image;
-  auto rid = pick(2) == 0 ? std::string{} : "tap-" + str(pick(1 << 30));
+  // A chat that runs several jobs at once names each (without, it would
+  // be invalid_argument); one that runs one at a time sometimes does not.
+  // Sometimes the tap repeats an earlier request of the chat: a late
+  // second tap after its job may have ended.
+  auto parallel = world->chats[c].max_active_jobs.value_or(1) > 1;
+  std::string rid;
+  if (parallel || pick(2) == 0)
+    rid = pick(4) == 0 ? "tap-" + str(c) + "-" + str(pick(3))
+                       : "tap-" + str(pick(1 << 30));
   for (int i = 0; i < taps; ++i)
     issue_reserve(c, k, rid);
   settle();
@@ -67,6 +75,7 @@ void simulation::user_taps() {
 /// A cancel at a random moment; or exactly while a worker starts the job.
 void simulation::user_cancels(bool race_start) {
   chat_id c = some_chat();
+  reservation_id raced = 0;
   if (race_start) {
     std::vector<reservation_id> queued;
     for (const auto& [id, j] : jobs_)
@@ -77,16 +86,27 @@ void simulation::user_cancels(bool race_start) {
     auto id =
       queued[static_cast<size_t>(pick(static_cast<int>(queued.size())))];
     c = jobs_[id].chat;
+    raced = id;
     ++stats["cancel_racing_start"];
     issue_start(id); // the scheduler's seed decides who comes first
   }
-  call<reservation>(
-    "cancel(" + str(c) + ")", c,
-    [this](caf::expected<reservation>& r) {
-      if (r)
-        acks_.cancelled_ok.insert(r->id);
-    },
-    atom::cancel_v, c);
+  auto record = [this](caf::expected<reservation>& r) {
+    if (r)
+      acks_.cancelled_ok.insert(r->id);
+  };
+  // With several jobs a bare cancel names none: cancel one by its id.
+  // A chat with one job at a time is cancelled bare, as before.
+  auto parallel = world->chats[c].max_active_jobs.value_or(1) > 1;
+  reservation_id named = parallel ? raced : 0;
+  if (parallel && named == 0)
+    for (const auto& [id, j] : jobs_)
+      if (j.chat == c && !j.started)
+        named = id;
+  if (named == 0)
+    call<reservation>("cancel(" + str(c) + ")", c, record, atom::cancel_v, c);
+  else
+    call<reservation>("cancel(" + str(c) + "," + str(named) + ")", c, record,
+                      atom::cancel_v, c, named, std::string{});
   settle();
 }
 

@@ -42,6 +42,12 @@ const char* to_string(sim_mutant x) {
     return "outage_says_busy";
   case sim_mutant::killed_commit_charges_twice:
     return "killed_commit_charges_twice";
+  case sim_mutant::reserve_ignores_holds:
+    return "reserve_ignores_holds";
+  case sim_mutant::limit_ignored:
+    return "limit_ignored";
+  case sim_mutant::request_id_forgotten:
+    return "request_id_forgotten";
   }
   return "?";
 }
@@ -58,6 +64,44 @@ caf::optional<reservation> sim_world::active_of(chat_id chat) const {
   return caf::none;
 }
 
+std::vector<reservation> sim_world::active_in(chat_id chat) const {
+  std::vector<reservation> out;
+  for (const auto& [id, r] : reservations) // ids grow with created_at
+    if (r.chat == chat)
+      out.push_back(r);
+  return out;
+}
+
+int32_t sim_world::job_limit(const sim_chat& c, caf::timestamp now) const {
+  if (c.max_active_jobs)
+    return *c.max_active_jobs;
+  bool premium = c.premium_until && *c.premium_until > now;
+  return premium ? premium_max_jobs : free_max_jobs;
+}
+
+caf::optional<reservation>
+sim_world::find_request(chat_id chat, const std::string& request_id) const {
+  if (request_id.empty())
+    return caf::none;
+  for (const auto& [id, r] : reservations)
+    if (r.chat == chat && r.request_id == request_id)
+      return r;
+  if (mutant == sim_mutant::request_id_forgotten)
+    return caf::none; // the bug: remembered while active only
+  for (const auto& [id, r] : ended)
+    if (r.chat == chat && r.request_id == request_id)
+      return r;
+  return caf::none;
+}
+
+void sim_world::remember_end(reservation r, reservation_status how) {
+  if (r.request_id.empty())
+    return;
+  r.status = how;
+  r.ended_at = r.created_at;
+  ended[r.id] = std::move(r);
+}
+
 caf::error sim_world::explain_missing(chat_id chat, reservation_id id) const {
   if (auto i = reservations.find(id); i != reservations.end())
     return err(ec::invalid_argument, "another chat's reservation");
@@ -68,6 +112,9 @@ caf::error sim_world::explain_missing(chat_id chat, reservation_id id) const {
   if (auto i = released.find(id); i != released.end())
     return i->second == chat ? err(ec::expired, "released")
                              : err(ec::invalid_argument, "another chat's");
+  if (auto i = ended.find(id); i != ended.end())
+    return i->second.chat == chat ? err(ec::not_found, "ended")
+                                  : err(ec::invalid_argument, "another chat's");
   if (chats.count(chat) == 0)
     return err(ec::not_found, "unknown chat");
   return err(ec::not_found, "gone");
@@ -91,6 +138,7 @@ caf::expected<chat_status> sim_world::create(const chat_spec& spec,
   sim_chat c;
   c.available = spec.initial;
   c.premium_until = spec.premium_until;
+  c.max_active_jobs = spec.max_active_jobs;
   chats[spec.chat] = c;
   return status(spec.chat, now);
 }
@@ -101,21 +149,38 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
-  auto active = active_of(chat);
-  if (active && !request_id.empty() && active->request_id == request_id
-      && active->kind == k)
-    return *active;
+  if (auto replay = find_request(chat, request_id)) {
+    if (replay->kind != k)
+      return err(ec::invalid_argument, "request_id of another kind");
+    return *replay;
+  }
   if (c->second.banned)
     return err(ec::chat_banned, "banned");
   if (c->second.blocked)
     return err(ec::chat_blocked, "blocked");
   bool premium = c->second.premium_until && *c->second.premium_until > now;
+  auto limit = job_limit(c->second, now);
+  if (limit > 1 && request_id.empty())
+    return err(ec::invalid_argument, "needs a request_id");
+  auto active = active_in(chat);
+  // The slot index: the lowest free slot below the limit, while fewer are
+  // active than the limit.
+  auto allowed = mutant == sim_mutant::limit_ignored ? limit + 1 : limit;
+  int32_t slot = -1;
+  if (static_cast<int32_t>(active.size()) < allowed)
+    for (int32_t s = 0; s < allowed && slot < 0; ++s)
+      if (std::none_of(active.begin(), active.end(),
+                       [&](const reservation& r) { return r.slot == s; }))
+        slot = s;
+  if (slot < 0 && mutant != sim_mutant::no_unique_index)
+    return err(ec::busy, "every slot taken");
+  auto held = held_by(active);
+  auto left = mutant == sim_mutant::reserve_ignores_holds
+                ? c->second.available // the bug: other holds not counted
+                : left_after(c->second.available, held);
   pocket_choice choice;
-  if (auto code = choose_pockets(k, premium, c->second.available, choice);
-      code != ec::none)
+  if (auto code = choose_pockets(k, premium, left, choice); code != ec::none)
     return err(code, "cannot pay");
-  if (active && mutant != sim_mutant::no_unique_index)
-    return err(ec::busy, "active reservation");
   reservation r;
   r.id = ++next_id;
   r.chat = chat;
@@ -124,8 +189,13 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   r.held = choice.held;
   r.request_id = request_id;
   r.created_at = now;
+  r.slot = std::max(slot, 0);
   reservations[r.id] = r;
   held_of[r.id] = r.held;
+  active.push_back(r);
+  made_with[r.id] = {chat, c->second.available, held_by(active), limit};
+  if (!request_id.empty())
+    named[{chat, request_id}].insert(r.id);
   return r;
 }
 
@@ -183,6 +253,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     return err(ec::invalid_state, "never started");
   receipt x{id, chat, i->second.kind, charge(i->second.held), now};
   ledger[id] = x;
+  remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
   return x;
 }
@@ -202,22 +273,42 @@ caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id) {
   auto r = i->second;
   reservations.erase(i);
   failed_applied.insert(id);
+  remember_end(r, reservation_status::failed);
   return r;
 }
 
 caf::expected<reservation> sim_world::cancel(chat_id chat) {
-  auto active = active_of(chat);
-  if (active
-      && (active->status == reservation_status::queued
-          || mutant == sim_mutant::cancel_in_progress)) {
-    reservations.erase(active->id);
-    cancelled_applied.insert(active->id);
-    return *active;
+  return cancel(chat, 0, {});
+}
+
+caf::expected<reservation> sim_world::cancel(chat_id chat, reservation_id id,
+                                             const std::string& request_id) {
+  if (id == 0 && !request_id.empty()) {
+    auto job = find_request(chat, request_id);
+    if (!job)
+      return err(ec::not_found,
+                 chats.count(chat) ? "no such request" : "unknown chat");
+    id = job->id;
+  } else if (id == 0) {
+    auto active = active_in(chat);
+    if (active.size() > 1)
+      return err(ec::invalid_argument, "several active: name one");
+    if (active.empty())
+      return err(ec::not_found,
+                 chats.count(chat) ? "no reservation" : "unknown chat");
+    id = active.front().id;
   }
-  if (active)
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  if (i->second.status != reservation_status::queued
+      && mutant != sim_mutant::cancel_in_progress)
     return err(ec::too_late, "in progress");
-  return err(ec::not_found,
-             chats.count(chat) ? "no reservation" : "unknown chat");
+  auto r = i->second;
+  reservations.erase(i);
+  cancelled_applied.insert(r.id);
+  remember_end(r, reservation_status::cancelled);
+  return r;
 }
 
 caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
@@ -232,7 +323,12 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
   st.started = c->second.started;
   st.blocked = c->second.blocked;
   st.banned = c->second.banned;
-  st.active = active_of(chat);
+  st.reservations = active_in(chat);
+  if (!st.reservations.empty())
+    st.active = st.reservations.front();
+  st.held = held_by(st.reservations);
+  st.own_max_active_jobs = c->second.max_active_jobs;
+  st.max_active_jobs = job_limit(c->second, now);
   st.window_started_at = c->second.window_started_at;
   st.last_activity_at = c->second.last_activity_at;
   return st;
@@ -282,6 +378,7 @@ sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
     return err(ec::not_found, "not past its deadline");
   auto lease_lapsed =
     i->second.lease_expires_at && *i->second.lease_expires_at < now;
+  remember_end(i->second, reservation_status::released);
   reservations.erase(i);
   released[id] = chat;
   return reservation_released{chat, id,

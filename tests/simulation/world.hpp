@@ -35,12 +35,16 @@ enum class sim_mutant : uint8_t {
   /// A commit whose transaction outlived its killed chat actor charges
   /// twice (invariants 1, 2): only a chat kill mid-operation triggers it.
   killed_commit_charges_twice,
+  reserve_ignores_holds, ///< pays from pockets other jobs hold (8)
+  limit_ignored,         ///< a chat gets one job more than its limit (7)
+  request_id_forgotten,  ///< an ended job's request id starts a new one (9)
 };
 
 const char* to_string(sim_mutant x);
 
 struct sim_chat {
   pockets available;
+  caf::optional<int32_t> max_active_jobs; ///< none: the plan's
   caf::optional<caf::timestamp> premium_until;
   bool started = false;
   bool blocked = false;
@@ -54,6 +58,15 @@ struct sim_chat {
 struct sim_quota {
   int32_t daily_messages = 0;
   int32_t daily_images = 0;
+};
+
+/// What a reserve saw when it held: the pockets, the holds of every active
+/// job of the chat including the new one, and the chat's limit.
+struct sim_hold_record {
+  chat_id chat = 0;
+  pockets amounts;
+  pockets held;
+  int32_t limit = 1;
 };
 
 struct sim_world {
@@ -70,6 +83,10 @@ struct sim_world {
   caf::timespan reactivation_after = std::chrono::seconds(25);
   sim_quota free_plan{10, 3};
   sim_quota premium_plan{10, 10};
+  int32_t free_max_jobs = 1;
+  int32_t premium_max_jobs = 1;
+  /// Jobs with a request id after they ended (ended_reservations).
+  std::map<reservation_id, reservation> ended;
 
   // -- what the auditor needs beyond the tables --
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
@@ -77,7 +94,10 @@ struct sim_world {
   std::set<reservation_id> cancelled_applied;
   std::set<reservation_id> failed_applied;
   std::map<chat_id, pockets> refilled; ///< net change made by refills
-  uint64_t refills = 0;                ///< windows refilled, either way
+  std::map<reservation_id, sim_hold_record> made_with; ///< at each reserve
+  /// Every reservation each (chat, request_id) ever named.
+  std::map<std::pair<chat_id, std::string>, std::set<reservation_id>> named;
+  uint64_t refills = 0; ///< windows refilled, either way
 
   // -- faults, chosen by the seeded generator --
   std::mt19937_64 rng;
@@ -115,6 +135,8 @@ struct sim_world {
                                 caf::timestamp now);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
   caf::expected<reservation> cancel(chat_id chat);
+  caf::expected<reservation> cancel(chat_id chat, reservation_id id,
+                                    const std::string& request_id);
   caf::expected<chat_status> status(chat_id chat, caf::timestamp now);
   caf::expected<chat_status> touch(chat_id chat, caf::timestamp now);
   caf::expected<reservation_released> release(chat_id chat, reservation_id id,
@@ -143,8 +165,19 @@ struct sim_world {
 
   caf::optional<reservation> active_of(chat_id chat) const;
 
+  /// The chat's active reservations, oldest first.
+  std::vector<reservation> active_in(chat_id chat) const;
+
+  /// The chat's own limit, else its plan's now.
+  int32_t job_limit(const sim_chat& c, caf::timestamp now) const;
+
 private:
   caf::error explain_missing(chat_id chat, reservation_id id) const;
+  caf::optional<reservation> find_request(chat_id chat,
+                                          const std::string& request_id) const;
+  /// Remembers `r` as ended `how` when it has a request id (its ended_at is
+  /// not simulated: the auditor does not read it).
+  void remember_end(reservation r, reservation_status how);
   void refill(chat_id chat, sim_chat& c, caf::timestamp now);
 };
 
