@@ -401,7 +401,7 @@ make_persistence(self_ptr self, persistence::store_options opts,
                                      [](store& db) { return db.prune(); });
     },
     [self](atom::count) {
-      return enqueue_alone<int64_t>(
+      return enqueue_alone<active_count>(
         self, "count", 0, 0, [](store& db) { return db.count_active(); });
     },
     [self](atom::touch, chat_id chat) {

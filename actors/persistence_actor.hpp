@@ -47,8 +47,8 @@ using persistence_actor = billing_actor::extend<
   /// Forgets released reservations older than release-retention; returns
   /// how many rows were deleted.
   caf::replies_to<atom::prune>::with<uint64_t>,
-  /// Active reservations in Postgres, of every server.
-  caf::replies_to<atom::count>::with<int64_t>,
+  /// Active reservations in Postgres, of every server, by plan.
+  caf::replies_to<atom::count>::with<active_count>,
   /// Refills the next page of quiet chats after a cursor and returns them.
   caf::replies_to<atom::reactivate, reactivation_cursor,
                   uint32_t>::with<reactivation_page>>;

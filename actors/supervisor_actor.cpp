@@ -124,7 +124,7 @@ void finish_sweep(self_ptr self) {
   // The gauge counts what Postgres holds (all servers), not our operations.
   self
     ->request(sweeper_store(self), st.options.chat.store_timeout, atom::count_v)
-    .then([](int64_t n) { metrics::set_active_reservations(n); },
+    .then([](const active_count& n) { metrics::set_active_reservations(n); },
           [](caf::error& err) {
             spdlog::warn("counting active reservations failed error={}",
                          error_name(err));

@@ -158,8 +158,9 @@ public:
   /// were deleted.
   caf::expected<uint64_t> prune();
 
-  /// Active reservations in Postgres, of every server (the metrics gauge).
-  caf::expected<int64_t> count_active();
+  /// Active reservations in Postgres, of every server, by the chat's plan
+  /// now (the metrics gauges).
+  caf::expected<active_count> count_active();
 
   /// The server process id of the current connection (0 if none); lets tests
   /// kill exactly this backend.

@@ -82,10 +82,15 @@ caf::expected<reservation_released> store::release(chat_id chat,
     });
 }
 
-caf::expected<int64_t> store::count_active() {
-  return impl_->run<int64_t>(
-    "count_active", 0, 0, [](pqxx::work& tx) -> caf::expected<int64_t> {
-      return tx.exec("SELECT count(*) FROM reservations")[0][0].as<int64_t>();
+caf::expected<active_count> store::count_active() {
+  return impl_->run<active_count>(
+    "count_active", 0, 0, [](pqxx::work& tx) -> caf::expected<active_count> {
+      auto rs = tx.exec(
+        "SELECT count(*) FILTER (WHERE NOT premium), "
+        "count(*) FILTER (WHERE premium) FROM (SELECT coalesce("
+        "c.premium_until > now(), false) AS premium FROM reservations r "
+        "JOIN chats c ON c.chat_id = r.chat_id) x");
+      return active_count{rs[0][0].as<int64_t>(), rs[0][1].as<int64_t>()};
     });
 }
 

@@ -181,6 +181,17 @@ typename Inspector::result_type inspect(Inspector& f, limits_update& x) {
   return f(caf::meta::type_name("limits_update"), x.max_active_jobs);
 }
 
+/// Active reservations in Postgres (all servers), by the chat's plan now.
+struct active_count {
+  int64_t free = 0;
+  int64_t premium = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, active_count& x) {
+  return f(caf::meta::type_name("active_count"), x.free, x.premium);
+}
+
 /// The ledger entry of one purchase; a retried top-up returns the same one.
 struct top_up_receipt {
   chat_id chat = 0;

@@ -120,8 +120,10 @@ void queue_depth_share::set(int64_t depth) {
   current_ = depth;
 }
 
-void set_active_reservations(int64_t n) {
-  series.active_reservations.set(n);
+void set_active_reservations(const active_count& n) {
+  series.active_reservations.set(n.free + n.premium);
+  series.active_reservations_free.set(n.free);
+  series.active_reservations_premium.set(n.premium);
   series.active_reservations_known.store(true, relaxed);
 }
 

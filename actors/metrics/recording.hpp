@@ -6,6 +6,8 @@
 // turns them into the text GET /metrics serves.
 #pragma once
 
+#include "protocol/types.hpp"
+
 #include <caf/fwd.hpp>
 
 #include <chrono>
@@ -112,6 +114,6 @@ private:
 /// absent until someone sets it. Not derived from this process' operations:
 /// a reserve on one server and a commit on another, or an idempotent replay,
 /// would make such a count drift.
-void set_active_reservations(int64_t n);
+void set_active_reservations(const active_count& n);
 
 } // namespace chargeonce::metrics

@@ -156,10 +156,18 @@ void render_persistence(std::string& out) {
   render_gauge(out, "chargeonce_persistence_queue_depth",
                "Operations waiting in persistence actors for Postgres.",
                series.queue_depth);
-  if (series.active_reservations_known.load(relaxed))
-    render_gauge(out, "chargeonce_active_reservations",
-                 "Active reservations in Postgres (all servers).",
-                 series.active_reservations);
+  if (!series.active_reservations_known.load(relaxed))
+    return;
+  render_gauge(out, "chargeonce_active_reservations",
+               "Active reservations in Postgres (all servers).",
+               series.active_reservations);
+  family(out, "chargeonce_active_reservations_by_plan", "gauge",
+         "Active reservations in Postgres (all servers), by the chat's "
+         "plan now.");
+  sample(out, "chargeonce_active_reservations_by_plan", {{"plan", "free"}},
+         num(series.active_reservations_free.get()));
+  sample(out, "chargeonce_active_reservations_by_plan", {{"plan", "premium"}},
+         num(series.active_reservations_premium.get()));
 }
 
 } // namespace

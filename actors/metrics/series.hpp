@@ -140,6 +140,8 @@ struct registry {
   histogram<batch_bounds.size()> batch_sizes;
   gauge queue_depth;
   gauge active_reservations;
+  gauge active_reservations_free;
+  gauge active_reservations_premium;
   std::atomic<bool> active_reservations_known{false};
 };
 

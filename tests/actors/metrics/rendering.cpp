@@ -86,7 +86,7 @@ TEST_SUITE("metrics") {
       CHECK(value_of(metrics::render(), "chargeonce_persistence_queue_depth")
             >= 5);
     }
-    metrics::set_active_reservations(7);
+    metrics::set_active_reservations(active_count{5, 2});
     auto text = metrics::render();
     INFO(text);
     CHECK(validate(text) == "");
@@ -94,6 +94,12 @@ TEST_SUITE("metrics") {
     CHECK(value_of(text, ops("commit", "other")) >= 1);
     CHECK(value_of(text, "chargeonce_releases_total{reason=\"other\"}") >= 1);
     CHECK(value_of(text, "chargeonce_active_reservations") == 7);
+    CHECK(
+      value_of(text, "chargeonce_active_reservations_by_plan{plan=\"free\"}")
+      == 5);
+    CHECK(
+      value_of(text, "chargeonce_active_reservations_by_plan{plan=\"premium\"}")
+      == 2);
     CHECK(
       value_of(text, "chargeonce_persistence_batch_size_bucket{le=\"+Inf\"}")
       >= 2);
@@ -106,7 +112,8 @@ TEST_SUITE("metrics") {
           "chargeonce_storage_errors_total", "chargeonce_chat_actors",
           "chargeonce_passivations_total", "chargeonce_persistence_batch_size",
           "chargeonce_persistence_queue_depth",
-          "chargeonce_active_reservations"})
+          "chargeonce_active_reservations",
+          "chargeonce_active_reservations_by_plan"})
       CHECK_MESSAGE(text.find(std::string{"# TYPE "} + family + " ")
                       != std::string::npos,
                     family);
