@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include <future>
+#include <utility>
 
 namespace chargeonce::client {
 
@@ -152,9 +153,9 @@ caf::expected<chat_status> client::set_flags(chat_id chat,
 
 caf::expected<chat_status>
 client::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
-  return impl_->call_admin<chat_status>(request_type::set_limits, chat,
-                                        atom::limits_v, chat,
-                                        limits_update{max_active_jobs});
+  return impl_->call_admin<chat_status>(
+    request_type::set_limits, chat, atom::limits_v, chat,
+    limits_update{std::move(max_active_jobs)});
 }
 
 caf::expected<size_t> client::subscribe(const caf::actor& who) {

@@ -38,8 +38,8 @@ caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count) {
   try {
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
-    for (auto table :
-         {"ledger", "released_reservations", "reservations", "chats"})
+    for (auto table : {"ledger", "released_reservations", "ended_reservations",
+                       "reservations", "chats"})
       tx.exec_params(std::string{"DELETE FROM "} + table
                        + " WHERE chat_id > $1 AND chat_id <= $2",
                      first, first + count);
@@ -50,7 +50,7 @@ caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count) {
     // each run measured a slower database than the one before.
     pqxx::nontransaction vacuum{conn};
     vacuum.exec("VACUUM (ANALYZE) ledger, released_reservations, "
-                "reservations, chats");
+                "ended_reservations, reservations, chats");
   } catch (const std::exception& e) {
     return caf::make_error(ec::storage_unavailable,
                            std::string{"dropping chats: "} + e.what());
