@@ -149,14 +149,7 @@ pqxx::result delete_and_remember(pqxx::work& tx, const std::string& where,
                                  const char* how, const Ts&... params) {
   return tx.exec_params(
     std::string{"WITH gone AS (DELETE FROM reservations WHERE "} + where
-      + " RETURNING *), kept AS (INSERT INTO ended_reservations (id, "
-        "chat_id, kind, status, queue, held_daily_messages, "
-        "held_daily_images, held_balance, request_id, slot, created_at, "
-        "lease_expires_at) SELECT id, chat_id, kind, '"
-      + how
-      + "', queue, held_daily_messages, held_daily_images, held_balance, "
-        "request_id, slot, created_at, lease_expires_at FROM gone WHERE "
-        "request_id <> '') SELECT "
+      + " RETURNING *), " + remember_ended(how) + " SELECT "
       + reservation_columns + " FROM gone",
     params...);
 }

@@ -75,6 +75,21 @@ inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
   return to_reservation(rs[0]);
 }
 
+/// The CTE `kept` that remembers the rows of the CTE `gone` (reservations
+/// just deleted) that have a request id, as ended `how`: the per-statement
+/// form of chargeonce_remember_end (003_parallel_jobs.sql).
+inline std::string remember_ended(const char* how) {
+  return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
+                     "kind, status, queue, held_daily_messages, "
+                     "held_daily_images, held_balance, request_id, slot, "
+                     "created_at, lease_expires_at) SELECT id, chat_id, kind, "
+                     "'"}
+         + how
+         + "', queue, held_daily_messages, held_daily_images, held_balance, "
+           "request_id, slot, created_at, lease_expires_at FROM gone WHERE "
+           "request_id <> '')";
+}
+
 /// A reservation from the r_* columns of a chargeonce_outcome row.
 reservation reservation_of(const pqxx::row& r);
 

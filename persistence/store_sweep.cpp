@@ -66,14 +66,9 @@ caf::expected<reservation_released> store::release(chat_id chat,
         "OR lease_expires_at < now()) RETURNING *, "
         "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
         "ELSE 'sweep_timeout' END AS reason), "
-        "kept AS (INSERT INTO ended_reservations (id, chat_id, kind, status, "
-        "queue, held_daily_messages, held_daily_images, held_balance, "
-        "request_id, slot, created_at, lease_expires_at) SELECT id, chat_id, "
-        "kind, 'released', queue, held_daily_messages, held_daily_images, "
-        "held_balance, request_id, slot, created_at, lease_expires_at "
-        "FROM gone WHERE request_id <> '') "
-        "INSERT INTO released_reservations (id, chat_id, reason) "
-        "SELECT id, chat_id, reason FROM gone RETURNING reason",
+          + remember_ended("released")
+          + " INSERT INTO released_reservations (id, chat_id, reason) "
+            "SELECT id, chat_id, reason FROM gone RETURNING reason",
         id, chat, timeout_ms);
       if (rs.empty())
         return caf::make_error(ec::not_found, describe(chat, id)

@@ -262,6 +262,12 @@ TEST_SUITE("parallel") {
     REQUIRE(db.fail(chat, failed.id));
     auto cancelled = db.reserve(chat, kind::image, "x").value();
     REQUIRE(db.cancel(chat, cancelled.id, ""));
+    // Past its deadline, then released by the sweeper.
+    auto released = db.reserve(chat, kind::image, "r").value();
+    test::sql("UPDATE reservations SET created_at = now() - interval "
+              "'1 day' WHERE id = "
+              + std::to_string(released.id));
+    REQUIRE(db.release(chat, released.id));
     struct expect {
       const char* request_id;
       reservation_id id;
@@ -270,7 +276,8 @@ TEST_SUITE("parallel") {
     for (auto [request_id, id, status] :
          {expect{"c", committed.id, reservation_status::committed},
           expect{"f", failed.id, reservation_status::failed},
-          expect{"x", cancelled.id, reservation_status::cancelled}}) {
+          expect{"x", cancelled.id, reservation_status::cancelled},
+          expect{"r", released.id, reservation_status::released}}) {
       INFO(request_id);
       auto again = db.reserve(chat, kind::image, request_id);
       REQUIRE(again);
