@@ -26,6 +26,10 @@ inline constexpr const char* unique_violation_sqlstate = "23505";
 /// The prepared statement that applies a batch (002_functions.sql).
 inline constexpr const char* apply_statement = "chargeonce_apply_batch";
 
+/// The prepared statement that releases one reservation past its deadline:
+/// the sweep runs it once per stuck job, thousands in a row after an outage.
+inline constexpr const char* release_statement = "chargeonce_release";
+
 // -- row mapping --------------------------------------------------------------
 
 inline constexpr const char* reservation_columns =
@@ -89,6 +93,9 @@ inline std::string remember_ended(const char* how) {
            "request_id, slot, created_at, lease_expires_at FROM gone WHERE "
            "request_id <> '')";
 }
+
+/// The text of release_statement (store_sweep.cpp).
+std::string release_statement_sql();
 
 /// A reservation from the r_* columns of a chargeonce_outcome row.
 reservation reservation_of(const pqxx::row& r);
@@ -268,6 +275,7 @@ struct store::impl {
                      "SELECT * FROM chargeonce_apply_batch($1::text[], "
                      "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
                      "$6::bigint, $7::integer, $8::integer)");
+      fresh->prepare(release_statement, release_statement_sql());
       conn = std::move(fresh);
     }
     return *conn;
@@ -301,11 +309,14 @@ struct store::impl {
   /// Runs `fn` in one transaction and commits only if it produced a value.
   /// Business errors come back from `fn`; anything thrown rolls back and is
   /// an outage or a bug, as classify() decides.
-  template <class T, class F>
+  /// Runs `fn` in a transaction of type `Tx`: a pqxx::work by default, or a
+  /// pqxx::nontransaction for one statement that is atomic by itself and
+  /// then costs one round trip instead of three (BEGIN, it, COMMIT).
+  template <class T, class Tx = pqxx::work, class F>
   caf::expected<T> run(const char* op, chat_id chat, reservation_id id,
                        F&& fn) {
     try {
-      pqxx::work tx{connection()};
+      Tx tx{connection()};
       caf::expected<T> result = fn(tx);
       if (result)
         tx.commit();

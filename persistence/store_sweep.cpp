@@ -48,28 +48,31 @@ store::sweep_chunk(const sweep_cursor& after, uint32_t limit) {
     });
 }
 
+std::string detail::release_statement_sql() {
+  // A job with a request id is also remembered as released, so that a
+  // retried reserve finds it instead of holding again.
+  return "WITH gone AS (DELETE FROM reservations WHERE id = $1 AND chat_id = "
+         "$2 AND (created_at < now() - $3 * interval '1 millisecond' "
+         "OR lease_expires_at < now()) RETURNING *, "
+         "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
+         "ELSE 'sweep_timeout' END AS reason), "
+         + remember_ended("released")
+         + " INSERT INTO released_reservations (id, chat_id, reason) "
+           "SELECT id, chat_id, reason FROM gone RETURNING reason";
+}
+
 caf::expected<reservation_released> store::release(chat_id chat,
                                                    reservation_id id) {
   if (auto err = validate_reservation(chat, id))
     return err;
   auto timeout_ms = static_cast<int64_t>(impl_->opts.sweep_timeout.count());
-  return impl_->run<reservation_released>(
+  // One statement, atomic by itself: the sweep runs it once per stuck job.
+  return impl_->run<reservation_released, pqxx::nontransaction>(
     "release", chat, id,
-    [&](pqxx::work& tx) -> caf::expected<reservation_released> {
+    [&](pqxx::nontransaction& tx) -> caf::expected<reservation_released> {
       // Deadline re-checked under the row lock: a heartbeat or a commit that
       // came first wins, and the row is left alone.
-      // A job with a request id is also remembered as released, so that a
-      // retried reserve finds it instead of holding again.
-      auto rs = tx.exec_params(
-        "WITH gone AS (DELETE FROM reservations WHERE id = $1 AND chat_id = $2 "
-        "AND (created_at < now() - $3 * interval '1 millisecond' "
-        "OR lease_expires_at < now()) RETURNING *, "
-        "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
-        "ELSE 'sweep_timeout' END AS reason), "
-          + remember_ended("released")
-          + " INSERT INTO released_reservations (id, chat_id, reason) "
-            "SELECT id, chat_id, reason FROM gone RETURNING reason",
-        id, chat, timeout_ms);
+      auto rs = tx.exec_prepared(release_statement, id, chat, timeout_ms);
       if (rs.empty())
         return caf::make_error(ec::not_found, describe(chat, id)
                                                 + " is not past its deadline");
