@@ -10,9 +10,12 @@
 
 namespace chargeonce::chaos {
 
-const char* const invariant_names[6] = {
-  "1_charged_exactly_once", "2_conservation",   "3_one_active_and_fencing",
-  "4_no_lock_left",         "5_outage_answers", "6_cancel_xor_start",
+const char* const invariant_names[invariant_count] = {
+  "1_charged_exactly_once",   "2_conservation",
+  "3_one_active_and_fencing", "4_no_lock_left",
+  "5_outage_answers",         "6_cancel_xor_start",
+  "7_active_within_limit",    "8_holds_within_pockets",
+  "9_one_job_per_request_id",
 };
 
 namespace {
@@ -59,7 +62,7 @@ public:
           const persistence::audit_snapshot& snap, const audit_limits& lim)
       : rec_(rec), initial_(initial), snap_(snap), lim_(lim),
         seed_(std::to_string(lim.seed)) {
-    for (size_t i = 0; i < 6; ++i)
+    for (size_t i = 0; i < invariant_count; ++i)
       out_.invariants.push_back({invariant_names[i], 0, 0});
     index();
   }
@@ -72,6 +75,9 @@ public:
     locks();
     outages();
     cancel_xor_start();
+    within_limit();
+    holds_within_pockets();
+    one_job_per_request_id();
     return std::move(out_);
   }
 
@@ -96,7 +102,7 @@ private:
           k.held = r.amounts;
           k.created_us = r.created_us;
         }
-        if (r.what == op::reserve && r.ok())
+        if (r.what == op::reserve && r.ok() && !r.ended)
           k.first_ack_us = std::min(k.first_ack_us, r.acked_us);
         if (r.what == op::commit)
           k.commit_requested = true;
@@ -113,7 +119,16 @@ private:
         unknown_cancels_[r.chat].push_back(r.sent_us);
       if (r.what == op::top_up)
         payments_requested_.insert(r.key);
+      if (r.what == op::commit && r.ok())
+        commit_acked_[r.id] =
+          std::min(commit_acked_.count(r.id) ? commit_acked_[r.id] : forever,
+                   r.acked_us);
     }
+    for (const auto& [id, k] : res_)
+      if (k.first_ack_us != forever)
+        acknowledged_[k.chat].emplace_back(k.created_us, id);
+    for (auto& [chat, xs] : acknowledged_)
+      std::sort(xs.begin(), xs.end());
     for (auto& [chat, xs] : unknown_cancels_)
       std::sort(xs.begin(), xs.end());
     for (const auto& r : rec_.ops)
@@ -244,33 +259,47 @@ private:
     return out;
   }
 
+  int32_t limit_of(chat_id chat) const {
+    auto i = lim_.max_active_jobs.find(chat);
+    return i == lim_.max_active_jobs.end() ? 1 : i->second;
+  }
+
+  /// The chat's other reservations that were surely active when `id` was
+  /// inserted: acknowledged before, not yet possibly gone, and `id` was
+  /// acknowledged before they could be gone too.
+  std::vector<reservation_id> surely_active_beside(chat_id chat,
+                                                   reservation_id id) const {
+    std::vector<reservation_id> out;
+    const auto& j = res_.at(id);
+    const auto& xs = acknowledged_.at(chat);
+    // An earlier one was created before its acknowledgement, which came
+    // before `id` was inserted: only the prefix up to `id` can qualify.
+    for (auto x = xs.begin(); x != xs.end() && x->first <= j.created_us; ++x) {
+      if (x->second == id)
+        continue;
+      const auto& a = res_.at(x->second);
+      auto alive_from = a.first_ack_us;
+      auto alive_to = gone_from(x->second, a);
+      if (alive_from < alive_to && alive_from <= j.created_us
+          && j.created_us <= alive_to && j.first_ack_us <= alive_to)
+        out.push_back(x->second);
+    }
+    return out;
+  }
+
   void one_active() {
-    std::map<chat_id, std::vector<std::pair<int64_t, reservation_id>>> by_chat;
-    for (const auto& [id, k] : res_)
-      if (k.first_ack_us != forever)
-        by_chat[k.chat].emplace_back(k.created_us, id);
-    for (auto& [chat, xs] : by_chat) {
-      std::sort(xs.begin(), xs.end());
+    for (const auto& [chat, xs] : acknowledged_) {
+      if (limit_of(chat) != 1)
+        continue; // invariant 7 judges chats that allow several jobs
       for (const auto& x : xs) {
-        auto a = x.second;
-        const auto& r1 = res_.at(a);
-        auto alive_from = r1.first_ack_us;
-        auto alive_to = gone_from(a, r1);
-        if (alive_from >= alive_to)
-          continue; // not surely alive at any moment we could judge
         check(3);
-        // Only reservations inserted inside R1's sure lifetime can clash.
-        auto j = std::lower_bound(xs.begin(), xs.end(),
-                                  std::pair{alive_from, reservation_id{0}});
-        for (; j != xs.end() && j->first <= alive_to; ++j) {
-          if (j->second == a)
-            continue;
-          if (res_.at(j->second).first_ack_us <= alive_to)
-            fail(3, chat, j->second,
-                 "reservation " + std::to_string(j->second)
-                   + " was acknowledged while reservation " + std::to_string(a)
-                   + " of the same chat was surely still active");
-        }
+        auto beside = surely_active_beside(chat, x.second);
+        if (!beside.empty())
+          fail(3, chat, x.second,
+               "reservation " + std::to_string(x.second)
+                 + " was acknowledged while reservation "
+                 + std::to_string(beside.front())
+                 + " of the same chat was surely still active");
       }
     }
   }
@@ -392,6 +421,98 @@ private:
     }
   }
 
+  // -- 7: never more active jobs than the chat's limit ---------------------
+
+  void within_limit() {
+    for (const auto& [chat, xs] : acknowledged_) {
+      auto limit = limit_of(chat);
+      for (const auto& x : xs) {
+        check(7);
+        auto beside = surely_active_beside(chat, x.second);
+        if (static_cast<int64_t>(beside.size()) + 1 > limit)
+          fail(7, chat, x.second,
+               "reservation " + std::to_string(x.second) + " made "
+                 + std::to_string(beside.size() + 1)
+                 + " surely active jobs in a chat whose limit is "
+                 + std::to_string(limit));
+      }
+    }
+  }
+
+  // -- 8: the holds of active jobs fit in the pockets they were made from ---
+
+  /// The most a chat's pockets can have held when `id` was inserted:
+  /// refills are off, so initial + every top-up that may have committed
+  /// before `id`'s answer - every charge surely committed before it began.
+  pockets pockets_at_most(chat_id chat, const known_reservation& j) const {
+    pockets out;
+    if (auto i = initial_.find(chat); i != initial_.end())
+      out = i->second;
+    for (const auto& l : snap_.ledger) {
+      if (l.chat != chat)
+        continue;
+      if (!l.charge && l.at_us <= j.first_ack_us) {
+        out.balance += l.credited;
+      } else if (l.charge) {
+        auto c = commit_acked_.find(l.reservation);
+        if (c != commit_acked_.end() && c->second < j.created_us) {
+          out.daily_messages -= l.charged.daily_messages;
+          out.daily_images -= l.charged.daily_images;
+          out.balance -= l.charged.balance;
+        }
+      }
+    }
+    return out;
+  }
+
+  void holds_within_pockets() {
+    for (const auto& [chat, xs] : acknowledged_)
+      for (const auto& x : xs) {
+        const auto& j = res_.at(x.second);
+        if (!j.held_known)
+          continue;
+        check(8);
+        auto held = j.held;
+        for (auto other : surely_active_beside(chat, x.second)) {
+          const auto& a = res_.at(other);
+          held.daily_messages += a.held.daily_messages;
+          held.daily_images += a.held.daily_images;
+          held.balance += a.held.balance;
+        }
+        auto most = pockets_at_most(chat, j);
+        if (held.daily_messages > most.daily_messages
+            || held.daily_images > most.daily_images
+            || held.balance > most.balance)
+          fail(8, chat, x.second,
+               "with reservation " + std::to_string(x.second)
+                 + " the surely active jobs hold " + text(held)
+                 + ", the pockets had at most " + text(most));
+      }
+  }
+
+  // -- 9: a request id names one job, active or ended ------------------------
+
+  void one_job_per_request_id() {
+    std::map<std::pair<chat_id, uint64_t>, std::set<reservation_id>> named;
+    for (const auto& r : rec_.ops)
+      if (r.ok() && r.key != 0 && r.id != 0
+          && (r.what == op::reserve || r.what == op::cancel))
+        named[{r.chat, r.key}].insert(r.id);
+    for (const auto& [key, ids] : named) {
+      check(9);
+      if (ids.size() > 1)
+        fail(9, key.first, *ids.rbegin(),
+             "request_id " + request_id(key.second) + " named "
+               + std::to_string(ids.size())
+               + " reservations: " + std::to_string(*ids.begin()) + " and "
+               + std::to_string(*ids.rbegin()));
+    }
+  }
+
+  std::string request_id(uint64_t key) const {
+    return "chaos-" + seed_ + "-" + std::to_string(key);
+  }
+
   const recorder& rec_;
   const std::map<chat_id, pockets>& initial_;
   const persistence::audit_snapshot& snap_;
@@ -405,6 +526,11 @@ private:
   std::set<uint64_t> payments_requested_;
   std::map<reservation_id, const persistence::audit_ledger_row*> ledger_;
   std::map<reservation_id, const persistence::audit_release*> released_;
+  std::map<reservation_id, int64_t> commit_acked_; ///< first ok commit answer
+  /// Per chat, the reservations an ok reserve answer returned while they
+  /// were active, as (created_at, id), oldest first.
+  std::map<chat_id, std::vector<std::pair<int64_t, reservation_id>>>
+    acknowledged_;
 };
 
 } // namespace

@@ -20,6 +20,8 @@ struct audit_limits {
   int64_t sweep_interval_ms = 1000;
   int64_t slack_ms = 3000; ///< scheduling, a sweep page, a store timeout
   uint64_t seed = 1;       ///< payment ids are "pay-<seed>-<key>"
+  /// Each chat's limit of active jobs; a chat not named has 1.
+  std::map<chat_id, int32_t> max_active_jobs;
 };
 
 struct violation {
@@ -46,7 +48,9 @@ audit_result audit(const recorder& rec,
                    const persistence::audit_snapshot& snapshot,
                    const audit_limits& limits);
 
+inline constexpr size_t invariant_count = 9;
+
 /// Invariant names, as the summary and the JSON show them.
-extern const char* const invariant_names[6];
+extern const char* const invariant_names[invariant_count];
 
 } // namespace chargeonce::chaos

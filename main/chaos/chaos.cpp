@@ -102,7 +102,8 @@ void drain(const setup& s, int64_t chats, const audit_limits& lim) {
 
 /// The run itself: servers, clients, workload and faults; fills `rec`.
 std::string run(const chaos_options& o, setup& s, recorder& rec,
-                std::map<chat_id, pockets>& initial) {
+                std::map<chat_id, pockets>& initial,
+                std::map<chat_id, int32_t>& max_active_jobs) {
   server_set servers{o.server, s.dsn + " application_name=" + app_name,
                      o.data_dir, server_timings{}, o.servers};
   for (size_t i = 0; i < o.servers; ++i)
@@ -131,6 +132,7 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   if (!wl.create_chats(rng))
     return "cannot create the chats";
   initial = wl.initial;
+  max_active_jobs = wl.max_active_jobs;
   fault_options fopts;
   fopts.enabled = o.faults;
   fopts.dsn = s.dsn;
@@ -184,9 +186,10 @@ int chaos_main(chaos_options& o) {
   setup s;
   recorder rec;
   std::map<chat_id, pockets> initial;
+  auto limits = limits_of(o.seed, server_timings{});
   auto error = prepare(o, s);
   if (error.empty())
-    error = run(o, s, rec, initial);
+    error = run(o, s, rec, initial, limits.max_active_jobs);
   audit_result result;
   if (error.empty()) {
     if (o.self_test_violation)
@@ -198,7 +201,7 @@ int chaos_main(chaos_options& o) {
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)
-      result = audit(rec, initial, *snap, limits_of(o.seed, server_timings{}));
+      result = audit(rec, initial, *snap, limits);
     else if (error.empty())
       error = "cannot read the audit snapshot: " + error_message(snap.error());
   }

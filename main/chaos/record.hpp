@@ -56,6 +56,10 @@ struct op_record {
   op what = op::status;
   uint8_t result = static_cast<uint8_t>(outcome::pending);
   kind job = kind::text;
+  /// The answer returned a reservation that had already ended (a reserve
+  /// retried with the request id of a finished job): it proves nothing
+  /// about the job being active when it came.
+  bool ended = false;
 
   bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
 };

@@ -14,6 +14,11 @@ namespace {
 /// Jobs waiting for a worker; beyond this a new job is dropped (swept later).
 constexpr size_t queue_max = 64;
 constexpr int retries_max = 4; ///< commit/fail/top-up after unknown outcome
+/// Reserves remembered for a late retry: about the last second's worth.
+constexpr size_t recent_max = 64;
+/// The job limits chats are created with, one each in turn; 1 is the
+/// plan's default (no limit of the chat's own).
+constexpr int32_t job_limits[] = {1, 2, 4};
 
 op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
   op_record r;
@@ -30,6 +35,7 @@ void fill(op_record& r, const reservation& x) {
   r.amounts = x.held;
   r.job = x.kind;
   r.created_us = to_unix_micros(x.created_at);
+  r.ended = !is_active(x.status);
 }
 
 void fill(op_record& r, const receipt& x) {
@@ -107,6 +113,9 @@ bool workload::create_chats(std::mt19937_64& rng) {
     spec.initial = {static_cast<int32_t>(uniform(rng, 0, 60)),
                     static_cast<int32_t>(uniform(rng, 0, 20)),
                     static_cast<int32_t>(uniform(rng, 0, 30))};
+    auto limit = job_limits[i % 3];
+    if (limit > 1)
+      spec.max_active_jobs = limit;
     auto r = begin(op::create, 0, spec.chat);
     auto x = client_.create(spec);
     finish(rec_, r, x);
@@ -116,6 +125,7 @@ bool workload::create_chats(std::mt19937_64& rng) {
       return false;
     }
     initial[spec.chat] = spec.initial;
+    max_active_jobs[spec.chat] = limit;
   }
   for (int64_t i = 1; i <= opts_.process_chats; ++i) {
     chat_spec spec;
@@ -127,6 +137,7 @@ bool workload::create_chats(std::mt19937_64& rng) {
     if (!x)
       return false;
     initial[spec.chat] = spec.initial;
+    max_active_jobs[spec.chat] = 1;
   }
   return true;
 }
@@ -181,7 +192,8 @@ bool workload::pop(job& out) {
 
 // -- gateways -----------------------------------------------------------------
 
-void workload::reserve(uint32_t actor, chat_id chat, kind k, uint64_t key) {
+op_record workload::reserve(uint32_t actor, chat_id chat, kind k,
+                            uint64_t key) {
   auto r = begin(op::reserve, actor, chat);
   r.key = key;
   r.job = k;
@@ -189,6 +201,25 @@ void workload::reserve(uint32_t actor, chat_id chat, kind k, uint64_t key) {
   finish(rec_, r, x);
   if (x)
     push(job{chat, x->id});
+  std::lock_guard<std::mutex> guard{recent_mtx_};
+  recent_.push_back(r);
+  if (recent_.size() > recent_max)
+    recent_.pop_front();
+  return r;
+}
+
+/// A reserve repeated with the request id of one a moment ago: a tap that
+/// came late, or a gateway retrying after a timeout. Whether the job is
+/// still active or has ended, it must name the same reservation.
+void workload::retry_late(uint32_t actor, std::mt19937_64& rng) {
+  op_record earlier;
+  {
+    std::lock_guard<std::mutex> guard{recent_mtx_};
+    if (recent_.empty())
+      return;
+    earlier = recent_[uniform(rng, 0, recent_.size() - 1)];
+  }
+  reserve(actor, earlier.chat, earlier.job, earlier.key);
 }
 
 void workload::taps(uint32_t actor, chat_id chat, std::mt19937_64& rng) {
@@ -214,6 +245,19 @@ void workload::cancel(uint32_t actor, chat_id chat) {
   finish(rec_, r, x);
 }
 
+/// Cancels the job a reserve asked for: by its id when the answer came, by
+/// its request id when the answer was lost.
+void workload::cancel_job(uint32_t actor, const op_record& reserved) {
+  if (!reserved.ok() && !unknown(reserved))
+    return; // refused: there is no job to cancel
+  auto r = begin(op::cancel, actor, reserved.chat, reserved.id);
+  r.key = reserved.key;
+  auto x = reserved.ok()
+             ? client_.cancel(reserved.chat, reserved.id, "")
+             : client_.cancel(reserved.chat, 0, request_id(reserved.key));
+  finish(rec_, r, x);
+}
+
 void workload::gateway(uint32_t actor, uint64_t seed) {
   std::mt19937_64 rng{seed};
   while (stop_.nap(uniform(rng, 0, 15))) {
@@ -225,18 +269,26 @@ void workload::gateway(uint32_t actor, uint64_t seed) {
     } else if (p < 0.20) {
       auto r = begin(op::status, actor, chat);
       finish(rec_, r, client_.status(chat));
-    } else if (p < 0.55) {
+    } else if (p < 0.50) {
       reserve(actor, chat, chance(rng) < 0.5 ? kind::text : kind::image,
               next_key());
+    } else if (p < 0.55) {
+      retry_late(actor, rng);
     } else if (p < 0.72) {
       taps(actor, chat, rng);
     } else if (p < 0.82) {
       cancel(actor, chat);
     } else {
       // Reserve, then cancel a moment later: races the worker's start.
-      reserve(actor, chat, kind::image, next_key());
-      if (stop_.nap(uniform(rng, 0, 300)))
+      auto reserved = reserve(actor, chat, kind::image, next_key());
+      if (!stop_.nap(uniform(rng, 0, 300)))
+        continue;
+      // A bare cancel names the chat's one job; where several may be
+      // active it names the job, as a gateway must.
+      if (max_active_jobs.at(chat) == 1 && chance(rng) < 0.5)
         cancel(actor, chat);
+      else
+        cancel_job(actor, reserved);
     }
   }
 }

@@ -67,14 +67,18 @@ public:
 
   /// The pockets each chat was created with.
   std::map<chat_id, pockets> initial;
+  /// How many active jobs each chat allows (1, 2 or 4).
+  std::map<chat_id, int32_t> max_active_jobs;
 
 private:
   void gateway(uint32_t actor, uint64_t seed);
   void worker(uint32_t actor, uint64_t seed);
   void admin(uint32_t actor, uint64_t seed);
-  void reserve(uint32_t actor, chat_id chat, kind k, uint64_t request);
+  op_record reserve(uint32_t actor, chat_id chat, kind k, uint64_t request);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
   void cancel(uint32_t actor, chat_id chat);
+  void cancel_job(uint32_t actor, const op_record& reserved);
+  void retry_late(uint32_t actor, std::mt19937_64& rng);
   void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
   bool start_job(uint32_t actor, const job& j);
   void commit_job(uint32_t actor, const job& j, int attempts);
@@ -96,6 +100,9 @@ private:
   std::condition_variable queue_cv_;
   std::deque<job> queue_;
   std::set<reservation_id> queued_ever_; ///< a job is handed out once
+  /// Recent reserves (chat, kind, request key), for retries that come late.
+  std::mutex recent_mtx_;
+  std::deque<op_record> recent_;
   std::vector<std::thread> threads_;
 };
 

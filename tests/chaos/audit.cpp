@@ -18,11 +18,14 @@ constexpr chat_id chat_a = 1001; ///< commit, top-up, status, cancel
 constexpr chat_id chat_b = 1002; ///< a killed worker's job, swept
 constexpr chat_id chat_c = 1003; ///< a commit sent while Postgres is paused
 constexpr chat_id chat_d = 1004; ///< no operation (a lock left behind)
+constexpr chat_id chat_e = 1005; ///< limit 2: two image jobs side by side
 
 constexpr reservation_id committed = 11; ///< chat_a, started and committed
 constexpr reservation_id cancelled = 12; ///< chat_a, cancelled while queued
 constexpr reservation_id swept = 13;     ///< chat_b, released lease_expired
 constexpr reservation_id paused = 17;    ///< chat_c, commit during the outage
+constexpr reservation_id daily = 21;     ///< chat_e, holds the daily image
+constexpr reservation_id bought = 22;    ///< chat_e, beside it, holds balance
 
 /// The Postgres pause: [outage_from_ms, outage_to_ms] after t0.
 constexpr int64_t outage_from_ms = 5000;
@@ -82,7 +85,9 @@ struct history {
     initial = {{chat_a, {0, 1, 5}},
                {chat_b, {0, 0, 2}},
                {chat_c, {0, 1, 0}},
-               {chat_d, {0, 0, 1}}};
+               {chat_d, {0, 0, 1}},
+               {chat_e, {1, 1, 1}}};
+    limits.max_active_jobs[chat_e] = 2;
     // chat_a: reserve, start, commit; a top-up of 3; a reserve cancelled.
     rec.add(reserved(chat_a, committed, 0, {0, 1, 0}));
     rec.add(answered(op::start, chat_a, committed, 10, {0, 1, 0}));
@@ -94,6 +99,19 @@ struct history {
     rec.add(answered(op::status, chat_a, 0, 300, {0, 0, 8}));
     rec.add(reserved(chat_a, cancelled, 400, {0, 0, 1}));
     rec.add(answered(op::cancel, chat_a, cancelled, 500, {0, 0, 1}));
+    // A tap that came late, after `committed` ended: the same reservation,
+    // with its final status.
+    auto late = answered(op::reserve, chat_a, committed, 150, {0, 1, 0});
+    late.created_us = at(2);
+    late.key = committed;
+    late.ended = true;
+    rec.add(late);
+    // chat_e: two image jobs at once, each from its own pocket; both are
+    // cancelled.
+    rec.add(reserved(chat_e, daily, 3000, {0, 1, 0}));
+    rec.add(reserved(chat_e, bought, 3010, {0, 0, 1}));
+    rec.add(answered(op::cancel, chat_e, daily, 3100, {0, 1, 0}));
+    rec.add(answered(op::cancel, chat_e, bought, 3110, {0, 0, 1}));
     // chat_b: its worker is killed after start; the sweeper releases it.
     rec.add(reserved(chat_b, swept, 1000, {0, 0, 1}));
     rec.add(answered(op::start, chat_b, swept, 1010, {0, 0, 1}));
@@ -113,7 +131,8 @@ struct history {
     snap.chats = {{chat_a, {0, 0, 8}},
                   {chat_b, {0, 0, 2}},
                   {chat_c, {0, 0, 0}},
-                  {chat_d, {0, 0, 1}}};
+                  {chat_d, {0, 0, 1}},
+                  {chat_e, {1, 1, 1}}};
     snap.ledger = {charge(1, committed, chat_a, {0, 1, 0}, 103),
                    top_up_row(2, chat_a, 3, "pay-1-7", 203),
                    charge(3, paused, chat_c, {0, 1, 0}, outage_to_ms + 100)};
@@ -174,6 +193,9 @@ const std::string one_active = invariant_names[2];
 const std::string no_lock_left = invariant_names[3];
 const std::string outage_answers = invariant_names[4];
 const std::string cancel_xor_start = invariant_names[5];
+const std::string within_limit = invariant_names[6];
+const std::string holds_within_pockets = invariant_names[7];
+const std::string one_job_per_request_id = invariant_names[8];
 
 } // namespace
 
@@ -182,8 +204,8 @@ TEST_SUITE("chaos.audit") {
   TEST_CASE("a consistent history checks every invariant and violates none") {
     history h;
     auto result = h.run();
-    REQUIRE(result.invariants.size() == 6);
-    for (size_t i = 0; i < 6; ++i) {
+    REQUIRE(result.invariants.size() == invariant_count);
+    for (size_t i = 0; i < invariant_count; ++i) {
       CAPTURE(i);
       CHECK(result.invariants[i].name == invariant_names[i]);
       CHECK(result.invariants[i].checked > 0);
@@ -235,15 +257,79 @@ TEST_SUITE("chaos.audit") {
     CHECK(h.failed() == conservation);
   }
 
-  TEST_CASE("3: two acknowledged reservations of one chat at once are caught") {
+  TEST_CASE("3, 7: two acknowledged reservations of a chat with one slot at "
+            "once are caught") {
     // Reserved and acknowledged while `committed` was surely still active.
     history h;
     h.rec.add(h.reserved(chat_a, 15, 50, {0, 0, 1}));
     h.rec.add(h.answered(op::cancel, chat_a, 15, 60, {0, 0, 1}));
-    CHECK(h.failed() == one_active);
+    CHECK(h.failed() == one_active + "," + within_limit);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 2);
+    CHECK(result.violations[0].reservation == 15);
+    CHECK(result.violations[1].reservation == 15);
+  }
+
+  TEST_CASE("7: a third job in a chat with two slots is caught") {
+    // A reserve that ignores the limit: a text job beside the two images
+    // (the pockets would pay for all three, so only the limit is broken).
+    history h;
+    h.rec.add(h.reserved(chat_e, 23, 3020, {1, 0, 0}));
+    h.rec.add(h.answered(op::cancel, chat_e, 23, 3120, {1, 0, 0}));
+    CHECK(h.failed() == within_limit);
     auto result = h.run();
     REQUIRE(result.violations.size() == 1);
-    CHECK(result.violations[0].reservation == 15);
+    CHECK(result.violations[0].reservation == 23);
+  }
+
+  TEST_CASE("7: two jobs one after the other in a chat with one slot pass") {
+    history h;
+    h.rec.add(h.reserved(chat_d, 24, 100, {0, 0, 1}));
+    h.rec.add(h.answered(op::cancel, chat_d, 24, 200, {0, 0, 1}));
+    h.rec.add(h.reserved(chat_d, 25, 300, {0, 0, 1}));
+    h.rec.add(h.answered(op::cancel, chat_d, 25, 400, {0, 0, 1}));
+    CHECK(h.failed() == "");
+  }
+
+  TEST_CASE("8: a second job that holds the daily image the first one holds "
+            "is caught") {
+    // A reserve that ignores the other job's hold: one daily image, two
+    // holds of it.
+    history h;
+    h.find(op::reserve, bought).amounts = {0, 1, 0};
+    h.find(op::cancel, bought).amounts = {0, 1, 0};
+    CHECK(h.failed() == holds_within_pockets);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].reservation == bought);
+  }
+
+  TEST_CASE("8: a hold that a top-up made possible passes, one paid by a "
+            "charge already made is caught") {
+    // chat_a after its top-up has 8 credits and its daily image was
+    // charged: a job holding the image again over-commits, one holding 8
+    // credits does not.
+    history h;
+    h.rec.add(h.reserved(chat_a, 26, 600, {0, 0, 8}));
+    h.rec.add(h.answered(op::cancel, chat_a, 26, 700, {0, 0, 8}));
+    CHECK(h.failed() == "");
+    h.find(op::reserve, 26).amounts = {0, 1, 0};
+    h.find(op::cancel, 26).amounts = {0, 1, 0};
+    CHECK(h.failed() == holds_within_pockets);
+  }
+
+  TEST_CASE("9: a reserve retried with an ended job's request id that makes "
+            "a new job is caught") {
+    // A server that forgot the request id once `committed` ended.
+    history h;
+    auto again = h.reserved(chat_a, 18, 600, {0, 0, 1});
+    again.key = committed;
+    h.rec.add(again);
+    h.rec.add(h.answered(op::cancel, chat_a, 18, 700, {0, 0, 1}));
+    CHECK(h.failed() == one_job_per_request_id);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].reservation == 18);
   }
 
   TEST_CASE("3: a charge after the sweeper released the reservation is "
