@@ -113,33 +113,48 @@ $$;
 
 -- Ending a reservation -------------------------------------------------------
 
+-- PL/pgSQL, not SQL, for the helpers that run a query: Postgres 15 plans a
+-- SQL function's query again on every call of the statement that calls it
+-- (about 0.4 ms for find_request, on every reserve), while PL/pgSQL keeps
+-- its plans for the session.
+
 -- Remembers `r` as ended with `how`, if it has a request id; called in the
 -- transaction that deletes it.
 CREATE FUNCTION chargeonce_remember_end(r reservations, how text)
-  RETURNS void LANGUAGE sql AS $$
+  RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF r.request_id = '' THEN
+    RETURN;
+  END IF;
   INSERT INTO ended_reservations (id, chat_id, kind, status, queue,
                                   held_daily_messages, held_daily_images,
                                   held_balance, request_id, slot, created_at,
                                   lease_expires_at)
-  SELECT r.id, r.chat_id, r.kind, how, r.queue, r.held_daily_messages,
-         r.held_daily_images, r.held_balance, r.request_id, r.slot,
-         r.created_at, r.lease_expires_at
-   WHERE r.request_id <> ''
-$$;
+    VALUES (r.id, r.chat_id, r.kind, how, r.queue, r.held_daily_messages,
+            r.held_daily_images, r.held_balance, r.request_id, r.slot,
+            r.created_at, r.lease_expires_at);
+END $$;
 
 -- The job request_id names in p_chat, active or ended, in one statement: a
 -- job that ends meanwhile is seen on one side, never on neither (fail,
 -- cancel and release do not take the chat's lock). NULL when none.
 CREATE FUNCTION chargeonce_find_request(p_chat bigint, p_request_id text)
-  RETURNS chargeonce_outcome LANGUAGE sql STABLE AS $$
-  SELECT ROW(NULL, 'ok', NULL, x.id, x.chat_id, x.kind, x.status, x.queue,
-             x.held_daily_messages, x.held_daily_images, x.held_balance,
-             x.request_id, chargeonce_us(x.created_at),
-             chargeonce_us(x.lease_expires_at),
-             NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, x.slot, chargeonce_us(x.ended_at), NULL,
-             NULL)::chargeonce_outcome
+  RETURNS chargeonce_outcome LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  o chargeonce_outcome;
+BEGIN
+  IF p_request_id = '' THEN
+    RETURN NULL;
+  END IF;
+  -- Column by column: a composite target takes one column per attribute.
+  SELECT NULL, 'ok', NULL, x.id, x.chat_id, x.kind, x.status, x.queue,
+         x.held_daily_messages, x.held_daily_images, x.held_balance,
+         x.request_id, chargeonce_us(x.created_at),
+         chargeonce_us(x.lease_expires_at),
+         NULL, NULL, NULL, NULL, NULL, NULL,
+         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+         NULL, x.slot, chargeonce_us(x.ended_at), NULL, NULL
+    INTO o
     FROM (SELECT id, chat_id, kind, status, queue, held_daily_messages,
                  held_daily_images, held_balance, request_id, created_at,
                  lease_expires_at, slot, NULL::timestamptz AS ended_at
@@ -151,22 +166,23 @@ CREATE FUNCTION chargeonce_find_request(p_chat bigint, p_request_id text)
                  lease_expires_at, slot, ended_at
             FROM ended_reservations
            WHERE chat_id = p_chat AND request_id = p_request_id) x
-   WHERE p_request_id <> ''
-   LIMIT 1
-$$;
+   LIMIT 1;
+  RETURN o;
+END $$;
 
 -- The chat's active reservations, oldest first, as a JSON array (status).
 CREATE FUNCTION chargeonce_reservations_json(p_chat bigint)
-  RETURNS text LANGUAGE sql STABLE AS $$
-  SELECT coalesce(json_agg(json_build_object(
+  RETURNS text LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce(json_agg(json_build_object(
            'id', id, 'chat', chat_id, 'kind', kind, 'status', status,
            'queue', queue, 'held_m', held_daily_messages,
            'held_i', held_daily_images, 'held_b', held_balance,
            'request_id', request_id, 'created_us', chargeonce_us(created_at),
            'lease_us', chargeonce_us(lease_expires_at), 'slot', slot)
            ORDER BY created_at, id)::text, '[]')
-    FROM reservations WHERE chat_id = p_chat
-$$;
+    FROM reservations WHERE chat_id = p_chat);
+END $$;
 
 -- Why reservation p_id is not an active reservation of p_chat: another
 -- chat's, committed, released (fencing), failed or cancelled, or gone.
