@@ -217,7 +217,8 @@ void workload::retry_late(uint32_t actor, std::mt19937_64& rng) {
     std::lock_guard<std::mutex> guard{recent_mtx_};
     if (recent_.empty())
       return;
-    earlier = recent_[uniform(rng, 0, recent_.size() - 1)];
+    auto last = static_cast<int64_t>(recent_.size()) - 1;
+    earlier = recent_[static_cast<size_t>(uniform(rng, 0, last))];
   }
   reserve(actor, earlier.chat, earlier.job, earlier.key);
 }
