@@ -81,10 +81,12 @@ private:
 /// Refuses fields other than `known` in `object`, naming `owner`.
 std::string only_fields(const ojson& object, const std::string& owner,
                         std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : object.items())
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
     if (std::none_of(known.begin(), known.end(),
                      [&](const char* k) { return key == k; }))
       return owner + ": unknown field " + in_quotes(key);
+  }
   return {};
 }
 
