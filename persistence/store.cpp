@@ -73,7 +73,8 @@ int32_t free_slot(const std::vector<reservation>& active, int32_t limit) {
 
 /// Lock, read, decide, insert: the row lock makes the slot, the balance
 /// check and the hold one step for every writer of this chat.
-caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat, kind k,
+caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
+                                      const kind& k,
                                       const std::string& request_id,
                                       const store_options& o) {
   auto rs =
@@ -134,8 +135,9 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat, kind k,
                 "request_id, slot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
                 "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
       + reservation_columns,
-    chat, to_string(k), choice.queue, choice.held.daily_messages,
-    choice.held.daily_images, choice.held.balance, request_id, slot);
+    chat, to_string(k), choice.queue, choice.held.get(pocket::daily_messages),
+    choice.held.get(pocket::daily_images), choice.held.get(pocket::balance),
+    request_id, slot);
   if (inserted.empty())
     return caf::make_error(ec::busy,
                            busy_message(chat, active.size() + 1, limit));
@@ -177,8 +179,10 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
           + micros_to_timestamptz("$6::bigint")
           + " END, CASE WHEN $7 THEN $8::integer END) "
             "ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
-        spec.chat, spec.initial.daily_messages, spec.initial.daily_images,
-        spec.initial.balance, static_cast<bool>(spec.premium_until), premium_us,
+        spec.chat, spec.initial.get(pocket::daily_messages),
+        spec.initial.get(pocket::daily_images),
+        spec.initial.get(pocket::balance),
+        static_cast<bool>(spec.premium_until), premium_us,
         static_cast<bool>(spec.max_active_jobs),
         spec.max_active_jobs ? *spec.max_active_jobs : 0);
       if (rs.empty())
@@ -195,6 +199,8 @@ caf::expected<reservation> store::reserve(chat_id chat, kind k,
     return single<reservation>(*this,
                                {batch_op::reserve, chat, 0, k, request_id});
   if (auto err = validate_reserve(chat, k, request_id))
+    return err;
+  if (auto err = validate_kind(impl_->opts.products, k))
     return err;
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
@@ -281,22 +287,24 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
       // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
       // stops at zero (the clamp is part of the contract).
       const auto& row = locked[0];
-      pockets charged{std::min(held.held.daily_messages, row[0].as<int32_t>()),
-                      std::min(held.held.daily_images, row[1].as<int32_t>()),
-                      std::min(held.held.balance, row[2].as<int32_t>())};
+      pockets charged{
+        std::min(held.held.get(pocket::daily_messages), row[0].as<int32_t>()),
+        std::min(held.held.get(pocket::daily_images), row[1].as<int32_t>()),
+        std::min(held.held.get(pocket::balance), row[2].as<int32_t>())};
       tx.exec_params("UPDATE chats SET "
                      "daily_messages = GREATEST(0, daily_messages - $2), "
                      "daily_images = GREATEST(0, daily_images - $3), "
                      "balance = GREATEST(0, balance - $4) WHERE chat_id = $1",
-                     chat, held.held.daily_messages, held.held.daily_images,
-                     held.held.balance);
+                     chat, held.held.get(pocket::daily_messages),
+                     held.held.get(pocket::daily_images),
+                     held.held.get(pocket::balance));
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, "
         "charged_daily_messages, charged_daily_images, charged_balance) "
         "VALUES ($1, $2, $3, $4, $5, $6) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-        id, chat, to_string(held.kind), charged.daily_messages,
-        charged.daily_images, charged.balance);
+        id, chat, to_string(held.kind), charged.get(pocket::daily_messages),
+        charged.get(pocket::daily_images), charged.get(pocket::balance));
       delete_and_remember(tx, "id = $1", "committed", id);
       return receipt{id, chat, held.kind, charged,
                      from_unix_micros(written[0][0].as<int64_t>())};

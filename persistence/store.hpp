@@ -4,6 +4,7 @@
 #pragma once
 
 #include "persistence/batch.hpp"
+#include "protocol/catalog.hpp"
 #include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
@@ -39,6 +40,8 @@ struct store_options {
   std::chrono::milliseconds reactivation_after{std::chrono::hours(24)};
   plan_quota free_plan{10, 3};
   plan_quota premium_plan{10, 10};
+  /// The kinds of job this store sells; reserve refuses any other.
+  catalog products = builtin_catalog({});
   /// Jobs a chat may run at once unless it has its own limit, per plan.
   int32_t free_max_active_jobs = 1;
   int32_t premium_max_active_jobs = 1;

@@ -32,10 +32,12 @@ const char* to_string(batch_op x) {
 
 namespace {
 
-caf::error validate(const batch_operation& x) {
+caf::error validate(const batch_operation& x, const catalog& products) {
   switch (x.op) {
   case batch_op::reserve:
-    return validate_reserve(x.chat, x.k, x.request_id);
+    if (auto err = validate_reserve(x.chat, x.k, x.request_id))
+      return err;
+    return validate_kind(products, x.k);
   case batch_op::start:
   case batch_op::heartbeat:
   case batch_op::commit:
@@ -152,7 +154,7 @@ store::apply(const std::vector<batch_operation>& ops) {
   // operations keep their order.
   std::vector<size_t> order;
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (auto err = validate(ops[i]))
+    if (auto err = validate(ops[i], impl_->opts.products))
       out[i] = std::move(err);
     else
       order.push_back(i);

@@ -14,14 +14,8 @@ using ojson = nlohmann::ordered_json;
 // Bounds that keep a catalog something an operator can read and a
 // statement can carry; far above any product list seen.
 constexpr size_t kinds_max = 64;
-constexpr size_t pockets_max = 16;
 constexpr int32_t price_max = 1'000'000;
 constexpr int32_t quota_max = 1'000'000;
-
-bool is_name(const std::string& x) {
-  static const std::regex pattern{"[a-z][a-z0-9_]{0,31}"};
-  return std::regex_match(x, pattern);
-}
 
 bool is_queue_name(const std::string& x) {
   static const std::regex pattern{"[A-Za-z0-9_.:-]{1,128}"};
@@ -220,7 +214,7 @@ std::string read_kind(const std::string& name, const ojson& body,
 
 std::string check_kind(const catalog& c, const kind_spec& k) {
   auto owner = "kind " + k.name;
-  if (!is_name(k.name))
+  if (!is_catalog_name(k.name))
     return "kind name " + in_quotes(k.name)
            + " must match [a-z][a-z0-9_]{0,31}";
   if (k.pay_from.empty())
@@ -250,7 +244,7 @@ std::string check_kind(const catalog& c, const kind_spec& k) {
 }
 
 std::string check_pocket(const pocket_spec& p) {
-  if (!is_name(p.name))
+  if (!is_catalog_name(p.name))
     return "pocket name " + in_quotes(p.name)
            + " must match [a-z][a-z0-9_]{0,31}";
   if (p.name == balance_pocket && !p.purchased)
@@ -321,9 +315,9 @@ std::string validate(const catalog& x) {
   if (x.kinds.size() > kinds_max)
     return "the catalog has " + std::to_string(x.kinds.size())
            + " kinds, at most " + std::to_string(kinds_max);
-  if (x.pockets.size() > pockets_max)
+  if (x.pockets.size() > catalog_pockets_max)
     return "the catalog has " + std::to_string(x.pockets.size())
-           + " pockets, at most " + std::to_string(pockets_max);
+           + " pockets, at most " + std::to_string(catalog_pockets_max);
   std::set<std::string> names;
   for (const auto& p : x.pockets) {
     if (!names.insert(p.name).second)

@@ -5,6 +5,8 @@
 // added, never renamed.
 #pragma once
 
+#include "protocol/types.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -15,7 +17,10 @@ namespace chargeonce {
 
 /// The purchased pocket: top-ups credit it, it never expires, every kind of
 /// the catalog may be paid from it (last, after the daily pockets).
-inline constexpr const char* balance_pocket = "balance";
+inline constexpr const char* balance_pocket = pocket::balance;
+
+/// Pockets one catalog may have at most (and so one chat).
+inline constexpr size_t catalog_pockets_max = 16;
 
 /// What cancel does to a job a worker already started.
 enum class cancel_policy : uint8_t {

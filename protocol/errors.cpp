@@ -12,7 +12,7 @@ namespace chargeonce {
 
 namespace {
 
-constexpr std::array<const char*, 15> names = {
+constexpr std::array<const char*, 16> names = {
   "none",
   "busy",
   "insufficient_messages",
@@ -28,9 +28,10 @@ constexpr std::array<const char*, 15> names = {
   "expired",
   "overloaded",
   "internal",
+  "insufficient_funds",
 };
 
-static_assert(names.size() == static_cast<size_t>(ec::internal) + 1,
+static_assert(names.size() == static_cast<size_t>(ec::insufficient_funds) + 1,
               "every ec code needs its name, in code order");
 
 } // namespace

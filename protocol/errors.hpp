@@ -55,6 +55,11 @@ enum class ec : uint8_t {
   /// written; unlike it, retrying will not help until the bug is fixed, so
   /// clients do not retry it automatically.
   internal = 14,
+  /// A job of a catalog kind other than text and image found no pocket of
+  /// its pay_from with its price left; the message names the kind and its
+  /// pockets (text and image keep insufficient_messages and
+  /// insufficient_images).
+  insufficient_funds = 15,
 };
 
 /// The stable name used in logs and in the CLI's `{"error": ...}`.

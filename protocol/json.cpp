@@ -18,9 +18,13 @@ nlohmann::json optional_time(const caf::optional<caf::timestamp>& t) {
 } // namespace
 
 nlohmann::json to_json(const pockets& x) {
-  return {{"daily_messages", x.daily_messages},
-          {"daily_images", x.daily_images},
-          {"balance", x.balance}};
+  // The built-in pockets always, as before the catalog; then the others.
+  nlohmann::json out = {{pocket::daily_messages, x.get(pocket::daily_messages)},
+                        {pocket::daily_images, x.get(pocket::daily_images)},
+                        {pocket::balance, x.get(pocket::balance)}};
+  for (const auto& [name, amount] : x.items())
+    out[name] = amount;
+  return out;
 }
 
 nlohmann::json to_json(const reservation& x) {
@@ -47,6 +51,11 @@ nlohmann::json to_json(const receipt& x) {
 
 nlohmann::json to_json(const chat_status& x) {
   auto out = to_json(x.amounts);
+  // Every pocket of the catalog, the built-in ones included.
+  auto every = nlohmann::json::object();
+  for (const auto& [name, amount] : x.amounts.items())
+    every[name] = amount;
+  out["pockets"] = std::move(every);
   out["chat"] = x.chat;
   out["premium"] = x.premium;
   out["premium_until"] = optional_time(x.premium_until);

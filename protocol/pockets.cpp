@@ -5,7 +5,20 @@
 
 namespace chargeonce {
 
-std::string queue_for(kind k, bool premium) {
+namespace {
+
+const catalog& builtin() {
+  static const catalog c = builtin_catalog({});
+  return c;
+}
+
+} // namespace
+
+std::string queue_for(const kind_spec& spec, bool premium) {
+  return premium ? spec.priority_queue : spec.queue;
+}
+
+std::string queue_for(const kind& k, bool premium) {
   std::string queue = to_string(k);
   queue += "_generation";
   if (premium)
@@ -13,42 +26,71 @@ std::string queue_for(kind k, bool premium) {
   return queue;
 }
 
-ec choose_pockets(kind k, bool premium, const pockets& available,
+ec insufficient_for(const kind& k) {
+  if (k == kind::text)
+    return ec::insufficient_messages;
+  if (k == kind::image)
+    return ec::insufficient_images;
+  return ec::insufficient_funds;
+}
+
+std::string cannot_pay_message(chat_id chat, const kind_spec& spec) {
+  std::string out =
+    "chat " + std::to_string(chat) + " cannot pay for " + spec.name;
+  // The built-in kinds' messages stay as they were before the catalog.
+  if (spec.name == "text" || spec.name == "image")
+    return out;
+  out += " (";
+  for (size_t i = 0; i < spec.pay_from.size(); ++i)
+    out += (i == 0 ? "" : ", ") + spec.pay_from[i].pocket + ": "
+           + std::to_string(spec.pay_from[i].price);
+  return out + " each)";
+}
+
+ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
                   pocket_choice& out) {
-  out = pocket_choice{{}, queue_for(k, premium)};
-  if (k == kind::text) {
-    if (premium)
+  out = pocket_choice{{}, queue_for(spec, premium)};
+  if (premium && spec.premium_free)
+    return ec::none;
+  for (const auto& source : spec.pay_from)
+    if (available.get(source.pocket) >= source.price) {
+      out.held.set(source.pocket, source.price);
       return ec::none;
-    if (available.daily_messages <= 0)
-      return ec::insufficient_messages;
-    out.held.daily_messages = 1;
-    return ec::none;
+    }
+  return insufficient_for(kind{spec.name});
+}
+
+ec choose_pockets(const kind& k, bool premium, const pockets& available,
+                  pocket_choice& out) {
+  const auto* spec = builtin().find_kind(to_string(k));
+  if (spec == nullptr) {
+    out = pocket_choice{};
+    return ec::invalid_argument;
   }
-  if (available.daily_images > 0) {
-    out.held.daily_images = 1;
-    return ec::none;
-  }
-  if (available.balance > 0) {
-    out.held.balance = 1;
-    return ec::none;
-  }
-  return ec::insufficient_images;
+  return choose_pockets(*spec, premium, available, out);
+}
+
+pockets take_clamped(pockets& amounts, const pockets& held) {
+  pockets charged;
+  for (const auto& [name, amount] : held.items())
+    charged.set(name, std::min(amount, amounts.get(name)));
+  amounts -= charged;
+  return charged;
 }
 
 pockets held_by(const std::vector<reservation>& active) {
   pockets out;
-  for (const auto& r : active) {
-    out.daily_messages += r.held.daily_messages;
-    out.daily_images += r.held.daily_images;
-    out.balance += r.held.balance;
-  }
+  for (const auto& r : active)
+    for (const auto& [name, amount] : r.held.items())
+      out.add(name, amount);
   return out;
 }
 
 pockets left_after(const pockets& amounts, const pockets& held) {
-  return {std::max(0, amounts.daily_messages - held.daily_messages),
-          std::max(0, amounts.daily_images - held.daily_images),
-          std::max(0, amounts.balance - held.balance)};
+  pockets out;
+  for (const auto& [name, amount] : amounts.items())
+    out.set(name, std::max(0, amount - held.get(name)));
+  return out;
 }
 
 pockets spendable(const chat_status& x) {

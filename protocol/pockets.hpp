@@ -2,6 +2,7 @@
 // The pricing decision made at reserve time: which pocket pays, which queue.
 #pragma once
 
+#include "protocol/catalog.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/types.hpp"
 
@@ -16,23 +17,46 @@ struct pocket_choice {
   std::string queue;
 };
 
-/// Decides the hold for one job. What expires first is spent first: the
-/// daily pockets before purchased balance. Text for premium chats is free;
-/// text never falls back to balance. `ec::none` means the choice is valid.
-ec choose_pockets(kind k, bool premium, const pockets& available,
+/// Decides the hold for one job of the kind `spec` describes: the first
+/// pocket of its pay_from (what expires first comes first) with its price
+/// available pays it; a premium chat holds nothing for a premium-free kind.
+/// `ec::none` means the choice is valid; otherwise the refusal
+/// insufficient_for(spec) names.
+ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
                   pocket_choice& out);
+
+/// The built-in catalog's rules: text from daily messages only (free for
+/// premium chats), image from daily images, then balance.
+ec choose_pockets(const kind& k, bool premium, const pockets& available,
+                  pocket_choice& out);
+
+/// The refusal of a kind no pocket can pay for: insufficient_messages for
+/// text and insufficient_images for image (their names since before the
+/// catalog), insufficient_funds for every other kind.
+ec insufficient_for(const kind& k);
+
+/// The refusal's message: "chat 42 cannot pay for video (balance: 5 each)".
+std::string cannot_pay_message(chat_id chat, const kind_spec& spec);
+
+/// Commit's arithmetic: takes `held` from `amounts`, each pocket stopping at
+/// zero (a refill may have lowered it meanwhile), and returns what was taken:
+/// the receipt's `charged`.
+pockets take_clamped(pockets& amounts, const pockets& held);
 
 /// The sum of the holds of `active`.
 pockets held_by(const std::vector<reservation>& active);
 
-/// What `amounts` have left once `held` is set aside, per pocket, never
-/// below zero: what a new job may be paid from.
+/// What `amounts` have left once `held` is set aside, per pocket of
+/// `amounts`, never below zero: what a new job may be paid from.
 pockets left_after(const pockets& amounts, const pockets& held);
 
 /// A chat's pockets less its active holds (status' `available`).
 pockets spendable(const chat_status& x);
 
-/// `<kind>_generation_priority` for premium chats, else `<kind>_generation`.
-std::string queue_for(kind k, bool premium);
+/// The kind's priority queue for premium chats, else its queue.
+std::string queue_for(const kind_spec& spec, bool premium);
+
+/// The built-in kinds' queues: `<kind>_generation[_priority]`.
+std::string queue_for(const kind& k, bool premium);
 
 } // namespace chargeonce

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chargeonce {
@@ -18,8 +19,38 @@ using chat_id = int64_t;
 /// The database identity of a reservation; always positive.
 using reservation_id = int64_t;
 
-/// What a job produces; decides which pocket pays for it.
-enum class kind : uint8_t { text = 0, image = 1 };
+/// What a job produces: a kind of the server's catalog
+/// (protocol/catalog.hpp), which decides which pockets pay for it. `text`
+/// and `image` are the built-in catalog's kinds.
+class kind {
+public:
+  kind() = default;
+  explicit kind(std::string name) : name_(std::move(name)) {}
+
+  static const kind text;
+  static const kind image;
+
+  const std::string& name() const { return name_; }
+
+  friend bool operator==(const kind& x, const kind& y) {
+    return x.name_ == y.name_;
+  }
+  friend bool operator!=(const kind& x, const kind& y) { return !(x == y); }
+  friend bool operator<(const kind& x, const kind& y) {
+    return x.name_ < y.name_;
+  }
+
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, kind& x) {
+    return f(caf::meta::type_name("kind"), x.name_);
+  }
+
+private:
+  std::string name_ = "text";
+};
+
+inline const kind kind::text{"text"};
+inline const kind kind::image{"image"};
 
 /// Where a reservation is in its life: active (queued, or taken by a worker)
 /// or, for a job found again by its request id, how it ended.
@@ -35,38 +66,79 @@ enum class reservation_status : uint8_t {
 /// queued or in_progress: the job holds its price and a slot.
 bool is_active(reservation_status x);
 
-const char* to_string(kind x);
+const std::string& to_string(const kind& x);
 const char* to_string(reservation_status x);
 
-/// Parses "text" or "image"; false for anything else.
+/// A name of a kind or pocket: [a-z][a-z0-9_]{0,31}.
+bool is_catalog_name(const std::string& text);
+
+/// Parses a kind's name: [a-z][a-z0-9_]{0,31}, whether or not the server's
+/// catalog has it (the server answers an unknown one); false otherwise.
 bool from_string(const std::string& text, kind& out);
 
 /// Parses a status's name (to_string); false for anything else.
 bool from_string(const std::string& text, reservation_status& out);
 
-/// True for the enumerators a peer may legally send.
-bool is_valid(kind x);
+/// True for a name from_string accepts: what a peer may legally send.
+bool is_valid(const kind& x);
 
-/// Amounts per pocket: a chat's balance, a reservation's hold, a charge.
-struct pockets {
-  int32_t daily_messages = 0; ///< refills with the daily window
-  int32_t daily_images = 0;   ///< refills with the daily window
-  int32_t balance = 0;        ///< purchased credits, never expire
+/// The built-in catalog's pockets; any catalog has `balance`.
+namespace pocket {
+inline constexpr const char* daily_messages = "daily_messages";
+inline constexpr const char* daily_images = "daily_images";
+inline constexpr const char* balance = "balance"; ///< purchased, never expires
+} // namespace pocket
 
-  friend bool operator==(const pockets& x, const pockets& y) {
-    return x.daily_messages == y.daily_messages
-           && x.daily_images == y.daily_images && x.balance == y.balance;
-  }
+/// Amounts per pocket, by the catalog's pocket names: a chat's pockets, a
+/// reservation's hold, a charge. A pocket not listed holds 0, so two values
+/// that differ only in listed zeros are equal.
+class pockets {
+public:
+  using value_type = std::pair<std::string, int32_t>;
+
+  pockets() = default;
+
+  /// The built-in catalog's three pockets.
+  pockets(int32_t daily_messages, int32_t daily_images, int32_t balance);
+
+  /// 0 for a pocket not listed.
+  int32_t get(const std::string& name) const;
+
+  /// Lists `name` with `amount`, zero included (status lists every pocket).
+  void set(const std::string& name, int32_t amount);
+
+  void add(const std::string& name, int32_t amount);
+
+  /// Adds or subtracts every pocket of `x` (no clamp: an auditor's sums).
+  pockets& operator+=(const pockets& x);
+  pockets& operator-=(const pockets& x);
+
+  /// True when some pocket holds less than zero.
+  bool any_negative() const;
+
+  /// True when no pocket holds more than in `most`.
+  bool within(const pockets& most) const;
+
+  /// Sorted by name without duplicates, as set() keeps them: false only
+  /// for a value a peer deserialized from something else.
+  bool well_formed() const;
+
+  /// The listed pockets, sorted by name.
+  const std::vector<value_type>& items() const { return items_; }
+
+  friend bool operator==(const pockets& x, const pockets& y);
   friend bool operator!=(const pockets& x, const pockets& y) {
     return !(x == y);
   }
-};
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pockets& x) {
-  return f(caf::meta::type_name("pockets"), x.daily_messages, x.daily_images,
-           x.balance);
-}
+  template <class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, pockets& x) {
+    return f(caf::meta::type_name("pockets"), x.items_);
+  }
+
+private:
+  std::vector<value_type> items_;
+};
 
 /// Jobs one chat may run at once: a chat's own limit and the plans'
 /// defaults (free-max-active-jobs, premium-max-active-jobs) lie in here.
@@ -96,7 +168,7 @@ struct reservation {
   chat_id chat = 0;
   chargeonce::kind kind = kind::text;
   reservation_status status = reservation_status::queued;
-  std::string queue;      ///< `<kind>_generation[_priority]`
+  std::string queue;      ///< the kind's queue (catalog), e.g. image_generation
   pockets held;           ///< what commit will take, per pocket
   std::string request_id; ///< the caller's idempotency key, may be empty
   caf::timestamp created_at;

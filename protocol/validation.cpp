@@ -62,15 +62,24 @@ caf::error validate_reservation(chat_id chat, reservation_id id) {
   return caf::none;
 }
 
-caf::error validate_reserve(chat_id chat, kind k,
+caf::error validate_reserve(chat_id chat, const kind& k,
                             const std::string& request_id) {
   if (auto err = validate_chat(chat))
     return err;
+  // Whether the catalog has it is the store's to say; a name that no
+  // catalog can have is refused here without echoing it.
   if (!is_valid(k))
     return caf::make_error(ec::invalid_argument,
-                           "unknown kind "
-                             + std::to_string(static_cast<int>(k)));
+                           "kind must match [a-z][a-z0-9_]{0,31}");
   return validate_request_id(request_id);
+}
+
+caf::error validate_kind(const catalog& products, const kind& k) {
+  if (products.find_kind(to_string(k)) != nullptr)
+    return caf::none;
+  return caf::make_error(ec::invalid_argument, "unknown kind " + to_string(k)
+                                                 + ": the catalog has "
+                                                 + products.kind_names());
 }
 
 caf::error validate_request_id(const std::string& request_id) {
@@ -126,10 +135,21 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
 caf::error validate_spec(const chat_spec& spec) {
   if (auto err = validate_chat(spec.chat))
     return err;
-  const auto& p = spec.initial;
-  if (p.daily_messages < 0 || p.daily_images < 0 || p.balance < 0)
+  // The value may come off the network: as set() builds it, and no more
+  // pockets than a catalog can have.
+  if (!spec.initial.well_formed()
+      || spec.initial.items().size() > catalog_pockets_max)
     return caf::make_error(ec::invalid_argument,
-                           "pocket amounts must not be negative");
+                           "pockets must name each pocket once, at most "
+                             + std::to_string(catalog_pockets_max));
+  for (const auto& [name, amount] : spec.initial.items()) {
+    if (!is_catalog_name(name))
+      return caf::make_error(ec::invalid_argument,
+                             "pocket name must match [a-z][a-z0-9_]{0,31}");
+    if (amount < 0)
+      return caf::make_error(ec::invalid_argument,
+                             "pocket amounts must not be negative");
+  }
   return validate_job_limit(spec.max_active_jobs);
 }
 

@@ -3,6 +3,7 @@
 // typed error before anything is routed, spawned or written.
 #pragma once
 
+#include "protocol/catalog.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/error.hpp>
@@ -15,9 +16,12 @@ caf::error validate_chat(chat_id chat);
 /// Reservation ids come from an identity column: always positive.
 caf::error validate_reservation(chat_id chat, reservation_id id);
 
-/// A known kind and a request_id of at most 256 bytes.
-caf::error validate_reserve(chat_id chat, kind k,
+/// A kind name a catalog can have and a request_id of at most 256 bytes.
+caf::error validate_reserve(chat_id chat, const kind& k,
                             const std::string& request_id);
+
+/// A kind of the server's catalog; the refusal names the known ones.
+caf::error validate_kind(const catalog& products, const kind& k);
 
 /// At most 256 bytes of UTF-8 without NUL (may be empty).
 caf::error validate_request_id(const std::string& request_id);

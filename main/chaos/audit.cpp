@@ -28,9 +28,9 @@ constexpr int64_t forever = std::numeric_limits<int64_t>::max();
 constexpr int64_t unknown_horizon_us = 15'000'000;
 
 std::string text(const pockets& x) {
-  return "{" + std::to_string(x.daily_messages) + ","
-         + std::to_string(x.daily_images) + "," + std::to_string(x.balance)
-         + "}";
+  return "{" + std::to_string(x.get(pocket::daily_messages)) + ","
+         + std::to_string(x.get(pocket::daily_images)) + ","
+         + std::to_string(x.get(pocket::balance)) + "}";
 }
 
 /// The answer leaves open whether it happened (and when).
@@ -182,11 +182,9 @@ private:
     for (const auto& l : snap_.ledger) {
       auto& e = expected[l.chat];
       if (l.charge) {
-        e.daily_messages -= l.charged.daily_messages;
-        e.daily_images -= l.charged.daily_images;
-        e.balance -= l.charged.balance;
+        e -= l.charged;
       } else {
-        e.balance += l.credited;
+        e.add(pocket::balance, l.credited);
         top_ups[l.payment_id] = &l;
       }
     }
@@ -199,8 +197,7 @@ private:
         fail(2, c.chat, 0,
              "pockets are " + text(c.available) + ", initial + top-ups - "
                + "charges = " + text(e->second));
-      if (c.available.daily_messages < 0 || c.available.daily_images < 0
-          || c.available.balance < 0)
+      if (c.available.any_negative())
         fail(2, c.chat, 0, "negative pocket " + text(c.available));
     }
     for (const auto& r : rec_.ops) {
@@ -208,8 +205,7 @@ private:
         continue;
       if (r.what == op::status || r.what == op::touch) {
         check(2);
-        if (r.amounts.daily_messages < 0 || r.amounts.daily_images < 0
-            || r.amounts.balance < 0)
+        if (r.amounts.any_negative())
           fail(2, r.chat, 0, "status showed a negative pocket");
       } else if (r.what == op::top_up) {
         check(2);
@@ -452,13 +448,11 @@ private:
       if (l.chat != chat)
         continue;
       if (!l.charge && l.at_us <= j.first_ack_us) {
-        out.balance += l.credited;
+        out.add(pocket::balance, l.credited);
       } else if (l.charge) {
         auto c = commit_acked_.find(l.reservation);
         if (c != commit_acked_.end() && c->second < j.created_us) {
-          out.daily_messages -= l.charged.daily_messages;
-          out.daily_images -= l.charged.daily_images;
-          out.balance -= l.charged.balance;
+          out -= l.charged;
         }
       }
     }
@@ -475,14 +469,10 @@ private:
         auto held = j.held;
         for (auto other : surely_active_beside(chat, x.second)) {
           const auto& a = res_.at(other);
-          held.daily_messages += a.held.daily_messages;
-          held.daily_images += a.held.daily_images;
-          held.balance += a.held.balance;
+          held += a.held;
         }
         auto most = pockets_at_most(chat, j);
-        if (held.daily_messages > most.daily_messages
-            || held.daily_images > most.daily_images
-            || held.balance > most.balance)
+        if (!held.within(most))
           fail(8, chat, x.second,
                "with reservation " + std::to_string(x.second)
                  + " the surely active jobs hold " + text(held)

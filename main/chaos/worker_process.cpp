@@ -40,11 +40,11 @@ void report(const caf::expected<reservation>& x) {
   } else {
     set_error(r, x.error());
   }
-  std::printf("A %d %lld %d %d %d %lld %lld\n", static_cast<int>(r.result),
-              static_cast<long long>(r.id), r.amounts.daily_messages,
-              r.amounts.daily_images, r.amounts.balance,
-              static_cast<long long>(r.created_us),
-              static_cast<long long>(r.acked_us));
+  std::printf(
+    "A %d %lld %d %d %d %lld %lld\n", static_cast<int>(r.result),
+    static_cast<long long>(r.id), r.amounts.get(pocket::daily_messages),
+    r.amounts.get(pocket::daily_images), r.amounts.get(pocket::balance),
+    static_cast<long long>(r.created_us), static_cast<long long>(r.acked_us));
   std::fflush(stdout);
 }
 
@@ -134,10 +134,11 @@ std::vector<reservation_id> collect_worker_output(int fd, uint32_t actor,
     } else if (tag == "A" && open) {
       int result = 0;
       long long id = 0, created = 0, acked_at = 0;
-      pockets held;
-      if (!(fields >> result >> id >> held.daily_messages >> held.daily_images
-            >> held.balance >> created >> acked_at))
+      int32_t messages = 0, images = 0, balance = 0;
+      if (!(fields >> result >> id >> messages >> images >> balance >> created
+            >> acked_at))
         continue;
+      pockets held{messages, images, balance};
       current.result = static_cast<uint8_t>(result);
       current.acked_us = acked_at;
       if (current.ok()) {

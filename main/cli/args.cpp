@@ -146,7 +146,9 @@ kind kind_flag(const flag_map& flags) {
   kind out = kind::text;
   const auto& text = flags.at("kind");
   if (!from_string(text, out))
-    throw usage_error("--kind must be text or image, got '" + text + "'");
+    throw usage_error("--kind must be a kind of the server's catalog "
+                      "([a-z][a-z0-9_]{0,31}), got '"
+                      + text + "'");
   return out;
 }
 

@@ -37,9 +37,11 @@ action prepare_create(const flag_map& flags) {
   chat_spec spec;
   spec.max_active_jobs = job_limit_flag(flags);
   spec.chat = chat_flag(flags);
-  spec.initial.daily_messages = int_flag<int32_t>(flags, "daily-messages");
-  spec.initial.daily_images = int_flag<int32_t>(flags, "daily-images");
-  spec.initial.balance = int_flag<int32_t>(flags, "balance");
+  spec.initial.set(pocket::daily_messages,
+                   int_flag<int32_t>(flags, "daily-messages"));
+  spec.initial.set(pocket::daily_images,
+                   int_flag<int32_t>(flags, "daily-images"));
+  spec.initial.set(pocket::balance, int_flag<int32_t>(flags, "balance"));
   spec.premium_until = time_flag(flags, "premium-until");
   return [spec](session& s) {
     return print_result(s, s.api.create(spec));
@@ -157,7 +159,7 @@ std::vector<command> make_commands() {
      "registers a chat with allowances and a balance",
      prepare_create},
     {"reserve",
-     {chat, {"kind", "text|image"}},
+     {chat, {"kind", "KIND"}},
      {{"request-id", "S"}},
      role::gateway,
      "holds a job's price when it is enqueued",

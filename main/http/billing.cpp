@@ -61,7 +61,8 @@ void reserve(exchange& x) {
   kind k = kind::text;
   auto kind_text = string_field(body, "kind");
   if (!from_string(kind_text, k))
-    reject("kind must be text or image, got '" + kind_text + "'");
+    reject("kind must be a kind of the catalog ([a-z][a-z0-9_]{0,31}), got '"
+           + kind_text + "'");
   auto request_id = string_field(body, "request_id", std::string{});
   ask<reservation>(x, x.be.gateway, 200, atom::reserve_v, chat, k, request_id);
 }
@@ -121,9 +122,9 @@ void create_chat(exchange& x) {
   auto pocket = [&](const char* name) {
     return static_cast<int32_t>(int_field(body, name, 0, int32_max, 0));
   };
-  spec.initial.daily_messages = pocket("daily_messages");
-  spec.initial.daily_images = pocket("daily_images");
-  spec.initial.balance = pocket("balance");
+  spec.initial.set(pocket::daily_messages, pocket("daily_messages"));
+  spec.initial.set(pocket::daily_images, pocket("daily_images"));
+  spec.initial.set(pocket::balance, pocket("balance"));
   spec.premium_until = time_field(body, "premium_until", false);
   if (auto limit =
         nullable_int_field(body, "max_active_jobs", max_active_jobs_min,

@@ -27,6 +27,7 @@ int status_of(const caf::error& err) {
     return 409;
   case ec::insufficient_messages:
   case ec::insufficient_images:
+  case ec::insufficient_funds:
     return 402;
   case ec::not_found:
     return 404;

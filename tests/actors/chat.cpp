@@ -183,7 +183,7 @@ TEST_SUITE("chat") {
     auto zero = status(0);
     auto bad_kind =
       self->request(registry, caf::infinite, atom::reserve_v, chat_id{5},
-                    static_cast<kind>(3), std::string{});
+                    kind{"no such kind"}, std::string{});
     auto bad_id = self->request(registry, caf::infinite, atom::commit_v,
                                 chat_id{5}, reservation_id{-1});
     auto negative =

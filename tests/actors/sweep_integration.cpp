@@ -212,7 +212,7 @@ TEST_SUITE("actors.sweep") {
       }
     }
     MESSAGE("committed before the sweep: " << charged << " of 100");
-    CHECK(setup.status(chat)->amounts.balance == 100 - charged);
+    CHECK(setup.status(chat)->amounts.get(pocket::balance) == 100 - charged);
   }
 
   TEST_CASE("1,000,000 quiet chats: the reactivation scan refills them page "

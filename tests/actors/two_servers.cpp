@@ -109,7 +109,7 @@ TEST_SUITE("two_servers") {
     MESSAGE("started (then committed twice): " << started << " of 200");
     auto st = a.ask<chat_status>(atom::status_v, chat);
     REQUIRE(st);
-    CHECK(st->amounts.balance == 500 - started);
+    CHECK(st->amounts.get(pocket::balance) == 500 - started);
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
                         + std::to_string(chat))
           == started);
@@ -137,8 +137,8 @@ TEST_SUITE("two_servers") {
       });
       REQUIRE(refill.get());
       REQUIRE(commit.get());
-      auto images =
-        a.ask<chat_status>(atom::status_v, chat)->amounts.daily_images;
+      auto images = a.ask<chat_status>(atom::status_v, chat)
+                      ->amounts.get(pocket::daily_images);
       REQUIRE((images == 2 || images == 3));
     }
   }

@@ -73,9 +73,9 @@ std::vector<std::pair<kind, chat_shape>> all_cases() {
 
 std::string describe(kind k, const chat_shape& s) {
   return std::string{to_string(k)} + " premium=" + std::to_string(s.premium)
-         + " pockets=" + std::to_string(s.initial.daily_messages) + "/"
-         + std::to_string(s.initial.daily_images) + "/"
-         + std::to_string(s.initial.balance) + " blocked="
+         + " pockets=" + std::to_string(s.initial.get(pocket::daily_messages))
+         + "/" + std::to_string(s.initial.get(pocket::daily_images)) + "/"
+         + std::to_string(s.initial.get(pocket::balance)) + " blocked="
          + std::to_string(s.blocked) + " banned=" + std::to_string(s.banned);
 }
 

@@ -247,7 +247,7 @@ TEST_SUITE("chaos.audit") {
 
   TEST_CASE("2: pockets that do not match the ledger are caught") {
     history h;
-    h.snap.chats[1].available.balance = 3; // chat_b: a credit from nowhere
+    h.snap.chats[1].available.set(pocket::balance, 3); // chat_b: from nowhere
     CHECK(h.failed() == conservation);
   }
 

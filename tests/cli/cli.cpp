@@ -270,11 +270,11 @@ TEST_SUITE("cli") {
   TEST_CASE("a bad value is a usage error before anything connects") {
     // Port 1 refuses connections: a connection error would exit 2 too, but
     // print {"error":"connection",...}.
-    auto r = run({"--server=127.0.0.1:1", "reserve", "--chat=1", "--kind=x"});
+    auto r = run({"--server=127.0.0.1:1", "reserve", "--chat=1", "--kind=X"});
     CHECK(r.status == 2);
     CHECK(r.out
-          == "{\"error\":\"usage\",\"message\":\"--kind must be text or "
-             "image, got 'x'\"}\n");
+          == "{\"error\":\"usage\",\"message\":\"--kind must be a kind of "
+             "the server's catalog ([a-z][a-z0-9_]{0,31}), got 'X'\"}\n");
     r = run({"--server=127.0.0.1:1", "--timeout=90x", "status", "--chat=1"});
     CHECK(r.status == 2);
     CHECK(r.out.rfind("{\"error\":\"usage\",\"message\":\"--timeout takes ", 0)

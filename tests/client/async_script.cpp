@@ -8,8 +8,9 @@
 namespace chargeonce::test {
 
 std::string str(const pockets& x) {
-  return std::to_string(x.daily_messages) + "/" + std::to_string(x.daily_images)
-         + "/" + std::to_string(x.balance);
+  return std::to_string(x.get(pocket::daily_messages)) + "/"
+         + std::to_string(x.get(pocket::daily_images)) + "/"
+         + std::to_string(x.get(pocket::balance));
 }
 
 std::string summary(const caf::error& err) {

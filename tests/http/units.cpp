@@ -187,7 +187,7 @@ TEST_SUITE("http") {
     CHECK(error_of(reserve("")) == "malformed_json");
     CHECK(reserve("[1]").status == 422);
     CHECK(reserve("{}").status == 422);
-    CHECK(reserve(R"({"kind":"video"})").status == 422);
+    CHECK(reserve(R"({"kind":"Video"})").status == 422); // no catalog name
     CHECK(reserve(R"({"kind":"image","request_id":5})").status == 422);
     CHECK(reserve(R"({"kind":"image","requestId":"a"})").status == 422);
     CHECK(call("POST", "/v1/chats/x/touch").status == 422);

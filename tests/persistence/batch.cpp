@@ -183,8 +183,9 @@ TEST_SUITE("batch") {
       CHECK(test::sql_int("SELECT charged_daily_messages + 10 * "
                           "charged_daily_images + 100 * charged_balance"
                           + where)
-            == first.charged.daily_messages + 10 * first.charged.daily_images
-                 + 100 * first.charged.balance);
+            == first.charged.get(pocket::daily_messages)
+                 + 10 * first.charged.get(pocket::daily_images)
+                 + 100 * first.charged.get(pocket::balance));
       CHECK(test::sql_int("SELECT count(*)" + where) == 1);
     }
   }
@@ -315,8 +316,9 @@ std::string summary(const batch_result& x) {
   if (auto err = std::get_if<caf::error>(&x))
     return std::string{"error "} + error_name(*err);
   auto held = [](const pockets& p) {
-    return std::to_string(p.daily_messages) + "/"
-           + std::to_string(p.daily_images) + "/" + std::to_string(p.balance);
+    return std::to_string(p.get(pocket::daily_messages)) + "/"
+           + std::to_string(p.get(pocket::daily_images)) + "/"
+           + std::to_string(p.get(pocket::balance));
   };
   if (auto r = std::get_if<reservation>(&x))
     return std::string{"reservation "} + to_string(r->kind) + " "

@@ -124,13 +124,13 @@ TEST_SUITE("limits") {
     test::sql("UPDATE chats SET daily_images = 0" + where(chat));
     window_opened_ago(chat, 30);
     auto refilled = touch(chat);
-    CHECK(refilled.amounts.daily_images == 3);
+    CHECK(refilled.amounts.get(pocket::daily_images) == 3);
     REQUIRE(refilled.active);
     CHECK(refilled.active->held == pockets{0, 1, 0});
     auto receipt = db.commit(chat, r->id);
     REQUIRE(receipt);
     CHECK(receipt->charged == pockets{0, 1, 0});
-    CHECK(db.status(chat)->amounts.daily_images == 2);
+    CHECK(db.status(chat)->amounts.get(pocket::daily_images) == 2);
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
@@ -156,7 +156,7 @@ TEST_SUITE("limits") {
       REQUIRE(c);
       REQUIRE(c->charged == pockets{0, 1, 0});
       // Commit first: 1 - 1 = 0, then refill to 3. Refill first: 3 - 1 = 2.
-      auto images = db.status(chat)->amounts.daily_images;
+      auto images = db.status(chat)->amounts.get(pocket::daily_images);
       REQUIRE((images == 3 || images == 2));
     }
     CHECK(test::sql_int("SELECT count(*) FROM chats WHERE daily_images < 0 OR "
@@ -189,7 +189,7 @@ TEST_SUITE("limits") {
       } else { // before it: nothing to pay with
         REQUIRE(r.error() == ec::insufficient_images);
       }
-      REQUIRE(db.status(chat)->amounts.daily_images == 3);
+      REQUIRE(db.status(chat)->amounts.get(pocket::daily_images) == 3);
     }
     MESSAGE("reserve after refill: " << held_daily << " of 200");
   }
@@ -220,7 +220,7 @@ TEST_SUITE("limits") {
       for (auto& x : f.get())
         purchased_at.insert(to_unix_micros(x.purchased_at));
     CHECK(purchased_at.size() == 1); // every retry saw the first receipt
-    CHECK(db.status(chat)->amounts.balance == 7);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 7);
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE entry = 'top_up'"
                         + std::string{" AND chat_id = "} + std::to_string(chat))
           == 1);
@@ -259,7 +259,7 @@ TEST_SUITE("limits") {
           == 1);
     int64_t balances = 0;
     for (auto chat : ids)
-      balances += db.status(chat)->amounts.balance;
+      balances += db.status(chat)->amounts.get(pocket::balance);
     CHECK(balances == 5);
   }
 
@@ -280,8 +280,8 @@ TEST_SUITE("limits") {
     auto other = test::fresh_chat();
     touch(other);
     CHECK(db.top_up(other, 2147483000, pay).error() == ec::invalid_argument);
-    CHECK(db.status(chat)->amounts.balance == 2147483000);
-    CHECK(db.status(other)->amounts.balance == 0);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 2147483000);
+    CHECK(db.status(other)->amounts.get(pocket::balance) == 0);
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
@@ -329,15 +329,15 @@ TEST_SUITE("limits") {
                           std::inserter(picked, picked.end()));
     CHECK(picked == std::set<chat_id>{due});
     auto st = db.status(due);
-    CHECK(st->amounts.daily_images == 3);
+    CHECK(st->amounts.get(pocket::daily_images) == 3);
     CHECK_FALSE(st->window_started_at); // closed until the next activity
-    CHECK(db.status(blocked)->amounts.daily_images == 0);
+    CHECK(db.status(blocked)->amounts.get(pocket::daily_images) == 0);
     // Already reactivated in this idle period: left out.
     CHECK(reactivate_all().count(due) == 0);
     // Active again (opens a window, no second refill), then quiet again: due.
     test::sql("UPDATE chats SET daily_images = 1" + where(due));
     auto back = touch(due);
-    CHECK(back.amounts.daily_images == 1);
+    CHECK(back.amounts.get(pocket::daily_images) == 1);
     CHECK(back.window_started_at);
     // Time passes: reactivated 40 hours ago, last active 30 hours ago.
     test::sql("UPDATE chats SET reactivated_at = now() - interval '40 hours', "

@@ -259,8 +259,10 @@ TEST_SUITE("store") {
     test::sql("UPDATE chats SET banned = true" + where_chat(banned));
     CHECK(db.reserve(banned, kind::text, "").error() == ec::chat_banned);
     CHECK(db.reserve(0, kind::text, "").error() == ec::invalid_argument);
-    CHECK(db.reserve(empty, static_cast<kind>(9), "").error()
-          == ec::invalid_argument);
+    auto unknown = db.reserve(empty, kind{"video"}, "");
+    CHECK(unknown.error() == ec::invalid_argument);
+    CHECK(error_message(unknown.error())
+          == "unknown kind video: the catalog has image, text");
     for (auto chat : {empty, broke, blocked, banned})
       CHECK(reservations_of(chat) == 0);
   }
@@ -456,7 +458,7 @@ TEST_SUITE("store") {
       }
     }
     CHECK(ledger_rows_of(chat) == charged);
-    CHECK(pockets_of(a, chat).balance == 1000 - charged);
+    CHECK(pockets_of(a, chat).get(pocket::balance) == 1000 - charged);
   }
 
   TEST_CASE("premium expiring between reserve and commit: charged what was "

@@ -202,7 +202,7 @@ TEST_SUITE("sweep") {
     CHECK(test::sql_int("SELECT count(*) FROM ledger" + where) == charged);
     CHECK(test::sql_int("SELECT count(*) FROM released_reservations" + where)
           == 200 - charged);
-    CHECK(db.status(chat)->amounts.balance == 1000 - charged);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 1000 - charged);
   }
 
   TEST_CASE_FIXTURE(sweep_fixture,

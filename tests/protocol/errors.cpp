@@ -16,7 +16,8 @@ TEST_SUITE("errors") {
 
   TEST_CASE("every code's name round-trips and names are unique") {
     std::set<std::string> seen;
-    for (int i = 1; i <= static_cast<int>(ec::internal); ++i) { // the last code
+    for (int i = 1; i <= static_cast<int>(ec::insufficient_funds);
+         ++i) { // the last code
       auto code = static_cast<ec>(i);
       std::string name = to_string(code);
       CHECK(seen.insert(name).second);
@@ -38,12 +39,16 @@ TEST_SUITE("errors") {
           == "insufficient_messages");
   }
 
-  TEST_CASE("codes are the wire contract: overloaded is 13, internal 14") {
+  TEST_CASE("codes are the wire contract: overloaded is 13, internal 14, "
+            "insufficient_funds 15") {
     CHECK(static_cast<int>(ec::storage_unavailable) == 8);
     CHECK(static_cast<int>(ec::overloaded) == 13);
     CHECK(static_cast<int>(ec::internal) == 14);
     CHECK(std::string{to_string(ec::internal)} == "internal");
-    CHECK(std::string{to_string(static_cast<ec>(15))} == "unknown");
+    CHECK(static_cast<int>(ec::insufficient_funds) == 15);
+    CHECK(std::string{to_string(ec::insufficient_funds)}
+          == "insufficient_funds");
+    CHECK(std::string{to_string(static_cast<ec>(16))} == "unknown");
   }
 
   TEST_CASE("storage_unavailable advises a retry with the same ids, since "

@@ -59,4 +59,66 @@ TEST_SUITE("pockets") {
     CHECK(queue_for(kind::image, true) == "image_generation_priority");
   }
 
+  TEST_CASE("a catalog kind: the first pocket with its price left pays, "
+            "balance last") {
+    kind_spec voice{"voice",        {{"daily_voice", 1}, {"balance", 3}},
+                    false,          "voice_q",
+                    "voice_q_fast", cancel_policy::refuse};
+    pocket_choice c;
+    pockets left;
+    left.set("daily_voice", 1);
+    left.set("balance", 9);
+    CHECK(choose_pockets(voice, false, left, c) == ec::none);
+    CHECK(c.held.get("daily_voice") == 1);
+    CHECK(c.held.get("balance") == 0);
+    CHECK(c.queue == "voice_q");
+    left.set("daily_voice", 0);
+    CHECK(choose_pockets(voice, true, left, c) == ec::none);
+    CHECK(c.held.get("balance") == 3); // its price there, not 1
+    CHECK(c.queue == "voice_q_fast");
+    left.set("balance", 2); // less than the price: cannot pay
+    CHECK(choose_pockets(voice, false, left, c) == ec::insufficient_funds);
+    CHECK(cannot_pay_message(42, voice)
+          == "chat 42 cannot pay for voice (daily_voice: 1, balance: 3 "
+             "each)");
+  }
+
+  TEST_CASE("a premium-free kind holds nothing for premium chats only") {
+    kind_spec memo{"memo",   {{"daily_memo", 1}}, true,
+                   "memo_q", "memo_q_fast",       cancel_policy::refuse};
+    pocket_choice c;
+    CHECK(choose_pockets(memo, true, pockets{}, c) == ec::none);
+    CHECK(c.held == pockets{});
+    CHECK(choose_pockets(memo, false, pockets{}, c) == ec::insufficient_funds);
+  }
+
+  TEST_CASE("holds and what is left are counted per pocket of any name") {
+    reservation a;
+    a.held.set("daily_voice", 1);
+    reservation b;
+    b.held.set("daily_voice", 1);
+    b.held.set("balance", 5);
+    auto held = held_by({a, b});
+    CHECK(held.get("daily_voice") == 2);
+    CHECK(held.get("balance") == 5);
+    pockets amounts;
+    amounts.set("daily_voice", 3);
+    amounts.set("balance", 4);
+    amounts.set("daily_video", 0);
+    auto left = left_after(amounts, held);
+    CHECK(left.get("daily_voice") == 1);
+    CHECK(left.get("balance") == 0); // clamped, never negative
+    CHECK(left.items().size() == 3); // every pocket of the amounts
+  }
+
+  TEST_CASE("pockets that differ only in listed zeros are equal") {
+    pockets listed;
+    listed.set("balance", 0);
+    CHECK(listed == pockets{});
+    CHECK(pockets{0, 0, 2} != pockets{});
+    pockets two;
+    two.set("balance", 2);
+    CHECK(two == pockets(0, 0, 2));
+  }
+
 } // TEST_SUITE

@@ -4,6 +4,8 @@
 
 #include "protocol/errors.hpp"
 
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 #include <doctest/doctest.h>
 
 using namespace chargeonce;
@@ -22,9 +24,13 @@ TEST_SUITE("validation") {
     CHECK(validate_reservation(0, 5) == ec::invalid_argument);
   }
 
-  TEST_CASE("unknown kinds and oversized request ids are refused") {
+  TEST_CASE("kinds no catalog can name and oversized request ids are "
+            "refused") {
     CHECK_FALSE(validate_reserve(1, kind::image, "job-1"));
-    CHECK(validate_reserve(1, static_cast<kind>(7), "")
+    CHECK_FALSE(validate_reserve(1, kind{"voice_2"}, "job-1"));
+    for (const char* bad : {"", "Voice", "2x", "a b", "x;DROP"})
+      CHECK(validate_reserve(1, kind{bad}, "") == ec::invalid_argument);
+    CHECK(validate_reserve(1, kind{std::string(33, 'a')}, "")
           == ec::invalid_argument);
     CHECK(validate_reserve(1, kind::text, std::string(257, 'x'))
           == ec::invalid_argument);
@@ -51,6 +57,36 @@ TEST_SUITE("validation") {
     CHECK(validate_spec(chat_spec{5, {-1, 0, 0}, caf::none, caf::none})
           == ec::invalid_argument);
     CHECK(validate_spec(chat_spec{5, {0, 0, -1}, caf::none, caf::none})
+          == ec::invalid_argument);
+  }
+
+  TEST_CASE("pockets off the wire that name a pocket twice, out of order or "
+            "beyond a catalog's count are refused") {
+    // What a peer can send: the serialized form of any list of pairs.
+    auto from_wire = [](std::vector<std::pair<std::string, int32_t>> items) {
+      std::vector<char> buf;
+      caf::binary_serializer sink{nullptr, buf};
+      REQUIRE_FALSE(sink(items));
+      pockets out;
+      caf::binary_deserializer source{nullptr, buf};
+      REQUIRE_FALSE(source(out));
+      return out;
+    };
+    auto spec_of = [](const pockets& p) {
+      return chat_spec{5, p, caf::none, caf::none};
+    };
+    CHECK_FALSE(
+      validate_spec(spec_of(from_wire({{"balance", 1}, {"daily_images", 2}}))));
+    CHECK(validate_spec(spec_of(from_wire({{"balance", 1}, {"balance", 2}})))
+          == ec::invalid_argument);
+    CHECK(
+      validate_spec(spec_of(from_wire({{"daily_images", 1}, {"balance", 2}})))
+      == ec::invalid_argument);
+    std::vector<std::pair<std::string, int32_t>> many;
+    for (char c = 'a'; c <= 'q'; ++c) // 17 pockets
+      many.emplace_back(std::string{"p"} + c, 1);
+    CHECK(validate_spec(spec_of(from_wire(many))) == ec::invalid_argument);
+    CHECK(validate_spec(spec_of(from_wire({{"Gold", 1}})))
           == ec::invalid_argument);
   }
 

@@ -12,9 +12,11 @@ std::string str(int64_t x) {
 }
 
 bool at_most(const pockets& x, const pockets& bound) {
-  return x.daily_messages <= bound.daily_messages
-         && x.daily_images <= bound.daily_images && x.balance <= bound.balance
-         && x.daily_messages >= 0 && x.daily_images >= 0 && x.balance >= 0;
+  return x.get(pocket::daily_messages) <= bound.get(pocket::daily_messages)
+         && x.get(pocket::daily_images) <= bound.get(pocket::daily_images)
+         && x.get(pocket::balance) <= bound.get(pocket::balance)
+         && x.get(pocket::daily_messages) >= 0
+         && x.get(pocket::daily_images) >= 0 && x.get(pocket::balance) >= 0;
 }
 
 } // namespace
@@ -54,16 +56,13 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
   std::map<chat_id, pockets> expected = acks.initial;
   for (const auto& [chat, d] : w.refilled) {
     auto& e = expected[chat];
-    e.daily_messages += d.daily_messages;
-    e.daily_images += d.daily_images;
+    e += d;
   }
   for (const auto& [pid, p] : w.purchases)
-    expected[p.chat].balance += p.credits;
+    expected[p.chat].add(pocket::balance, p.credits);
   for (const auto& [id, r] : w.ledger) {
     auto& e = expected[r.chat];
-    e.daily_messages -= r.charged.daily_messages;
-    e.daily_images -= r.charged.daily_images;
-    e.balance -= r.charged.balance;
+    e -= r.charged;
     // Invariant 1: nothing charged without a commit request.
     if (acks.commit_requested.count(id) == 0)
       flag("reservation " + str(id) + " charged without a commit request");
@@ -77,7 +76,8 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
   }
   for (const auto& [c, chat] : w.chats) {
     const auto& p = chat.available;
-    if (p.daily_messages < 0 || p.daily_images < 0 || p.balance < 0)
+    if (p.get(pocket::daily_messages) < 0 || p.get(pocket::daily_images) < 0
+        || p.get(pocket::balance) < 0)
       flag("negative pocket in chat " + str(c));
     if (p != expected[c])
       flag("conservation broken in chat " + str(c));

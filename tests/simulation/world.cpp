@@ -226,14 +226,9 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
   auto& p = c->second.available;
+  // == GREATEST(0, p - held) per pocket
   auto charge = [&](const pockets& h) {
-    pockets charged{std::min(h.daily_messages, p.daily_messages),
-                    std::min(h.daily_images, p.daily_images),
-                    std::min(h.balance, p.balance)};
-    p.daily_messages -= charged.daily_messages; // == GREATEST(0, p - held)
-    p.daily_images -= charged.daily_images;
-    p.balance -= charged.balance;
-    return charged;
+    return take_clamped(p, h);
   };
   if (auto l = ledger.find(id); l != ledger.end() && l->second.chat == chat) {
     if (mutant == sim_mutant::commit_not_idempotent)
@@ -261,9 +256,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
 void sim_world::charge_again(chat_id chat, reservation_id id) {
   auto& p = chats[chat].available;
   const auto& h = held_of[id];
-  p.daily_messages -= std::min(h.daily_messages, p.daily_messages);
-  p.daily_images -= std::min(h.daily_images, p.daily_images);
-  p.balance -= std::min(h.balance, p.balance);
+  take_clamped(p, h);
 }
 
 caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id) {
@@ -339,10 +332,12 @@ void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
   const auto& q = premium ? premium_plan : free_plan;
   ++refills;
   auto& delta = refilled[chat];
-  delta.daily_messages += q.daily_messages - c.available.daily_messages;
-  delta.daily_images += q.daily_images - c.available.daily_images;
-  c.available.daily_messages = q.daily_messages;
-  c.available.daily_images = q.daily_images;
+  for (auto [name, quota] :
+       {std::pair{pocket::daily_messages, q.daily_messages},
+        std::pair{pocket::daily_images, q.daily_images}}) {
+    delta.add(name, quota - c.available.get(name));
+    c.available.set(name, quota);
+  }
 }
 
 caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
@@ -420,7 +415,7 @@ caf::expected<top_up_receipt> sim_world::top_up(chat_id chat, int64_t credits,
       return err(ec::invalid_argument, "payment_id reused");
     return p->second;
   }
-  c->second.available.balance += static_cast<int32_t>(credits);
+  c->second.available.add(pocket::balance, static_cast<int32_t>(credits));
   top_up_receipt x{chat, payment_id, static_cast<int32_t>(credits), now};
   purchases[payment_id] = x;
   return x;
