@@ -186,7 +186,8 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       return serialize<chat_status>(self, "create", 0, no_hook, op,
                                     std::move(spec));
     },
-    [self](atom::reserve op, chat_id, kind k, const std::string& request_id) {
+    [self](atom::reserve op, chat_id, const kind& k,
+           const std::string& request_id) {
       auto hook = [self](const reservation& x) {
         arm_queue_notice(self, x);
       };

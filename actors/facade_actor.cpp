@@ -79,7 +79,7 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::create op, const chat_spec& spec) {
       return relay<chat_status>(self, api, op, spec);
     },
-    [self, api](atom::reserve op, chat_id chat, kind k,
+    [self, api](atom::reserve op, chat_id chat, const kind& k,
                 const std::string& request_id) {
       return relay<reservation>(self, api, op, chat, k, request_id);
     },
@@ -138,7 +138,7 @@ gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
     [self, api](atom::touch op, chat_id chat) {
       return relay<chat_status>(self, api, op, chat);
     },
-    [self, api](atom::reserve op, chat_id chat, kind k,
+    [self, api](atom::reserve op, chat_id chat, const kind& k,
                 const std::string& request_id) {
       return relay<reservation>(self, api, op, chat, k, request_id);
     },

@@ -354,7 +354,8 @@ make_persistence(self_ptr self, persistence::store_options opts,
     },
     [self](atom::done) { on_done(self); },
     [self](atom::expire) { expire(self); },
-    [self](atom::reserve, chat_id chat, kind k, const std::string& request_id) {
+    [self](atom::reserve, chat_id chat, const kind& k,
+           const std::string& request_id) {
       return enqueue<reservation>(self,
                                   {batch_op::reserve, chat, 0, k, request_id});
     },

@@ -137,7 +137,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
       return to_chat<chat_status>(self, validate_spec(spec), spec.chat, op,
                                   spec);
     },
-    [self](atom::reserve op, chat_id chat, kind k,
+    [self](atom::reserve op, chat_id chat, const kind& k,
            const std::string& request_id) -> caf::result<reservation> {
       return to_chat<reservation>(self, validate_reserve(chat, k, request_id),
                                   chat, op, chat, k, request_id);

@@ -144,7 +144,7 @@ void client::touch(chat_id chat, continuation<chat_status> then) {
   impl_->async(operation_of(operation_type::touch, chat), std::move(then));
 }
 
-void client::reserve(chat_id chat, kind k, const std::string& request_id,
+void client::reserve(chat_id chat, const kind& k, const std::string& request_id,
                      continuation<reservation> then) {
   impl_->async(operation{operation_type::reserve, chat, 0, k, request_id},
                std::move(then));

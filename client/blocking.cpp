@@ -81,7 +81,7 @@ caf::expected<chat_status> client::touch(chat_id chat) {
                                   atom::touch_v, chat);
 }
 
-caf::expected<reservation> client::reserve(chat_id chat, kind k,
+caf::expected<reservation> client::reserve(chat_id chat, const kind& k,
                                            const std::string& request_id) {
   return impl_->call<reservation>(
     operation{operation_type::reserve, chat, 0, k, request_id}, atom::reserve_v,

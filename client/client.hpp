@@ -78,7 +78,7 @@ public:
   client& operator=(const client&) = delete;
 
   caf::expected<chat_status> touch(chat_id chat);
-  caf::expected<reservation> reserve(chat_id chat, kind k,
+  caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id);
   caf::expected<reservation> cancel(chat_id chat);
   /// Cancels the job named by `id` or (id 0) by `request_id`.
@@ -92,7 +92,7 @@ public:
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
 
   void touch(chat_id chat, continuation<chat_status> then);
-  void reserve(chat_id chat, kind k, const std::string& request_id,
+  void reserve(chat_id chat, const kind& k, const std::string& request_id,
                continuation<reservation> then);
   void cancel(chat_id chat, continuation<reservation> then);
   void cancel(chat_id chat, reservation_id id, const std::string& request_id,

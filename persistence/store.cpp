@@ -193,7 +193,7 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
     });
 }
 
-caf::expected<reservation> store::reserve(chat_id chat, kind k,
+caf::expected<reservation> store::reserve(chat_id chat, const kind& k,
                                           const std::string& request_id) {
   if (impl_->opts.server_functions)
     return single<reservation>(*this,

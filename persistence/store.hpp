@@ -75,7 +75,7 @@ public:
   /// jobs, active or ended within request_retention, returns that job (with
   /// its final status once ended); of another kind it is invalid_argument.
   /// A chat whose limit is above 1 must send a request_id.
-  caf::expected<reservation> reserve(chat_id chat, kind k,
+  caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id);
 
   /// queued -> in_progress; starting an in_progress one again returns it.

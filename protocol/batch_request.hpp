@@ -17,7 +17,7 @@ inline outcome as_outcome(reservation x) {
 }
 
 inline outcome as_outcome(receipt x) {
-  return {caf::none, caf::none, x, caf::none};
+  return {caf::none, caf::none, std::move(x), caf::none};
 }
 
 inline outcome as_outcome(chat_status x) {

@@ -144,7 +144,7 @@ reservation to_reservation(const pqxx::row& r, pqxx::row::size_type at) {
 }
 
 /// Why reserve inserted nothing, as the store says it.
-caf::error refusal(chat_id chat, kind k, const pqxx::row& r) {
+caf::error refusal(chat_id chat, const kind& k, const pqxx::row& r) {
   auto name = "chat " + std::to_string(chat);
   if (r[0].as<bool>())
     return caf::make_error(ec::chat_banned, name + " is banned");
@@ -237,7 +237,8 @@ caf::error baseline_store::connect() {
 // -- operations ---------------------------------------------------------------
 
 caf::expected<reservation>
-baseline_store::reserve(chat_id chat, kind k, const std::string& request_id) {
+baseline_store::reserve(chat_id chat, const kind& k,
+                        const std::string& request_id) {
   if (auto err = validate_reserve(chat, k, request_id))
     return err;
   return impl_->run<reservation>(

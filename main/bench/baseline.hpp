@@ -29,7 +29,7 @@ public:
 
   /// Locks the chat row, decides the pockets and inserts the reservation in
   /// one statement; busy when the index already holds one for the chat.
-  caf::expected<reservation> reserve(chat_id chat, kind k,
+  caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id);
 
   /// queued -> in_progress.

@@ -192,7 +192,7 @@ bool workload::pop(job& out) {
 
 // -- gateways -----------------------------------------------------------------
 
-op_record workload::reserve(uint32_t actor, chat_id chat, kind k,
+op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
                             uint64_t key) {
   auto r = begin(op::reserve, actor, chat);
   r.key = key;

@@ -74,7 +74,8 @@ private:
   void gateway(uint32_t actor, uint64_t seed);
   void worker(uint32_t actor, uint64_t seed);
   void admin(uint32_t actor, uint64_t seed);
-  op_record reserve(uint32_t actor, chat_id chat, kind k, uint64_t request);
+  op_record reserve(uint32_t actor, chat_id chat, const kind& k,
+                    uint64_t request);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
   void cancel(uint32_t actor, chat_id chat);
   void cancel_job(uint32_t actor, const op_record& reserved);
