@@ -200,6 +200,11 @@ std::string server_config::finalize_http() {
   return {};
 }
 
+catalog server_config::builtin_products() const {
+  return builtin_catalog({free_daily_messages, free_daily_images,
+                          premium_daily_messages, premium_daily_images});
+}
+
 std::string server_config::finalize() {
   if (sweep_timeout == caf::timespan{0})
     sweep_timeout = 3 * max_job_duration;

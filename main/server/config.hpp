@@ -5,6 +5,7 @@
 
 #include "actors/supervisor_actor.hpp"
 #include "persistence/batch.hpp"
+#include "protocol/catalog.hpp"
 
 #include <caf/actor_system_config.hpp>
 
@@ -93,6 +94,10 @@ struct server_config : caf::actor_system_config {
   bool http() const { return http_port >= 0; }
 
   server_config();
+
+  /// The built-in catalog with this config's daily quotas (the free-daily-*
+  /// and premium-daily-* options).
+  catalog builtin_products() const;
 
   /// Fills derived defaults and checks the options against each other;
   /// returns a message for the operator, empty when the config is usable.

@@ -19,13 +19,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <pthread.h>
+#include <string_view>
+#include <vector>
 
 namespace {
 
@@ -336,8 +340,17 @@ namespace chargeonce {
 
 int run_server(int argc, char** argv, const server_hooks& hooks) {
   auto signals = block_shutdown_signals();
+  // A command like --dump-config rather than an option: taken out before
+  // CAF parses the rest, whose quota options fill what it prints.
+  std::vector<char*> args{argv, argv + argc};
+  auto print = std::find_if(args.begin(), args.end(), [](const char* arg) {
+    return std::string_view{arg} == "--print-default-catalog";
+  });
+  bool print_catalog = print != args.end();
+  if (print_catalog)
+    args.erase(print);
   server_config cfg;
-  if (auto err = cfg.parse(argc, argv)) {
+  if (auto err = cfg.parse(static_cast<int>(args.size()), args.data())) {
     std::cerr << "chargeonce-server: " << caf::actor_system_config::render(err)
               << "\n";
     return 2;
@@ -347,6 +360,10 @@ int run_server(int argc, char** argv, const server_hooks& hooks) {
   if (auto problem = cfg.finalize(); !problem.empty()) {
     std::cerr << "chargeonce-server: " << problem << "\n";
     return 2;
+  }
+  if (print_catalog) {
+    std::cout << to_json(cfg.builtin_products()).dump(2) << "\n";
+    return 0;
   }
   setup_logging(cfg.log_level);
   std::unique_ptr<embedded_cluster> cluster;
