@@ -287,10 +287,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
       // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
       // stops at zero (the clamp is part of the contract).
       const auto& row = locked[0];
-      pockets charged{
-        std::min(held.held.get(pocket::daily_messages), row[0].as<int32_t>()),
-        std::min(held.held.get(pocket::daily_images), row[1].as<int32_t>()),
-        std::min(held.held.get(pocket::balance), row[2].as<int32_t>())};
+      pockets amounts{row[0].as<int32_t>(), row[1].as<int32_t>(),
+                      row[2].as<int32_t>()};
+      auto charged = take_clamped(amounts, held.held);
       tx.exec_params("UPDATE chats SET "
                      "daily_messages = GREATEST(0, daily_messages - $2), "
                      "daily_images = GREATEST(0, daily_images - $3), "

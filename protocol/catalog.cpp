@@ -231,7 +231,7 @@ std::string check_kind(const catalog& c, const kind_spec& k) {
              + std::to_string(price_max) + ", not "
              + std::to_string(source.price);
     // What expires first is spent first: purchased credits never expire.
-    if (i > 0 && k.pay_from[i - 1].pocket == balance_pocket)
+    if (i > 0 && k.pay_from[i - 1].pocket == pocket::balance)
       return owner + " pays from balance before daily pocket " + source.pocket
              + ": what expires first must be spent first, so balance comes "
                "last";
@@ -247,9 +247,9 @@ std::string check_pocket(const pocket_spec& p) {
   if (!is_catalog_name(p.name))
     return "pocket name " + in_quotes(p.name)
            + " must match [a-z][a-z0-9_]{0,31}";
-  if (p.name == balance_pocket && !p.purchased)
+  if (p.name == pocket::balance && !p.purchased)
     return "pocket balance is the purchased pocket: {\"purchased\": true}";
-  if (p.name != balance_pocket && p.purchased)
+  if (p.name != pocket::balance && p.purchased)
     return "pocket " + p.name
            + " cannot be purchased: balance is the one purchased pocket";
   for (auto [plan, value] :
@@ -293,7 +293,7 @@ catalog builtin_catalog(const builtin_quotas& q) {
   catalog out;
   out.pockets = {{"daily_messages", false, q.free_messages, q.premium_messages},
                  {"daily_images", false, q.free_images, q.premium_images},
-                 {balance_pocket, true, 0, 0}};
+                 {pocket::balance, true, 0, 0}};
   out.kinds = {{"text",
                 {{"daily_messages", 1}},
                 true,
@@ -301,7 +301,7 @@ catalog builtin_catalog(const builtin_quotas& q) {
                 "text_generation_priority",
                 cancel_policy::refuse},
                {"image",
-                {{"daily_images", 1}, {balance_pocket, 1}},
+                {{"daily_images", 1}, {pocket::balance, 1}},
                 false,
                 "image_generation",
                 "image_generation_priority",
@@ -325,7 +325,7 @@ std::string validate(const catalog& x) {
     if (auto problem = check_pocket(p); !problem.empty())
       return problem;
   }
-  if (x.find_pocket(balance_pocket) == nullptr)
+  if (x.find_pocket(pocket::balance) == nullptr)
     return "the catalog has no balance pocket (top-ups credit it)";
   names.clear();
   for (const auto& k : x.kinds) {
@@ -363,8 +363,8 @@ std::string parse_catalog(const std::string& text, catalog& out) {
     result.pockets.push_back(std::move(p));
   }
   // Top-ups credit balance whatever the products: it is always there.
-  if (result.find_pocket(balance_pocket) == nullptr)
-    result.pockets.push_back({balance_pocket, true, 0, 0});
+  if (result.find_pocket(pocket::balance) == nullptr)
+    result.pockets.push_back({pocket::balance, true, 0, 0});
   for (const auto& [name, body] : doc["kinds"].items()) {
     kind_spec k;
     if (auto problem = read_kind(name, body, k); !problem.empty())

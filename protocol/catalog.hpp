@@ -15,10 +15,6 @@
 
 namespace chargeonce {
 
-/// The purchased pocket: top-ups credit it, it never expires, every kind of
-/// the catalog may be paid from it (last, after the daily pockets).
-inline constexpr const char* balance_pocket = pocket::balance;
-
 /// Pockets one catalog may have at most (and so one chat).
 inline constexpr size_t catalog_pockets_max = 16;
 

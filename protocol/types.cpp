@@ -75,19 +75,27 @@ pockets::pockets(int32_t daily_messages, int32_t daily_images,
   set(pocket::balance, balance);
 }
 
+namespace {
+
+/// Where `name` is or would be in the sorted items.
+template <class Items>
+auto position(Items& items, const std::string& name) {
+  return std::lower_bound(
+    items.begin(), items.end(), name,
+    [](const pockets::value_type& item, const std::string& key) {
+      return item.first < key;
+    });
+}
+
+} // namespace
+
 int32_t pockets::get(const std::string& name) const {
-  auto i = std::lower_bound(items_.begin(), items_.end(), name,
-                            [](const value_type& item, const std::string& key) {
-                              return item.first < key;
-                            });
+  auto i = position(items_, name);
   return i != items_.end() && i->first == name ? i->second : 0;
 }
 
 void pockets::set(const std::string& name, int32_t amount) {
-  auto i = std::lower_bound(items_.begin(), items_.end(), name,
-                            [](const value_type& item, const std::string& key) {
-                              return item.first < key;
-                            });
+  auto i = position(items_, name);
   if (i != items_.end() && i->first == name)
     i->second = amount;
   else

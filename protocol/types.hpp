@@ -86,7 +86,9 @@ bool is_valid(const kind& x);
 namespace pocket {
 inline constexpr const char* daily_messages = "daily_messages";
 inline constexpr const char* daily_images = "daily_images";
-inline constexpr const char* balance = "balance"; ///< purchased, never expires
+/// The purchased pocket: top-ups credit it, it never expires, and every
+/// kind may be paid from it, last, after the daily pockets.
+inline constexpr const char* balance = "balance";
 } // namespace pocket
 
 /// Amounts per pocket, by the catalog's pocket names: a chat's pockets, a

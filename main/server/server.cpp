@@ -342,7 +342,7 @@ int run_server(int argc, char** argv, const server_hooks& hooks) {
   auto signals = block_shutdown_signals();
   // A command like --dump-config rather than an option: taken out before
   // CAF parses the rest, whose quota options fill what it prints.
-  std::vector<char*> args{argv, argv + argc};
+  std::vector<char*> args(argv, argv + argc);
   auto print = std::find_if(args.begin(), args.end(), [](const char* arg) {
     return std::string_view{arg} == "--print-default-catalog";
   });
