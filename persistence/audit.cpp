@@ -2,6 +2,7 @@
 #include "persistence/audit.hpp"
 
 #include "persistence/failure.hpp"
+#include "persistence/pockets_column.hpp"
 #include "protocol/errors.hpp"
 
 #include <pqxx/pqxx>
@@ -26,22 +27,19 @@ std::string micros_of(const std::string& column) {
 
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out) {
-  auto rs = tx.exec_params("SELECT chat_id, daily_messages, daily_images, "
-                           "balance FROM chats WHERE chat_id > $1 AND "
-                           "chat_id <= $2 ORDER BY chat_id",
+  auto rs = tx.exec_params("SELECT chat_id, pockets::text FROM chats "
+                           "WHERE chat_id > $1 AND chat_id <= $2 "
+                           "ORDER BY chat_id",
                            first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(
-      audit_chat{r[0].as<int64_t>(),
-                 {r[1].as<int32_t>(), r[2].as<int32_t>(), r[3].as<int32_t>()}});
+    out.chats.push_back(audit_chat{r[0].as<int64_t>(), pockets_of(r[1])});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
                  audit_snapshot& out) {
   auto rs = tx.exec_params(
     "SELECT id, entry = 'charge', coalesce(reservation_id, 0), chat_id, "
-    "charged_daily_messages, charged_daily_images, charged_balance, "
-    "credited_balance, coalesce(payment_id, ''), "
+    "charged::text, credited_balance, coalesce(payment_id, ''), "
       + micros_of("committed_at")
       + " FROM ledger WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
     first, first + count);
@@ -51,10 +49,10 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
     x.charge = r[1].as<bool>();
     x.reservation = r[2].as<int64_t>();
     x.chat = r[3].as<int64_t>();
-    x.charged = {r[4].as<int32_t>(), r[5].as<int32_t>(), r[6].as<int32_t>()};
-    x.credited = r[7].as<int32_t>();
-    x.payment_id = r[8].as<std::string>();
-    x.at_us = r[9].as<int64_t>();
+    x.charged = pockets_of(r[4]);
+    x.credited = r[5].as<int32_t>();
+    x.payment_id = r[6].as<std::string>();
+    x.at_us = r[7].as<int64_t>();
     out.ledger.push_back(std::move(x));
   }
 }
@@ -62,18 +60,14 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
 void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
                        audit_snapshot& out) {
   auto rs = tx.exec_params(
-    "SELECT id, chat_id, status = 'in_progress', held_daily_messages, "
-    "held_daily_images, held_balance, "
+    "SELECT id, chat_id, status = 'in_progress', held::text, "
       + micros_of("created_at")
       + " FROM reservations WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
     first, first + count);
   for (const auto& r : rs)
-    out.reservations.push_back(audit_reservation{
-      r[0].as<int64_t>(),
-      r[1].as<int64_t>(),
-      r[2].as<bool>(),
-      {r[3].as<int32_t>(), r[4].as<int32_t>(), r[5].as<int32_t>()},
-      r[6].as<int64_t>()});
+    out.reservations.push_back(
+      audit_reservation{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<bool>(),
+                        pockets_of(r[3]), r[4].as<int64_t>()});
 }
 
 void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -144,8 +138,7 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     tx.exec_params("INSERT INTO ledger (reservation_id, chat_id, kind, "
-                   "charged_daily_messages, charged_daily_images, "
-                   "charged_balance) VALUES ($1, $2, 'image', 0, 0, 1)",
+                   "charged) VALUES ($1, $2, 'image', '{\"balance\": 1}')",
                    forged, chat);
     tx.commit();
     return caf::none;

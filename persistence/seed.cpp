@@ -14,8 +14,9 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
     pqxx::connection conn{dsn};
     {
       pqxx::work tx{conn};
-      tx.exec_params("INSERT INTO chats (chat_id, balance) "
-                     "SELECT $1::bigint + g, $3 "
+      tx.exec_params("INSERT INTO chats (chat_id, pockets) "
+                     "SELECT $1::bigint + g, "
+                     "jsonb_build_object('balance', $3::integer) "
                      "FROM generate_series(1::bigint, $2::bigint) AS g",
                      first, count, balance);
       tx.commit();

@@ -10,6 +10,7 @@ namespace chargeonce::persistence {
 
 store::store(store_options opts) : impl_(std::make_unique<impl>()) {
   impl_->opts = std::move(opts);
+  impl_->products_text = catalog_text(impl_->opts.products);
 }
 
 store::~store() = default;
@@ -77,11 +78,10 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                                       const kind& k,
                                       const std::string& request_id,
                                       const store_options& o) {
-  auto rs =
-    tx.exec_params("SELECT daily_messages, daily_images, balance, "
-                   "coalesce(premium_until > now(), false), blocked, banned, "
-                   "max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
-                   chat);
+  auto rs = tx.exec_params(
+    "SELECT pockets::text, coalesce(premium_until > now(), false), blocked, "
+    "banned, max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
+    chat);
   if (rs.empty())
     return caf::make_error(ec::not_found,
                            "unknown chat " + std::to_string(chat));
@@ -98,16 +98,16 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
     return *replay;
   }
   const auto& r = rs[0];
-  if (r[5].as<bool>())
+  if (r[3].as<bool>())
     return caf::make_error(ec::chat_banned,
                            "chat " + std::to_string(chat) + " is banned");
-  if (r[4].as<bool>())
+  if (r[2].as<bool>())
     return caf::make_error(ec::chat_blocked,
                            "chat " + std::to_string(chat) + " is blocked");
-  bool premium = r[3].as<bool>();
+  bool premium = r[1].as<bool>();
   caf::optional<int32_t> own;
-  if (!r[6].is_null())
-    own = r[6].as<int32_t>();
+  if (!r[4].is_null())
+    own = r[4].as<int32_t>();
   auto limit = job_limit(own, premium, o);
   // Beyond one job at once, only the request id tells a double tap from a
   // second job.
@@ -120,24 +120,22 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   auto slot = free_slot(active, limit);
   if (slot < 0)
     return caf::make_error(ec::busy, busy_message(chat, active.size(), limit));
-  pockets amounts{r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
+  // validate_kind found it before the transaction began.
+  const auto& spec = *o.products.find_kind(to_string(k));
   pocket_choice choice;
-  if (auto code = choose_pockets(k, premium,
-                                 left_after(amounts, held_by(active)), choice);
+  if (auto code = choose_pockets(
+        spec, premium, left_after(pockets_of(r[0]), held_by(active)), choice);
       code != ec::none)
-    return caf::make_error(code, "chat " + std::to_string(chat)
-                                   + " cannot pay for " + to_string(k));
+    return caf::make_error(code, cannot_pay_message(chat, spec));
   // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no
   // other error can pass for busy.
   auto inserted = tx.exec_params(
-    std::string{"INSERT INTO reservations (chat_id, kind, queue, "
-                "held_daily_messages, held_daily_images, held_balance, "
-                "request_id, slot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+    std::string{"INSERT INTO reservations (chat_id, kind, queue, held, "
+                "request_id, slot) VALUES ($1, $2, $3, $4::jsonb, $5, $6) "
                 "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
       + reservation_columns,
-    chat, to_string(k), choice.queue, choice.held.get(pocket::daily_messages),
-    choice.held.get(pocket::daily_images), choice.held.get(pocket::balance),
-    request_id, slot);
+    chat, to_string(k), choice.queue, pockets_text(choice.held), request_id,
+    slot);
   if (inserted.empty())
     return caf::make_error(ec::busy,
                            busy_message(chat, active.size() + 1, limit));
@@ -167,21 +165,20 @@ int store::backend_pid() const {
 caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
   if (auto err = validate_spec(spec))
     return err;
+  if (auto err = validate_pockets(impl_->opts.products, spec.initial))
+    return err;
   auto premium_us =
     spec.premium_until ? to_unix_micros(*spec.premium_until) : int64_t{0};
   return impl_->run<chat_status>(
     "create_chat", spec.chat, 0,
     [&](pqxx::work& tx) -> caf::expected<chat_status> {
       auto rs = tx.exec_params(
-        "INSERT INTO chats (chat_id, daily_messages, daily_images, balance, "
-        "premium_until, max_active_jobs) VALUES ($1, $2, $3, $4, CASE WHEN $5 "
-        "THEN "
-          + micros_to_timestamptz("$6::bigint")
-          + " END, CASE WHEN $7 THEN $8::integer END) "
+        "INSERT INTO chats (chat_id, pockets, premium_until, "
+        "max_active_jobs) VALUES ($1, $2::jsonb, CASE WHEN $3 THEN "
+          + micros_to_timestamptz("$4::bigint")
+          + " END, CASE WHEN $5 THEN $6::integer END) "
             "ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
-        spec.chat, spec.initial.get(pocket::daily_messages),
-        spec.initial.get(pocket::daily_images),
-        spec.initial.get(pocket::balance),
+        spec.chat, pockets_text(spec.initial),
         static_cast<bool>(spec.premium_until), premium_us,
         static_cast<bool>(spec.max_active_jobs),
         spec.max_active_jobs ? *spec.max_active_jobs : 0);
@@ -263,9 +260,7 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
       auto locked = tx.exec_params(
-        "SELECT daily_messages, daily_images, balance FROM chats "
-        "WHERE chat_id = $1 FOR UPDATE",
-        chat);
+        "SELECT pockets::text FROM chats WHERE chat_id = $1 FOR UPDATE", chat);
       if (locked.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
@@ -286,24 +281,16 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
                                describe(chat, id) + " was never started");
       // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
       // stops at zero (the clamp is part of the contract).
-      const auto& row = locked[0];
-      pockets amounts{row[0].as<int32_t>(), row[1].as<int32_t>(),
-                      row[2].as<int32_t>()};
+      // Under the row lock: the pockets written are the ones just read.
+      auto amounts = pockets_of(locked[0][0]);
       auto charged = take_clamped(amounts, held.held);
-      tx.exec_params("UPDATE chats SET "
-                     "daily_messages = GREATEST(0, daily_messages - $2), "
-                     "daily_images = GREATEST(0, daily_images - $3), "
-                     "balance = GREATEST(0, balance - $4) WHERE chat_id = $1",
-                     chat, held.held.get(pocket::daily_messages),
-                     held.held.get(pocket::daily_images),
-                     held.held.get(pocket::balance));
+      tx.exec_params("UPDATE chats SET pockets = $2::jsonb WHERE chat_id = $1",
+                     chat, pockets_text(amounts));
       auto written = tx.exec_params(
-        "INSERT INTO ledger (reservation_id, chat_id, kind, "
-        "charged_daily_messages, charged_daily_images, charged_balance) "
-        "VALUES ($1, $2, $3, $4, $5, $6) "
+        "INSERT INTO ledger (reservation_id, chat_id, kind, charged) "
+        "VALUES ($1, $2, $3, $4::jsonb) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-        id, chat, to_string(held.kind), charged.get(pocket::daily_messages),
-        charged.get(pocket::daily_images), charged.get(pocket::balance));
+        id, chat, to_string(held.kind), pockets_text(charged));
       delete_and_remember(tx, "id = $1", "committed", id);
       return receipt{id, chat, held.kind, charged,
                      from_unix_micros(written[0][0].as<int64_t>())};

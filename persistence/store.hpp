@@ -17,12 +17,6 @@
 
 namespace chargeonce::persistence {
 
-/// The daily quota a refill restores, per kind.
-struct plan_quota {
-  int32_t daily_messages = 0;
-  int32_t daily_images = 0;
-};
-
 struct store_options {
   std::string dsn; ///< libpq connection string
   /// Postgres cancels a statement (lock waits included) after this long, so
@@ -38,9 +32,8 @@ struct store_options {
   std::chrono::milliseconds refill_interval{std::chrono::hours(24)};
   /// Started chats quiet for this long are refilled by the reactivation scan.
   std::chrono::milliseconds reactivation_after{std::chrono::hours(24)};
-  plan_quota free_plan{10, 3};
-  plan_quota premium_plan{10, 10};
-  /// The kinds of job this store sells; reserve refuses any other.
+  /// The kinds of job this store sells (reserve refuses any other), the
+  /// pockets that pay for them and the quotas a refill restores per plan.
   catalog products = builtin_catalog({});
   /// Jobs a chat may run at once unless it has its own limit, per plan.
   int32_t free_max_active_jobs = 1;

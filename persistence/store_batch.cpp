@@ -88,8 +88,7 @@ receipt receipt_of(const pqxx::row& r, reservation_id id) {
   x.reservation = id;
   x.chat = r["c_chat"].as<int64_t>();
   x.kind = parse_kind(r["c_kind"]);
-  x.charged = {r["c_m"].as<int32_t>(), r["c_i"].as<int32_t>(),
-               r["c_b"].as<int32_t>()};
+  x.charged = pockets_of(r["c_charged"]);
   x.committed_at = from_unix_micros(r["c_committed_us"].as<int64_t>());
   return x;
 }
@@ -98,8 +97,7 @@ chat_status status_of(const pqxx::row& r, chat_id chat,
                       const store_options& o) {
   chat_status x;
   x.chat = chat;
-  x.amounts = {r["s_m"].as<int32_t>(), r["s_i"].as<int32_t>(),
-               r["s_b"].as<int32_t>()};
+  x.amounts = pockets_of(r["s_pockets"]);
   x.premium_until = optional_micros(r["s_premium_us"]);
   x.premium = r["s_premium"].as<bool>();
   x.started = r["s_started"].as<bool>();
@@ -187,7 +185,7 @@ store::apply(const std::vector<batch_operation>& ops) {
       array_literal<text>(ops, order,
                           [](const auto& x) { return x.request_id; }),
       lease_ms, impl_->opts.free_max_active_jobs,
-      impl_->opts.premium_max_active_jobs);
+      impl_->opts.premium_max_active_jobs, impl_->products_text);
     if (rs.size() != order.size())
       throw broken_invariant("chargeonce_apply_batch answered "
                              + std::to_string(rs.size()) + " rows for "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "persistence/failure.hpp"
+#include "persistence/pockets_column.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
@@ -33,8 +34,7 @@ inline constexpr const char* release_statement = "chargeonce_release";
 // -- row mapping --------------------------------------------------------------
 
 inline constexpr const char* reservation_columns =
-  "id, chat_id, kind, status, queue, held_daily_messages, "
-  "held_daily_images, held_balance, request_id, "
+  "id, chat_id, kind, status, queue, held::text, request_id, "
   "(extract(epoch FROM created_at) * 1000000)::bigint, "
   "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot";
 
@@ -58,12 +58,12 @@ inline reservation to_reservation(const pqxx::row& r) {
   x.kind = parse_kind(r[2]);
   from_string(r[3].as<std::string>(), x.status);
   x.queue = r[4].as<std::string>();
-  x.held = {r[5].as<int32_t>(), r[6].as<int32_t>(), r[7].as<int32_t>()};
-  x.request_id = r[8].as<std::string>();
-  x.created_at = from_unix_micros(r[9].as<int64_t>());
-  if (!r[10].is_null())
-    x.lease_expires_at = from_unix_micros(r[10].as<int64_t>());
-  x.slot = r[11].as<int32_t>();
+  x.held = pockets_of(r[5]);
+  x.request_id = r[6].as<std::string>();
+  x.created_at = from_unix_micros(r[7].as<int64_t>());
+  if (!r[8].is_null())
+    x.lease_expires_at = from_unix_micros(r[8].as<int64_t>());
+  x.slot = r[9].as<int32_t>();
   return x;
 }
 
@@ -84,14 +84,12 @@ inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
 /// form of chargeonce_remember_end (003_parallel_jobs.sql).
 inline std::string remember_ended(const char* how) {
   return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
-                     "kind, status, queue, held_daily_messages, "
-                     "held_daily_images, held_balance, request_id, slot, "
+                     "kind, status, queue, held, request_id, slot, "
                      "created_at, lease_expires_at) SELECT id, chat_id, kind, "
                      "'"}
          + how
-         + "', queue, held_daily_messages, held_daily_images, held_balance, "
-           "request_id, slot, created_at, lease_expires_at FROM gone WHERE "
-           "request_id <> '')";
+         + "', queue, held, request_id, slot, created_at, lease_expires_at "
+           "FROM gone WHERE request_id <> '')";
 }
 
 /// The text of release_statement (store_sweep.cpp).
@@ -120,6 +118,9 @@ inline int32_t job_limit(const caf::optional<int32_t>& own, bool premium,
 
 /// Fills what status derives from the reservations and the limits.
 inline void complete_status(chat_status& x, const store_options& o) {
+  // Every pocket of the catalog, those the chat never had at 0.
+  for (const auto& p : o.products.pockets)
+    x.amounts.set(p.name, x.amounts.get(p.name));
   x.max_active_jobs = job_limit(x.own_max_active_jobs, x.premium, o);
   x.active = caf::none;
   if (!x.reservations.empty())
@@ -132,7 +133,7 @@ inline void complete_status(chat_status& x, const store_options& o) {
 inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
                                               const store_options& o) {
   auto rs = tx.exec_params(
-    "SELECT daily_messages, daily_images, balance, "
+    "SELECT pockets::text, "
     "(extract(epoch FROM premium_until) * 1000000)::bigint, "
     "coalesce(premium_until > now(), false), started, blocked, banned, "
     "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
@@ -151,17 +152,17 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
   };
   chat_status x;
   x.chat = chat;
-  x.amounts = {r[0].as<int32_t>(), r[1].as<int32_t>(), r[2].as<int32_t>()};
-  x.premium_until = optional_time(3);
-  x.premium = r[4].as<bool>();
-  x.started = r[5].as<bool>();
-  x.blocked = r[6].as<bool>();
-  x.banned = r[7].as<bool>();
-  x.window_started_at = optional_time(8);
-  x.last_activity_at = optional_time(9);
-  if (!r[10].is_null())
-    x.own_max_active_jobs = r[10].as<int32_t>();
-  x.reservations = reservations_from_json(r[11].as<std::string>());
+  x.amounts = pockets_of(r[0]);
+  x.premium_until = optional_time(1);
+  x.premium = r[2].as<bool>();
+  x.started = r[3].as<bool>();
+  x.blocked = r[4].as<bool>();
+  x.banned = r[5].as<bool>();
+  x.window_started_at = optional_time(6);
+  x.last_activity_at = optional_time(7);
+  if (!r[8].is_null())
+    x.own_max_active_jobs = r[8].as<int32_t>();
+  x.reservations = reservations_from_json(r[9].as<std::string>());
   complete_status(x, o);
   return x;
 }
@@ -172,11 +173,11 @@ inline bool chat_exists(pqxx::work& tx, chat_id chat) {
 }
 
 inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
-  auto rs = tx.exec_params(
-    "SELECT chat_id, kind, charged_daily_messages, charged_daily_images, "
-    "charged_balance, (extract(epoch FROM committed_at) * 1000000)::bigint "
-    "FROM ledger WHERE reservation_id = $1",
-    id);
+  auto rs =
+    tx.exec_params("SELECT chat_id, kind, charged::text, "
+                   "(extract(epoch FROM committed_at) * 1000000)::bigint "
+                   "FROM ledger WHERE reservation_id = $1",
+                   id);
   if (rs.empty())
     return caf::none;
   const auto& r = rs[0];
@@ -184,8 +185,8 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   x.reservation = id;
   x.chat = r[0].as<int64_t>();
   x.kind = parse_kind(r[1]);
-  x.charged = {r[2].as<int32_t>(), r[3].as<int32_t>(), r[4].as<int32_t>()};
-  x.committed_at = from_unix_micros(r[5].as<int64_t>());
+  x.charged = pockets_of(r[2]);
+  x.committed_at = from_unix_micros(r[3].as<int64_t>());
   return x;
 }
 
@@ -260,6 +261,8 @@ using namespace detail;
 
 struct store::impl {
   store_options opts;
+  /// What every batch passes to chargeonce_apply_batch, built once.
+  std::string products_text;
   std::unique_ptr<pqxx::connection> conn;
 
   pqxx::connection& connection() {
@@ -274,7 +277,7 @@ struct store::impl {
       fresh->prepare(apply_statement,
                      "SELECT * FROM chargeonce_apply_batch($1::text[], "
                      "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
-                     "$6::bigint, $7::integer, $8::integer)");
+                     "$6::bigint, $7::integer, $8::integer, $9::jsonb)");
       fresh->prepare(release_statement, release_statement_sql());
       conn = std::move(fresh);
     }

@@ -13,16 +13,14 @@ namespace chargeonce::persistence {
 
 namespace {
 
-/// `daily_* = <quota of the chat's plan now>`, as an UPDATE's SET list; $n
-/// and $n+1 are the free quota, $n+2 and $n+3 the premium one.
+/// Every daily pocket at the quota of the chat's plan now, as an UPDATE's
+/// SET item; $n is the free plan's quotas, $n+1 the premium plan's (jsonb).
+/// Other pockets (balance) keep their amounts.
 std::string refill_to_quota(int n) {
-  auto p = [&](int i) {
-    return "$" + std::to_string(n + i) + "::integer";
-  };
-  std::string premium = "coalesce(premium_until > now(), false)";
-  return "daily_messages = CASE WHEN " + premium + " THEN " + p(2) + " ELSE "
-         + p(0) + " END, daily_images = CASE WHEN " + premium + " THEN " + p(3)
-         + " ELSE " + p(1) + " END";
+  return "pockets = pockets || CASE WHEN coalesce(premium_until > now(), "
+         "false) THEN $"
+         + std::to_string(n + 1) + "::jsonb ELSE $" + std::to_string(n)
+         + "::jsonb END";
 }
 
 } // namespace
@@ -32,15 +30,16 @@ caf::expected<chat_status> store::touch(chat_id chat) {
     return err;
   const auto& o = impl_->opts;
   auto interval = std::chrono::duration_cast<caf::timespan>(o.refill_interval);
+  auto free_quotas = pockets_text(o.products.daily_quotas(false));
+  auto premium_quotas = pockets_text(o.products.daily_quotas(true));
   return impl_->run<chat_status>(
     "touch", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
       // A new chat starts on the free plan with its first window open.
-      tx.exec_params("INSERT INTO chats (chat_id, daily_messages, "
-                     "daily_images, window_started_at, last_activity_at) "
-                     "VALUES ($1, $2, $3, now(), now()) "
+      tx.exec_params("INSERT INTO chats (chat_id, pockets, "
+                     "window_started_at, last_activity_at) "
+                     "VALUES ($1, $2::jsonb, now(), now()) "
                      "ON CONFLICT (chat_id) DO NOTHING",
-                     chat, o.free_plan.daily_messages,
-                     o.free_plan.daily_images);
+                     chat, free_quotas);
       auto rs = tx.exec_params(
         "SELECT (extract(epoch FROM window_started_at) * 1000000)::bigint, "
         "(extract(epoch FROM now()) * 1000000)::bigint "
@@ -65,9 +64,7 @@ caf::expected<chat_status> store::touch(chat_id chat) {
         tx.exec_params("UPDATE chats SET last_activity_at = now(), "
                        "window_started_at = now(), "
                          + refill_to_quota(2) + " WHERE chat_id = $1",
-                       chat, o.free_plan.daily_messages,
-                       o.free_plan.daily_images, o.premium_plan.daily_messages,
-                       o.premium_plan.daily_images);
+                       chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
         break;
       }
@@ -82,7 +79,9 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
   return impl_->run<top_up_receipt>(
     "top_up", chat, 0, [&](pqxx::work& tx) -> caf::expected<top_up_receipt> {
       auto locked = tx.exec_params(
-        "SELECT balance FROM chats WHERE chat_id = $1 FOR UPDATE", chat);
+        "SELECT chargeonce_amount(pockets, 'balance') FROM chats "
+        "WHERE chat_id = $1 FOR UPDATE",
+        chat);
       if (locked.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
@@ -109,14 +108,15 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
         return caf::make_error(ec::invalid_argument, "balance of chat "
                                                        + std::to_string(chat)
                                                        + " would overflow");
-      tx.exec_params("UPDATE chats SET balance = balance + $2 "
+      tx.exec_params("UPDATE chats SET pockets = pockets || "
+                     "jsonb_build_object('balance', "
+                     "chargeonce_amount(pockets, 'balance') + $2::integer) "
                      "WHERE chat_id = $1",
                      chat, credits);
       try {
         auto written = tx.exec_params(
-          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
-          "charged_daily_messages, charged_daily_images, charged_balance) "
-          "VALUES ('top_up', $1, $2, $3, 0, 0, 0) "
+          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance) "
+          "VALUES ('top_up', $1, $2, $3) "
           "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
           chat, payment_id, credits);
         spdlog::info("top_up chat={} payment_id={} credits={}", chat,
@@ -223,11 +223,11 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
-      auto rs = tx.exec_params(
-        query, after.at_us, after.chat,
-        static_cast<int64_t>(o.reactivation_after.count()), limit,
-        o.free_plan.daily_messages, o.free_plan.daily_images,
-        o.premium_plan.daily_messages, o.premium_plan.daily_images);
+      auto rs =
+        tx.exec_params(query, after.at_us, after.chat,
+                       static_cast<int64_t>(o.reactivation_after.count()),
+                       limit, pockets_text(o.products.daily_quotas(false)),
+                       pockets_text(o.products.daily_quotas(true)));
       reactivation_page page;
       page.next = after;
       for (const auto& r : rs) {

@@ -29,8 +29,7 @@ reservation reservation_of(const pqxx::row& r) {
   x.kind = parse_kind(r["r_kind"]);
   from_string(r["r_status"].as<std::string>(), x.status);
   x.queue = r["r_queue"].as<std::string>();
-  x.held = {r["r_held_m"].as<int32_t>(), r["r_held_i"].as<int32_t>(),
-            r["r_held_b"].as<int32_t>()};
+  x.held = pockets_of(r["r_held"]);
   x.request_id = r["r_request_id"].as<std::string>();
   x.created_at = from_unix_micros(r["r_created_us"].as<int64_t>());
   x.lease_expires_at = optional_micros(r["r_lease_us"]);
@@ -50,8 +49,7 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
     from_string(j.at("kind").get<std::string>(), x.kind);
     from_string(j.at("status").get<std::string>(), x.status);
     x.queue = j.at("queue").get<std::string>();
-    x.held = {j.at("held_m").get<int32_t>(), j.at("held_i").get<int32_t>(),
-              j.at("held_b").get<int32_t>()};
+    x.held = pockets_of(j.at("held"));
     x.request_id = j.at("request_id").get<std::string>();
     x.created_at = from_unix_micros(j.at("created_us").get<int64_t>());
     x.lease_expires_at = optional_micros(j.at("lease_us"));
@@ -74,3 +72,41 @@ caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
 }
 
 } // namespace chargeonce::persistence::detail
+
+namespace chargeonce::persistence {
+
+pockets pockets_of(const nlohmann::json& j) {
+  pockets out;
+  for (const auto& [name, amount] : j.items())
+    out.set(name, amount.get<int32_t>());
+  return out;
+}
+
+pockets pockets_of(const pqxx::field& f) {
+  return pockets_of(nlohmann::json::parse(f.as<std::string>()));
+}
+
+std::string pockets_text(const pockets& x) {
+  auto out = nlohmann::json::object();
+  for (const auto& [name, amount] : x.items())
+    out[name] = amount;
+  return out.dump();
+}
+
+std::string catalog_text(const catalog& products) {
+  auto out = nlohmann::json::object();
+  for (const auto& k : products.kinds) {
+    auto pay = nlohmann::json::array();
+    for (const auto& source : k.pay_from)
+      pay.push_back({source.pocket, source.price});
+    out[k.name] = {{"pay", std::move(pay)},
+                   {"free", k.premium_free},
+                   {"q", k.queue},
+                   {"pq", k.priority_queue},
+                   {"refusal", to_string(insufficient_for(kind{k.name}))},
+                   {"why", cannot_pay_detail(k)}};
+  }
+  return out.dump();
+}
+
+} // namespace chargeonce::persistence

@@ -278,14 +278,37 @@ const pocket_spec* catalog::find_pocket(const std::string& name) const {
   return i == pockets.end() ? nullptr : &*i;
 }
 
-std::string catalog::kind_names() const {
-  std::vector<std::string> names;
-  for (const auto& k : kinds)
-    names.push_back(k.name);
+namespace {
+
+std::string sorted_list(std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   std::string out;
   for (const auto& name : names)
     out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+} // namespace
+
+std::string catalog::kind_names() const {
+  std::vector<std::string> names;
+  for (const auto& k : kinds)
+    names.push_back(k.name);
+  return sorted_list(std::move(names));
+}
+
+std::string catalog::pocket_names() const {
+  std::vector<std::string> names;
+  for (const auto& p : pockets)
+    names.push_back(p.name);
+  return sorted_list(std::move(names));
+}
+
+chargeonce::pockets catalog::daily_quotas(bool premium) const {
+  chargeonce::pockets out;
+  for (const auto& p : pockets)
+    if (!p.purchased)
+      out.set(p.name, premium ? p.premium_daily : p.free_daily);
   return out;
 }
 

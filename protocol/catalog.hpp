@@ -65,6 +65,13 @@ struct catalog {
 
   /// The kinds' names, sorted and comma-separated (for error messages).
   std::string kind_names() const;
+
+  /// The pockets' names, sorted and comma-separated.
+  std::string pocket_names() const;
+
+  /// What a refill gives a chat of the plan: every daily pocket at its
+  /// quota (balance is left as it is).
+  chargeonce::pockets daily_quotas(bool premium) const;
 };
 
 /// The daily quotas of the built-in pockets (the free-daily-* and

@@ -34,17 +34,20 @@ ec insufficient_for(const kind& k) {
   return ec::insufficient_funds;
 }
 
-std::string cannot_pay_message(chat_id chat, const kind_spec& spec) {
-  std::string out =
-    "chat " + std::to_string(chat) + " cannot pay for " + spec.name;
+std::string cannot_pay_detail(const kind_spec& spec) {
   // The built-in kinds' messages stay as they were before the catalog.
   if (spec.name == "text" || spec.name == "image")
-    return out;
-  out += " (";
+    return {};
+  std::string out = " (";
   for (size_t i = 0; i < spec.pay_from.size(); ++i)
     out += (i == 0 ? "" : ", ") + spec.pay_from[i].pocket + ": "
            + std::to_string(spec.pay_from[i].price);
   return out + " each)";
+}
+
+std::string cannot_pay_message(chat_id chat, const kind_spec& spec) {
+  return "chat " + std::to_string(chat) + " cannot pay for " + spec.name
+         + cannot_pay_detail(spec);
 }
 
 ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,

@@ -38,6 +38,10 @@ ec insufficient_for(const kind& k);
 /// The refusal's message: "chat 42 cannot pay for video (balance: 5 each)".
 std::string cannot_pay_message(chat_id chat, const kind_spec& spec);
 
+/// What that message says after the kind's name: "" for the built-in kinds
+/// (their messages are as before the catalog), else " (balance: 5 each)".
+std::string cannot_pay_detail(const kind_spec& spec);
+
 /// Commit's arithmetic: takes `held` from `amounts`, each pocket stopping at
 /// zero (a refill may have lowered it meanwhile), and returns what was taken:
 /// the receipt's `charged`.

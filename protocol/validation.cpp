@@ -82,6 +82,16 @@ caf::error validate_kind(const catalog& products, const kind& k) {
                                                  + products.kind_names());
 }
 
+caf::error validate_pockets(const catalog& products, const pockets& x) {
+  for (const auto& item : x.items())
+    if (item.second != 0 && products.find_pocket(item.first) == nullptr)
+      return caf::make_error(ec::invalid_argument, "unknown pocket "
+                                                     + item.first
+                                                     + ": the catalog has "
+                                                     + products.pocket_names());
+  return caf::none;
+}
+
 caf::error validate_request_id(const std::string& request_id) {
   if (request_id.size() > request_id_bytes_max)
     return caf::make_error(ec::invalid_argument,

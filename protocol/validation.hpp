@@ -23,6 +23,10 @@ caf::error validate_reserve(chat_id chat, const kind& k,
 /// A kind of the server's catalog; the refusal names the known ones.
 caf::error validate_kind(const catalog& products, const kind& k);
 
+/// Amounts only in pockets of the server's catalog (a pocket it lacks may be
+/// listed at 0, as clients written for the built-in pockets send them).
+caf::error validate_pockets(const catalog& products, const pockets& x);
+
 /// At most 256 bytes of UTF-8 without NUL (may be empty).
 caf::error validate_request_id(const std::string& request_id);
 

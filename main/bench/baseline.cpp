@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/bench/baseline.hpp"
 
+#include "persistence/pockets_column.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/time.hpp"
@@ -31,43 +32,42 @@ constexpr const char* session_sql =
   "SET chargeonce.references_checked = on";
 
 #define CHARGEONCE_RESERVATION_COLUMNS                                         \
-  "id, chat_id, kind, status, queue, held_daily_messages, "                    \
-  "held_daily_images, held_balance, request_id, "                              \
+  "id, chat_id, kind, status, queue, held, request_id, "                       \
   "(extract(epoch FROM created_at) * 1000000)::bigint AS created_us, "         \
   "(extract(epoch FROM lease_expires_at) * 1000000)::bigint AS lease_us"
 
 /// Lock, decide, hold in one statement: protocol/pockets.cpp's
-/// choose_pockets as SQL under the chat row's lock; one job per chat, in
-/// slot 0: the UNIQUE (chat_id, slot) index, as the ON CONFLICT arbiter,
-/// decides busy. The first three columns
-/// say why nothing was inserted.
+/// choose_pockets for the built-in catalog, written out as SQL under the
+/// chat row's lock (the straightforward design knows its two kinds); one
+/// job per chat, in slot 0: the UNIQUE (chat_id, slot) index, as the ON
+/// CONFLICT arbiter, decides busy. The first three columns say why nothing
+/// was inserted.
 constexpr const char* reserve_sql =
   "WITH c AS ("
-  "  SELECT chat_id, daily_messages, daily_images, balance,"
+  "  SELECT chat_id, chargeonce_amount(pockets, 'daily_messages') AS m,"
+  "         chargeonce_amount(pockets, 'daily_images') AS i,"
+  "         chargeonce_amount(pockets, 'balance') AS b,"
   "         coalesce(premium_until > now(), false) AS premium, blocked,"
   "         banned"
   "    FROM chats WHERE chat_id = $1::bigint FOR UPDATE),"
   "d AS ("
-  "  SELECT c.*, CASE WHEN $2::text = 'text'"
-  "                   THEN premium OR daily_messages > 0"
-  "                   ELSE daily_images > 0 OR balance > 0 END AS affordable"
+  "  SELECT c.*,"
+  "         CASE WHEN $2::text = 'text' THEN"
+  "                CASE WHEN premium THEN '{}'::jsonb"
+  "                     WHEN m > 0 THEN '{\"daily_messages\": 1}'::jsonb END"
+  "              WHEN i > 0 THEN '{\"daily_images\": 1}'::jsonb"
+  "              WHEN b > 0 THEN '{\"balance\": 1}'::jsonb END AS hold"
   "    FROM c),"
   "ins AS ("
-  "  INSERT INTO reservations (chat_id, kind, queue, held_daily_messages,"
-  "                            held_daily_images, held_balance, request_id)"
+  "  INSERT INTO reservations (chat_id, kind, queue, held, request_id)"
   "  SELECT chat_id, $2::text, $2::text || '_generation'"
   "           || CASE WHEN premium THEN '_priority' ELSE '' END,"
-  "         CASE WHEN $2::text = 'text' AND NOT premium THEN 1 ELSE 0 END,"
-  "         CASE WHEN $2::text <> 'text' AND daily_images > 0 THEN 1 ELSE 0"
-  "         END,"
-  "         CASE WHEN $2::text <> 'text' AND daily_images <= 0 THEN 1 ELSE 0"
-  "         END,"
-  "         $3::text"
-  "    FROM d WHERE NOT banned AND NOT blocked AND affordable"
+  "         hold, $3::text"
+  "    FROM d WHERE NOT banned AND NOT blocked AND hold IS NOT NULL"
   "  ON CONFLICT (chat_id, slot) DO NOTHING"
   "  RETURNING " CHARGEONCE_RESERVATION_COLUMNS ")"
-  "SELECT d.banned, d.blocked, d.affordable, ins.* FROM d LEFT JOIN ins ON "
-  "true";
+  "SELECT d.banned, d.blocked, d.hold IS NOT NULL, ins.* FROM d LEFT JOIN ins "
+  "ON true";
 
 constexpr const char* start_sql =
   "UPDATE reservations SET status = 'in_progress', started_at = now() "
@@ -80,27 +80,20 @@ constexpr const char* start_sql =
 /// clamped at what the locked row has, as the UPDATE takes it.
 constexpr const char* commit_sql =
   "WITH c AS ("
-  "  SELECT chat_id, daily_messages, daily_images, balance"
-  "    FROM chats WHERE chat_id = $2::bigint FOR UPDATE),"
+  "  SELECT chat_id, pockets FROM chats WHERE chat_id = $2::bigint FOR UPDATE),"
   "r AS ("
   "  DELETE FROM reservations"
   "   WHERE id = $1::bigint AND chat_id = (SELECT chat_id FROM c)"
   "     AND status = 'in_progress'"
-  "  RETURNING id, chat_id, kind, held_daily_messages AS hm,"
-  "            held_daily_images AS hi, held_balance AS hb),"
+  "  RETURNING id, chat_id, kind, held),"
   "u AS ("
-  "  UPDATE chats"
-  "     SET daily_messages = GREATEST(0, chats.daily_messages - r.hm),"
-  "         daily_images = GREATEST(0, chats.daily_images - r.hi),"
-  "         balance = GREATEST(0, chats.balance - r.hb)"
+  "  UPDATE chats SET pockets = chargeonce_pockets_take(chats.pockets, r.held)"
   "    FROM r WHERE chats.chat_id = r.chat_id)"
-  "INSERT INTO ledger (reservation_id, chat_id, kind, charged_daily_messages,"
-  "                    charged_daily_images, charged_balance)"
-  "SELECT r.id, r.chat_id, r.kind, LEAST(r.hm, c.daily_messages),"
-  "       LEAST(r.hi, c.daily_images), LEAST(r.hb, c.balance)"
+  "INSERT INTO ledger (reservation_id, chat_id, kind, charged)"
+  "SELECT r.id, r.chat_id, r.kind, chargeonce_pockets_charged(r.held, "
+  "c.pockets)"
   "  FROM r, c "
-  "RETURNING kind, charged_daily_messages, charged_daily_images,"
-  "          charged_balance,"
+  "RETURNING kind, charged,"
   "          (extract(epoch FROM committed_at) * 1000000)::bigint";
 
 constexpr const char* fail_sql =
@@ -126,7 +119,7 @@ constexpr statement statements[] = {{"baseline_reserve", reserve_sql},
 
 // -- rows ---------------------------------------------------------------------
 
-/// The reservation whose 11 columns start at `at`.
+/// The reservation whose 9 columns start at `at`.
 reservation to_reservation(const pqxx::row& r, pqxx::row::size_type at) {
   reservation x;
   x.id = r[at].as<int64_t>();
@@ -134,12 +127,11 @@ reservation to_reservation(const pqxx::row& r, pqxx::row::size_type at) {
   from_string(r[at + 2].as<std::string>(), x.kind);
   from_string(r[at + 3].as<std::string>(), x.status);
   x.queue = r[at + 4].as<std::string>();
-  x.held = {r[at + 5].as<int32_t>(), r[at + 6].as<int32_t>(),
-            r[at + 7].as<int32_t>()};
-  x.request_id = r[at + 8].as<std::string>();
-  x.created_at = from_unix_micros(r[at + 9].as<int64_t>());
-  if (!r[at + 10].is_null())
-    x.lease_expires_at = from_unix_micros(r[at + 10].as<int64_t>());
+  x.held = persistence::pockets_of(r[at + 5]);
+  x.request_id = r[at + 6].as<std::string>();
+  x.created_at = from_unix_micros(r[at + 7].as<int64_t>());
+  if (!r[at + 8].is_null())
+    x.lease_expires_at = from_unix_micros(r[at + 8].as<int64_t>());
   return x;
 }
 
@@ -281,8 +273,8 @@ caf::expected<receipt> baseline_store::commit(chat_id chat, reservation_id id) {
     out.reservation = id;
     out.chat = chat;
     from_string(r[0].as<std::string>(), out.kind);
-    out.charged = {r[1].as<int32_t>(), r[2].as<int32_t>(), r[3].as<int32_t>()};
-    out.committed_at = from_unix_micros(r[4].as<int64_t>());
+    out.charged = persistence::pockets_of(r[1]);
+    out.committed_at = from_unix_micros(r[2].as<int64_t>());
     return out;
   });
 }

@@ -10,6 +10,8 @@
 #include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 namespace chargeonce {
@@ -76,6 +78,9 @@ server_config::server_config() {
          "started chats quiet this long are refilled and invited back (24h)")
     .add(reactivation_interval, "reactivation-interval",
          "how often the reactivation scan runs (1h)")
+    .add(catalog_path, "catalog",
+         "JSON file of the kinds of job and the pockets that pay for them "
+         "(docs/configuration.md); empty: the built-in text and image")
     .add(free_daily_messages, "free-daily-messages",
          "free plan: daily text quota (10)")
     .add(free_daily_images, "free-daily-images",
@@ -205,6 +210,21 @@ catalog server_config::builtin_products() const {
                           premium_daily_messages, premium_daily_images});
 }
 
+std::string server_config::finalize_catalog() {
+  if (catalog_path.empty()) {
+    products_ = builtin_products();
+    return {};
+  }
+  std::ifstream in{catalog_path};
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in)
+    return "cannot read catalog " + catalog_path;
+  if (auto problem = parse_catalog(text.str(), products_); !problem.empty())
+    return "catalog " + catalog_path + ": " + problem;
+  return {};
+}
+
 std::string server_config::finalize() {
   if (sweep_timeout == caf::timespan{0})
     sweep_timeout = 3 * max_job_duration;
@@ -277,6 +297,8 @@ std::string server_config::finalize() {
   if (persistence_queue_max == 0)
     return "persistence-queue-max must be at least 1";
   if (auto problem = finalize_http(); !problem.empty())
+    return problem;
+  if (auto problem = finalize_catalog(); !problem.empty())
     return problem;
   if (spdlog::level::from_str(log_level) == spdlog::level::off
       && log_level != "off")

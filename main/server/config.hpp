@@ -63,10 +63,14 @@ struct server_config : caf::actor_system_config {
   caf::timespan reactivation_after = store_defaults().reactivation_after;
   caf::timespan reactivation_interval =
     supervisor_options{}.reactivation_interval;
-  int32_t free_daily_messages = store_defaults().free_plan.daily_messages;
-  int32_t free_daily_images = store_defaults().free_plan.daily_images;
-  int32_t premium_daily_messages = store_defaults().premium_plan.daily_messages;
-  int32_t premium_daily_images = store_defaults().premium_plan.daily_images;
+  /// A JSON file of the kinds and pockets sold (docs/configuration.md);
+  /// empty: the built-in catalog.
+  std::string catalog_path;
+  /// The built-in catalog's quotas (its daily pockets), per plan.
+  int32_t free_daily_messages = builtin_quotas{}.free_messages;
+  int32_t free_daily_images = builtin_quotas{}.free_images;
+  int32_t premium_daily_messages = builtin_quotas{}.premium_messages;
+  int32_t premium_daily_images = builtin_quotas{}.premium_images;
   /// Jobs a chat may run at once unless it has its own limit, per plan.
   int32_t free_max_active_jobs = store_defaults().free_max_active_jobs;
   int32_t premium_max_active_jobs = store_defaults().premium_max_active_jobs;
@@ -99,6 +103,10 @@ struct server_config : caf::actor_system_config {
   /// and premium-daily-* options).
   catalog builtin_products() const;
 
+  /// What the server sells: the catalog file finalize() read, else the
+  /// built-in catalog.
+  const catalog& products() const { return products_; }
+
   /// Fills derived defaults and checks the options against each other;
   /// returns a message for the operator, empty when the config is usable.
   std::string finalize();
@@ -106,6 +114,11 @@ struct server_config : caf::actor_system_config {
 private:
   /// The HTTP part of finalize(): reads token files and checks limits.
   std::string finalize_http();
+
+  /// Reads and checks the catalog file into products_.
+  std::string finalize_catalog();
+
+  catalog products_;
 };
 
 } // namespace chargeonce

@@ -11,6 +11,7 @@
 #include "main/http/server.hpp"
 #include "main/server/config.hpp"
 #include "main/server/embedded_cluster.hpp"
+#include "persistence/catalog_kinds.hpp"
 #include "persistence/migrations.hpp"
 
 #include <caf/all.hpp>
@@ -128,6 +129,10 @@ prepare_database(const server_config& cfg,
     spdlog::critical("cannot migrate error={}", error_message(done.error()));
     return std::nullopt;
   }
+  if (auto err = persistence::record_catalog_kinds(dsn, cfg.products())) {
+    spdlog::critical("refusing the catalog error={}", error_message(err));
+    return std::nullopt;
+  }
   return dsn;
 }
 
@@ -146,8 +151,7 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.release_retention = ms(cfg.release_retention);
   out.refill_interval = ms(cfg.refill_interval);
   out.reactivation_after = ms(cfg.reactivation_after);
-  out.free_plan = {cfg.free_daily_messages, cfg.free_daily_images};
-  out.premium_plan = {cfg.premium_daily_messages, cfg.premium_daily_images};
+  out.products = cfg.products();
   out.free_max_active_jobs = cfg.free_max_active_jobs;
   out.premium_max_active_jobs = cfg.premium_max_active_jobs;
   out.request_retention = ms(cfg.request_retention);

@@ -239,11 +239,12 @@ TEST_SUITE("actors.sweep") {
     auto elapsed = std::chrono::steady_clock::now() - t0;
     REQUIRE(refilled);
     CHECK(*refilled >= static_cast<uint64_t>(n));
-    CHECK(
-      test::sql_int("SELECT count(*) FROM chats WHERE chat_id BETWEEN " + range
-                    + " AND reactivated_at IS NOT NULL AND daily_images = 3 "
-                      "AND window_started_at IS NULL")
-      == n);
+    CHECK(test::sql_int("SELECT count(*) FROM chats WHERE chat_id BETWEEN "
+                        + range
+                        + " AND reactivated_at IS NOT NULL"
+                          " AND chargeonce_amount(pockets, 'daily_images') = 3 "
+                          "AND window_started_at IS NULL")
+          == n);
     for (int i = 0; i < 100 && *count < n; ++i) // events trail the refills
       std::this_thread::sleep_for(100ms);
     CHECK(count->load() == n);

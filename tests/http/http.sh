@@ -339,7 +339,7 @@ with ThreadPoolExecutor(16) as pool:
 assert all(s == 200 for s, _ in got), got
 assert len({json.dumps(b, sort_keys=True) for _, b in got}) == 1, got
 EOF
-[[ $(psql "$dsn" -qAtc "SELECT count(*) || ' ' || (SELECT balance FROM chats WHERE chat_id = $race)
+[[ $(psql "$dsn" -qAtc "SELECT count(*) || ' ' || (SELECT chargeonce_amount(pockets, 'balance') FROM chats WHERE chat_id = $race)
   FROM ledger WHERE chat_id = $race") == "1 4" ]] || die "the races charged other than once"
 ok "16 racing reserves: one wins; 16 racing commits: one charge, one receipt"
 

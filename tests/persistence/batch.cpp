@@ -163,7 +163,8 @@ TEST_SUITE("batch") {
     }
     for (const auto& x : db.apply(starts))
       value_of<reservation>(x);
-    test::sql("UPDATE chats SET balance = 0 WHERE chat_id = "
+    test::sql("UPDATE chats SET pockets = pockets || '{\"balance\": 0}' "
+              "WHERE chat_id = "
               + std::to_string(chats[3]));
     auto committed = db.apply(commits);
     std::vector<pockets> expected{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {0, 0, 0}};
@@ -180,8 +181,9 @@ TEST_SUITE("batch") {
       CHECK(again->committed_at == first.committed_at);
       auto where =
         " FROM ledger WHERE reservation_id = " + std::to_string(commits[i].id);
-      CHECK(test::sql_int("SELECT charged_daily_messages + 10 * "
-                          "charged_daily_images + 100 * charged_balance"
+      CHECK(test::sql_int("SELECT chargeonce_amount(charged, 'daily_messages')"
+                          " + 10 * chargeonce_amount(charged, 'daily_images')"
+                          " + 100 * chargeonce_amount(charged, 'balance')"
                           + where)
             == first.charged.get(pocket::daily_messages)
                  + 10 * first.charged.get(pocket::daily_images)
@@ -455,9 +457,8 @@ TEST_SUITE("batch") {
           emptied += (emptied.empty() ? "" : ",") + std::to_string(t.batched)
                      + "," + std::to_string(t.single);
       if (!emptied.empty())
-        test::sql("UPDATE chats SET daily_messages = 0, daily_images = 0, "
-                  "balance = 0 WHERE chat_id IN ("
-                  + emptied + ")");
+        test::sql("UPDATE chats SET pockets = '{}' WHERE chat_id IN (" + emptied
+                  + ")");
       auto out = batched.apply(ops);
       REQUIRE(out.size() == ops.size());
       for (size_t i = 0; i < ops.size(); ++i) {

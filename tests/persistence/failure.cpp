@@ -73,7 +73,7 @@ TEST_SUITE("persistence.failure") {
     test::sql("CREATE SCHEMA IF NOT EXISTS broken_batch");
     test::sql("CREATE OR REPLACE FUNCTION broken_batch.chargeonce_apply_batch("
               "text[], bigint[], bigint[], text[], text[], bigint, integer, "
-              "integer) "
+              "integer, jsonb) "
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
               "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
     auto opts = test::store_options();

@@ -23,7 +23,9 @@ namespace {
 /// premium images differ from the default so that the plan shows.
 persistence::store_options options() {
   auto opts = test::store_options();
-  opts.premium_plan = {10, 8};
+  builtin_quotas quotas;
+  quotas.premium_images = 8;
+  opts.products = builtin_catalog(quotas);
   return opts;
 }
 
@@ -84,7 +86,8 @@ TEST_SUITE("limits") {
                     "quota is restored and a new window opens") {
     auto chat = test::fresh_chat();
     auto first = touch(chat);
-    test::sql("UPDATE chats SET daily_messages = 1, daily_images = 0"
+    test::sql("UPDATE chats SET pockets = pockets || "
+              "'{\"daily_messages\": 1, \"daily_images\": 0}'"
               + where(chat));
     window_opened_ago(chat, 23);
     auto before = touch(chat);
@@ -121,7 +124,8 @@ TEST_SUITE("limits") {
     REQUIRE(r);
     CHECK(r->held == pockets{0, 1, 0});
     REQUIRE(db.start(chat, r->id));
-    test::sql("UPDATE chats SET daily_images = 0" + where(chat));
+    test::sql("UPDATE chats SET pockets = pockets || '{\"daily_images\": 0}'"
+              + where(chat));
     window_opened_ago(chat, 30);
     auto refilled = touch(chat);
     CHECK(refilled.amounts.get(pocket::daily_images) == 3);
@@ -141,7 +145,8 @@ TEST_SUITE("limits") {
     auto chat = test::fresh_chat();
     touch(chat);
     for (int i = 0; i < 200; ++i) {
-      test::sql("UPDATE chats SET daily_images = 1" + where(chat));
+      test::sql("UPDATE chats SET pockets = pockets || '{\"daily_images\": 1}'"
+                + where(chat));
       window_opened_ago(chat, 25);
       auto r = worker.reserve(chat, kind::image, "");
       REQUIRE(r);
@@ -159,8 +164,8 @@ TEST_SUITE("limits") {
       auto images = db.status(chat)->amounts.get(pocket::daily_images);
       REQUIRE((images == 3 || images == 2));
     }
-    CHECK(test::sql_int("SELECT count(*) FROM chats WHERE daily_images < 0 OR "
-                        "daily_messages < 0 OR balance < 0")
+    CHECK(test::sql_int("SELECT count(*) FROM chats, jsonb_each_text(pockets) e"
+                        " WHERE e.value::integer < 0")
           == 0);
   }
 
@@ -173,7 +178,9 @@ TEST_SUITE("limits") {
     touch(chat);
     int held_daily = 0;
     for (int i = 0; i < 200; ++i) {
-      test::sql("UPDATE chats SET daily_images = 0, balance = 0" + where(chat));
+      test::sql("UPDATE chats SET pockets = pockets || "
+                "'{\"daily_images\": 0, \"balance\": 0}'"
+                + where(chat));
       window_opened_ago(chat, 25);
       auto refill =
         std::async(std::launch::async, [&] { return gateway.touch(chat); });
@@ -311,8 +318,8 @@ TEST_SUITE("limits") {
       auto chat = test::fresh_chat();
       touch(chat);
       REQUIRE(db.set_flags(chat, {started, blocked, banned}));
-      test::sql("UPDATE chats SET daily_images = 0, last_activity_at = now() - "
-                "interval '"
+      test::sql("UPDATE chats SET pockets = pockets || '{\"daily_images\": 0}',"
+                " last_activity_at = now() - interval '"
                 + std::to_string(quiet_hours) + " hours'" + where(chat));
       return chat;
     };
@@ -335,7 +342,8 @@ TEST_SUITE("limits") {
     // Already reactivated in this idle period: left out.
     CHECK(reactivate_all().count(due) == 0);
     // Active again (opens a window, no second refill), then quiet again: due.
-    test::sql("UPDATE chats SET daily_images = 1" + where(due));
+    test::sql("UPDATE chats SET pockets = pockets || '{\"daily_images\": 1}'"
+              + where(due));
     auto back = touch(due);
     CHECK(back.amounts.get(pocket::daily_images) == 1);
     CHECK(back.window_started_at);

@@ -5,6 +5,7 @@
 // (the SET options of chargeonce_apply_batch), and a batch costs index
 // lookups in proportion to its size (its LATERAL lookups).
 #include "persistence/migrations.hpp"
+#include "persistence/pockets_column.hpp"
 #include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -15,6 +16,11 @@
 #include <vector>
 
 namespace {
+
+/// The built-in catalog, the batch function's last parameter.
+std::string builtin_products() {
+  return chargeonce::persistence::catalog_text(chargeonce::builtin_catalog({}));
+}
 
 /// One operation: position 0 of the arrays chargeonce_apply_batch takes.
 struct operation {
@@ -30,8 +36,8 @@ std::pair<std::string, long long> apply_one(pqxx::work& tx,
   auto rs = tx.exec_params(
     "SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply_batch("
     "ARRAY[$1::text], ARRAY[$2::bigint], ARRAY[$3::bigint], "
-    "ARRAY['image'], ARRAY[''], 30000, 1, 1)",
-    x.op, x.chat, x.id);
+    "ARRAY['image'], ARRAY[''], 30000, 1, 1, $4::jsonb)",
+    x.op, x.chat, x.id, builtin_products());
   REQUIRE(rs.size() == 1);
   return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
 }
@@ -60,8 +66,8 @@ void cycle(pqxx::connection& conn, long long chat) {
 /// Chats 1 … 60,000 with 10 purchased credits each.
 void insert_chats(pqxx::connection& conn) {
   pqxx::work tx{conn};
-  tx.exec("INSERT INTO chats (chat_id, balance) "
-          "SELECT g, 10 FROM generate_series(1, 60000) AS g");
+  tx.exec("INSERT INTO chats (chat_id, pockets) "
+          "SELECT g, '{\"balance\": 10}' FROM generate_series(1, 60000) AS g");
   tx.commit();
 }
 
@@ -74,8 +80,9 @@ std::vector<long long> apply_section(pqxx::work& tx, const char* op, int n,
     "array_fill($1::text, ARRAY[$2::int]), "
     "ARRAY(SELECT g::bigint FROM generate_series(1, $2::int) AS g), "
     "$3::bigint[], array_fill('image'::text, ARRAY[$2::int]), "
-    "array_fill(''::text, ARRAY[$2::int]), 30000, 1, 1) ORDER BY idx",
-    op, n, ids);
+    "array_fill(''::text, ARRAY[$2::int]), 30000, 1, 1, $4::jsonb) "
+    "ORDER BY idx",
+    op, n, ids, builtin_products());
   REQUIRE(rs.size() == static_cast<size_t>(n));
   std::vector<long long> out;
   for (const auto& row : rs) {
@@ -145,19 +152,16 @@ TEST_SUITE("plans") {
       // released ones.
       pqxx::connection other{db.dsn};
       pqxx::work tx{other};
-      tx.exec("INSERT INTO ledger (reservation_id, chat_id, kind, "
-              "charged_daily_messages, charged_daily_images, charged_balance) "
-              "SELECT 1000000 + g, 100 + g, 'image', 0, 0, 0 "
+      tx.exec("INSERT INTO ledger (reservation_id, chat_id, kind, charged) "
+              "SELECT 1000000 + g, 100 + g, 'image', '{}' "
               "FROM generate_series(1, 50000) AS g");
-      tx.exec("INSERT INTO reservations (chat_id, kind, held_daily_messages, "
-              "held_daily_images, held_balance, queue) "
-              "SELECT 100 + g, 'image', 0, 0, 1, 'image_generation' "
-              "FROM generate_series(1, 50000) AS g");
+      tx.exec("INSERT INTO reservations (chat_id, kind, held, queue) "
+              "SELECT 100 + g, 'image', '{\"balance\": 1}', "
+              "'image_generation' FROM generate_series(1, 50000) AS g");
       tx.exec("DELETE FROM reservations WHERE chat_id > 100");
-      tx.exec("INSERT INTO reservations (chat_id, kind, held_daily_messages, "
-              "held_daily_images, held_balance, queue) "
-              "SELECT 30000 + g, 'image', 0, 0, 1, 'image_generation' "
-              "FROM generate_series(1, 20000) AS g");
+      tx.exec("INSERT INTO reservations (chat_id, kind, held, queue) "
+              "SELECT 30000 + g, 'image', '{\"balance\": 1}', "
+              "'image_generation' FROM generate_series(1, 20000) AS g");
       tx.exec("INSERT INTO released_reservations (id, chat_id, reason) "
               "SELECT 2000000 + g, 100 + g, 'sweep_timeout' "
               "FROM generate_series(1, 50000) AS g");

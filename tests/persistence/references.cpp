@@ -3,6 +3,7 @@
 // the batch function is checked as a foreign key would check it, with the
 // same SQLSTATE and constraint names; the batch function, which skips the
 // per-row check, never writes a row for a chat that does not exist.
+#include "persistence/pockets_column.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
@@ -51,17 +52,15 @@ sql_outcome try_sql(const std::string& statement) {
 }
 
 std::string insert_reservation(chat_id chat) {
-  return "INSERT INTO reservations (chat_id, kind, queue, held_daily_messages,"
-         " held_daily_images, held_balance) VALUES ("
-         + str(chat) + ", 'image', 'image_generation', 0, 1, 0)";
+  return "INSERT INTO reservations (chat_id, kind, queue, held) VALUES ("
+         + str(chat)
+         + ", 'image', 'image_generation', '{\"daily_images\": 1}')";
 }
 
 std::string insert_ledger_row(chat_id chat, int64_t reservation) {
-  return "INSERT INTO ledger (reservation_id, chat_id, kind, "
-         "charged_daily_messages, charged_daily_images, charged_balance) "
-         "VALUES ("
+  return "INSERT INTO ledger (reservation_id, chat_id, kind, charged) VALUES ("
          + std::to_string(reservation) + ", " + str(chat)
-         + ", 'image', 0, 1, 0)";
+         + ", 'image', '{\"daily_images\": 1}')";
 }
 
 long long count(const std::string& table, chat_id chat) {
@@ -183,7 +182,8 @@ TEST_SUITE("references") {
     pqxx::nontransaction tx{conn};
     tx.exec("SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
             + str(make_chat(db))
-            + "}', '{0}', '{image}', '{\"\"}', 1000, 1, 1)");
+            + "}', '{0}', '{image}', '{\"\"}', 1000, 1, 1, '"
+            + persistence::catalog_text(builtin_catalog({})) + "')");
     CHECK(tx.exec1("SELECT current_setting('chargeonce.references_checked', "
                    "true) IS DISTINCT FROM 'on'")[0]
             .as<bool>());

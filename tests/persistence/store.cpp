@@ -492,7 +492,8 @@ TEST_SUITE("store") {
     auto r = db.reserve(chat, kind::image, "");
     REQUIRE(r);
     CHECK(r->held == pockets{0, 0, 1});
-    test::sql("UPDATE chats SET balance = 0" + where_chat(chat));
+    test::sql("UPDATE chats SET pockets = pockets || '{\"balance\": 0}'"
+              + where_chat(chat));
     REQUIRE(db.start(chat, r->id));
     auto receipt = db.commit(chat, r->id);
     REQUIRE(receipt);

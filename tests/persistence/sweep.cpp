@@ -210,13 +210,14 @@ TEST_SUITE("sweep") {
     constexpr int64_t n = 250;
     auto base = test::fresh_chat_block(n);
     auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
-    test::sql("INSERT INTO chats (chat_id, balance) SELECT g, 1 FROM "
+    test::sql("INSERT INTO chats (chat_id, pockets) SELECT g, "
+              "'{\"balance\": 1}' FROM "
               "generate_series("
               + range + ") g");
     // Equal created_at for many rows: the id breaks the ties.
-    test::sql("INSERT INTO reservations (chat_id, kind, status, "
-              "held_daily_messages, held_daily_images, held_balance, queue, "
-              "created_at) SELECT g, 'image', 'in_progress', 0, 0, 1, "
+    test::sql("INSERT INTO reservations (chat_id, kind, status, held, queue, "
+              "created_at) SELECT g, 'image', 'in_progress', "
+              "'{\"balance\": 1}', "
               "'image_generation', now() - interval '1 hour' - (g % 3) * "
               "interval '1 second' FROM generate_series("
               + range + ") g");
