@@ -44,11 +44,19 @@ void set_command(invocation& inv, const std::string& arg) {
     throw usage_error("unknown command '" + arg + "'");
 }
 
+bool is_repeatable(const std::string& name) {
+  return name == "pocket";
+}
+
 void add_flag(invocation& inv, const std::string& arg) {
   auto [name, value] = split_flag(arg);
   auto& target = is_global(name) ? inv.globals : inv.flags;
-  if (!target.emplace(name, value).second)
+  auto [at, added] = target.emplace(name, value);
+  if (added)
+    return;
+  if (!is_repeatable(name))
     throw usage_error("--" + name + " given twice");
+  at->second += "\n" + value;
 }
 
 void check_flags(const invocation& inv) {
@@ -162,6 +170,36 @@ caf::optional<caf::timestamp> time_flag(const flag_map& flags,
     throw usage_error("--" + name + " must be an ISO 8601 timestamp, got '"
                       + i->second + "'");
   return t;
+}
+
+std::vector<std::string> list_flag(const flag_map& flags,
+                                   const std::string& name) {
+  std::vector<std::string> out;
+  auto i = flags.find(name);
+  if (i == flags.end())
+    return out;
+  size_t from = 0;
+  for (auto nl = i->second.find('\n'); nl != std::string::npos;
+       from = nl + 1, nl = i->second.find('\n', from))
+    out.push_back(i->second.substr(from, nl - from));
+  out.push_back(i->second.substr(from));
+  return out;
+}
+
+void pocket_flags(const flag_map& flags, pockets& out) {
+  for (const auto& value : list_flag(flags, "pocket")) {
+    auto eq = value.find('=');
+    auto name = value.substr(0, eq);
+    if (eq == std::string::npos || !is_catalog_name(name))
+      throw usage_error("--pocket must be NAME=N with NAME a pocket name "
+                        "([a-z][a-z0-9_]{0,31}), got '"
+                        + value + "'");
+    auto listed = std::any_of(out.items().begin(), out.items().end(),
+                              [&](const auto& x) { return x.first == name; });
+    if (listed)
+      throw usage_error("pocket " + name + " given twice");
+    out.set(name, int_value<int32_t>("pocket=" + name, value.substr(eq + 1)));
+  }
 }
 
 std::string text_flag(const flag_map& flags, const std::string& name) {

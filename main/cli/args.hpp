@@ -20,6 +20,8 @@ namespace chargeonce::cli {
 
 struct command;
 
+/// Each flag's value; a repeatable flag (--pocket) holds its values one per
+/// line, in the order given.
 using flag_map = std::map<std::string, std::string>;
 
 /// The command line, split and checked against the command's flags, its
@@ -69,6 +71,15 @@ T int_flag(const flag_map& flags, const std::string& name, T fallback = {}) {
   auto i = flags.find(name);
   return i == flags.end() ? fallback : int_value<T>(name, i->second);
 }
+
+/// A repeatable flag's values, in the order given; empty when not given.
+std::vector<std::string> list_flag(const flag_map& flags,
+                                   const std::string& name);
+
+/// --pocket=NAME=N, repeatable, added to `out`; a pocket `out` already
+/// lists (e.g. from --balance) is given twice. Whether the server's catalog
+/// has the pocket is for the server to say.
+void pocket_flags(const flag_map& flags, pockets& out);
 
 /// --name=true|false, or none when not given.
 caf::optional<bool> bool_flag(const flag_map& flags, const std::string& name);

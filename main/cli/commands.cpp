@@ -37,11 +37,15 @@ action prepare_create(const flag_map& flags) {
   chat_spec spec;
   spec.max_active_jobs = job_limit_flag(flags);
   spec.chat = chat_flag(flags);
-  spec.initial.set(pocket::daily_messages,
-                   int_flag<int32_t>(flags, "daily-messages"));
-  spec.initial.set(pocket::daily_images,
-                   int_flag<int32_t>(flags, "daily-images"));
-  spec.initial.set(pocket::balance, int_flag<int32_t>(flags, "balance"));
+  // The built-in pockets' own flags, as before the catalog; any pocket by
+  // --pocket=NAME=N.
+  for (auto [flag, name] :
+       {std::pair{"daily-messages", pocket::daily_messages},
+        std::pair{"daily-images", pocket::daily_images},
+        std::pair{"balance", pocket::balance}})
+    if (flags.count(flag) != 0)
+      spec.initial.set(name, int_flag<int32_t>(flags, flag));
+  pocket_flags(flags, spec.initial);
   spec.premium_until = time_flag(flags, "premium-until");
   return [spec](session& s) {
     return print_result(s, s.api.create(spec));
@@ -153,10 +157,11 @@ std::vector<command> make_commands() {
      {{"daily-messages", "N"},
       {"daily-images", "N"},
       {"balance", "N"},
+      {"pocket", "NAME=N"},
       {"premium-until", "ISO8601"},
       {"max-active-jobs", "N"}},
      role::admin,
-     "registers a chat with allowances and a balance",
+     "registers a chat; --pocket (repeatable) sets any pocket",
      prepare_create},
     {"reserve",
      {chat, {"kind", "KIND"}},

@@ -115,16 +115,19 @@ void fail(exchange& x) {
 // -- admin --------------------------------------------------------------------
 
 void create_chat(exchange& x) {
-  auto body = body_object(x, {"chat", "daily_messages", "daily_images",
-                              "balance", "premium_until", "max_active_jobs"});
+  auto body =
+    body_object(x, {"chat", "daily_messages", "daily_images", "balance",
+                    "pockets", "premium_until", "max_active_jobs"});
   chat_spec spec;
   spec.chat = int_field(body, "chat", int64_min, int64_max);
-  auto pocket = [&](const char* name) {
-    return static_cast<int32_t>(int_field(body, name, 0, int32_max, 0));
-  };
-  spec.initial.set(pocket::daily_messages, pocket("daily_messages"));
-  spec.initial.set(pocket::daily_images, pocket("daily_images"));
-  spec.initial.set(pocket::balance, pocket("balance"));
+  // The built-in pockets as fields of their own, as before the catalog;
+  // any pocket in "pockets".
+  for (const char* name :
+       {pocket::daily_messages, pocket::daily_images, pocket::balance})
+    if (body.contains(name))
+      spec.initial.set(name, static_cast<int32_t>(
+                               int_field(body, name, 0, int32_max)));
+  pockets_field(body, "pockets", spec.initial);
   spec.premium_until = time_field(body, "premium_until", false);
   if (auto limit =
         nullable_int_field(body, "max_active_jobs", max_active_jobs_min,

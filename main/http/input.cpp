@@ -71,6 +71,27 @@ int64_t int_field(const nlohmann::json& obj, const char* name, int64_t lo,
   return out;
 }
 
+void pockets_field(const nlohmann::json& obj, const char* name,
+                   pockets& out) {
+  auto value = field(obj, name);
+  if (value == nullptr)
+    return;
+  if (!value->is_object())
+    reject(std::string{name} + " must be an object of pocket name to amount");
+  for (const auto& item : value->items()) {
+    const auto& pocket = item.key();
+    auto what = std::string{name} + "." + pocket;
+    if (!is_catalog_name(pocket))
+      reject(what + ": a pocket name is [a-z][a-z0-9_]{0,31}");
+    auto listed = std::any_of(out.items().begin(), out.items().end(),
+                              [&](const auto& x) { return x.first == pocket; });
+    if (listed)
+      reject(pocket + " given twice (as a field and in " + name + ")");
+    out.set(pocket, static_cast<int32_t>(int_field(*value, pocket.c_str(), 0,
+                                                   INT32_MAX)));
+  }
+}
+
 caf::optional<int64_t> nullable_int_field(const nlohmann::json& obj,
                                           const char* name, int64_t lo,
                                           int64_t hi, bool required) {

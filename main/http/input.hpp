@@ -5,6 +5,7 @@
 #pragma once
 
 #include "main/http/context.hpp"
+#include "protocol/types.hpp"
 
 #include <caf/optional.hpp>
 #include <caf/timestamp.hpp>
@@ -37,6 +38,13 @@ caf::optional<int64_t> nullable_int_field(const nlohmann::json& obj,
 /// A string field; `fallback` when absent (none: required).
 std::string string_field(const nlohmann::json& obj, const char* name,
                          caf::optional<std::string> fallback = caf::none);
+
+/// An object of pocket name to amount (0 to 2^31-1), e.g. "pockets":
+/// {"daily_voice": 2}, added to `out`; absent: `out` unchanged. A pocket
+/// `out` already lists (a top-level field) is a 422: given twice. Whether
+/// the catalog has the pocket is for the store to say.
+void pockets_field(const nlohmann::json& obj, const char* name,
+                   pockets& out);
 
 /// A boolean field, none when absent.
 caf::optional<bool> bool_field(const nlohmann::json& obj, const char* name);

@@ -303,6 +303,43 @@ TEST_SUITE("cli") {
     CHECK(r.out.rfind("{\"error\":\"connection\"", 0) == 0);
   }
 
+  TEST_CASE("--pocket=NAME=N may be repeated and keeps its values in order; "
+            "a pocket given twice or a malformed one is a usage error") {
+    auto inv = parse({"create-chat", "--chat=1", "--pocket=daily_voice=2",
+                      "--balance=3", "--pocket=minutes=40"});
+    CHECK(list_flag(inv.flags, "pocket")
+          == std::vector<std::string>{"daily_voice=2", "minutes=40"});
+    pockets got;
+    pocket_flags(inv.flags, got);
+    pockets want;
+    want.set("daily_voice", 2);
+    want.set("minutes", 40);
+    CHECK(got == want);
+    CHECK(list_flag(inv.flags, "balance") == std::vector<std::string>{"3"});
+    CHECK(list_flag(inv.flags, "chat-none").empty());
+    auto usage = [](std::vector<std::string> args) {
+      auto r = run(std::move(args));
+      CHECK(r.status == 2);
+      return r.out;
+    };
+    CHECK(usage({"--server=127.0.0.1:1", "create-chat", "--chat=1",
+                 "--balance=1", "--pocket=balance=2"})
+          == "{\"error\":\"usage\",\"message\":\"pocket balance given "
+             "twice\"}\n");
+    CHECK(usage({"--server=127.0.0.1:1", "create-chat", "--chat=1",
+                 "--pocket=Voice=2"})
+          == "{\"error\":\"usage\",\"message\":\"--pocket must be NAME=N "
+             "with NAME a pocket name ([a-z][a-z0-9_]{0,31}), got "
+             "'Voice=2'\"}\n");
+    CHECK(usage({"--server=127.0.0.1:1", "create-chat", "--chat=1",
+                 "--pocket=voice=x"})
+          == "{\"error\":\"usage\",\"message\":\"--pocket=voice must be "
+             "an integer, got 'x'\"}\n");
+    // Only --pocket repeats.
+    CHECK(refusal({"create-chat", "--chat=1", "--balance=1", "--balance=2"})
+          == "--balance given twice");
+  }
+
   TEST_CASE("--help prints the usage text on stdout and exits 0") {
     auto r = run({"status", "--help"});
     CHECK(r.status == 0);

@@ -65,38 +65,9 @@ std::string run(const std::string& command) {
   return out;
 }
 
-/// A database of its own in the cluster of CHARGEONCE_TEST_DSN, dropped
-/// again at the end of the test.
-struct scratch_database {
-  std::string name;
-  std::string dsn;
-
-  scratch_database() {
-    static std::atomic<int> count{0};
-    name = "chargeonce_migrations_" + std::to_string(::getpid()) + "_"
-           + std::to_string(count++);
-    dsn = chargeonce::test::dsn() + " dbname=" + name;
-    drop();
-    admin("CREATE DATABASE " + name);
-  }
-
-  ~scratch_database() { drop(); }
-
-  static void admin(const std::string& statement) {
-    pqxx::connection conn{chargeonce::test::dsn()};
-    pqxx::nontransaction tx{conn};
-    tx.exec(statement);
-  }
-
-  void drop() { admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); }
-
-  /// Runs `sql` in one transaction.
-  void exec(const std::string& sql) const {
-    pqxx::connection conn{dsn};
-    pqxx::work tx{conn};
-    tx.exec(sql);
-    tx.commit();
-  }
+/// An empty database of its own, with what these tests ask of it.
+struct scratch_database : chargeonce::test::scratch_database {
+  scratch_database() : chargeonce::test::scratch_database("migrations") {}
 
   /// The first field of the first row of `query`, as text.
   std::string query1(const std::string& query) const {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <unistd.h>
 
 namespace chargeonce::test {
 
@@ -99,6 +100,36 @@ std::string sql(const std::string& statement) {
 
 long long sql_int(const std::string& statement) {
   return std::stoll(sql(statement));
+}
+
+scratch_database::scratch_database(const std::string& purpose) {
+  static std::atomic<int> count{0};
+  name = "chargeonce_" + purpose + "_" + std::to_string(::getpid()) + "_"
+         + std::to_string(count++);
+  dsn = test::dsn() + " dbname=" + name;
+  drop();
+  admin("CREATE DATABASE " + name);
+}
+
+scratch_database::~scratch_database() {
+  drop();
+}
+
+void scratch_database::admin(const std::string& statement) {
+  pqxx::connection conn{test::dsn()};
+  pqxx::nontransaction tx{conn};
+  tx.exec(statement);
+}
+
+void scratch_database::drop() {
+  admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+}
+
+void scratch_database::exec(const std::string& sql) const {
+  pqxx::connection conn{dsn};
+  pqxx::work tx{conn};
+  tx.exec(sql);
+  tx.commit();
 }
 
 } // namespace chargeonce::test

@@ -46,4 +46,26 @@ std::string sql(const std::string& statement);
 /// sql() as an integer.
 long long sql_int(const std::string& statement);
 
+/// An empty database of its own in the cluster of CHARGEONCE_TEST_DSN, for
+/// tests that need the whole database (migrations, the catalog's kinds);
+/// dropped again at the end of the test.
+struct scratch_database {
+  std::string name;
+  std::string dsn;
+
+  /// `purpose` goes into the database's name.
+  explicit scratch_database(const std::string& purpose);
+  ~scratch_database();
+  scratch_database(const scratch_database&) = delete;
+  scratch_database& operator=(const scratch_database&) = delete;
+
+  /// Runs `statement` on the cluster's own database.
+  static void admin(const std::string& statement);
+
+  void drop();
+
+  /// Runs `sql` in one transaction.
+  void exec(const std::string& sql) const;
+};
+
 } // namespace chargeonce::test
