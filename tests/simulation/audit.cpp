@@ -11,12 +11,9 @@ std::string str(int64_t x) {
   return std::to_string(x);
 }
 
+/// Every pocket of `x` between 0 and what `bound` has of it.
 bool at_most(const pockets& x, const pockets& bound) {
-  return x.get(pocket::daily_messages) <= bound.get(pocket::daily_messages)
-         && x.get(pocket::daily_images) <= bound.get(pocket::daily_images)
-         && x.get(pocket::balance) <= bound.get(pocket::balance)
-         && x.get(pocket::daily_messages) >= 0
-         && x.get(pocket::daily_images) >= 0 && x.get(pocket::balance) >= 0;
+  return !x.any_negative() && x.within(bound);
 }
 
 } // namespace
@@ -52,7 +49,8 @@ void sim_auditor::on_outage_answer(const std::string& what,
 
 void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
                         caf::timestamp now) {
-  // Invariant 2: conservation per chat, no negative pocket.
+  // Invariant 2: conservation per chat and per pocket of the catalog, no
+  // negative pocket.
   std::map<chat_id, pockets> expected = acks.initial;
   for (const auto& [chat, d] : w.refilled) {
     auto& e = expected[chat];
@@ -76,9 +74,13 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
   }
   for (const auto& [c, chat] : w.chats) {
     const auto& p = chat.available;
-    if (p.get(pocket::daily_messages) < 0 || p.get(pocket::daily_images) < 0
-        || p.get(pocket::balance) < 0)
+    if (p.any_negative())
       flag("negative pocket in chat " + str(c));
+    for (const auto& spec : w.products.pockets)
+      if (p.get(spec.name) != expected[c].get(spec.name))
+        flag("conservation broken in chat " + str(c) + ", pocket " + spec.name
+             + ": " + str(p.get(spec.name)) + " where "
+             + str(expected[c].get(spec.name)) + " is expected");
     if (p != expected[c])
       flag("conservation broken in chat " + str(c));
   }

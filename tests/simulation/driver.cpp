@@ -13,9 +13,10 @@ namespace chargeonce::test {
 using namespace std::chrono_literals;
 
 simulation::simulation(uint64_t seed, sim_mutant mutant,
-                       caf::exit_reason chat_kill_reason)
+                       caf::exit_reason chat_kill_reason, catalog products)
     : rng_(seed), kill_reason_(chat_kill_reason) {
   world->rng.seed(seed * 7919 + 1);
+  world->products = std::move(products);
   world->mutant = mutant;
   options_.connections = 2;
   options_.sweep_interval = 10s;
@@ -169,10 +170,28 @@ chat_id simulation::some_chat() {
   return 1 + pick(chats_per_run);
 }
 
+kind simulation::first_kind() const {
+  return kind{world->products.kinds.front().name};
+}
+
+kind simulation::last_kind() const {
+  return kind{world->products.kinds.back().name};
+}
+
 void simulation::setup() {
   static constexpr int rates[] = {2, 5, 10, 20}; // calm to stormy seeds
   for (chat_id c = 1; c <= chats_per_run; ++c) {
-    pockets p{pick(3), pick(3), pick(4)};
+    // Empty, one job's price, a few: daily pockets 0 to 1 + the highest
+    // price, balance one more (for the built-in catalog 0-2, 0-2, 0-3).
+    pockets p;
+    for (const auto& spec : world->products.pockets) {
+      int32_t price = 1;
+      for (const auto& k : world->products.kinds)
+        for (const auto& source : k.pay_from)
+          if (source.pocket == spec.name)
+            price = std::max(price, source.price);
+      p.set(spec.name, pick(2 + price + (spec.purchased ? 1 : 0)));
+    }
     acks_.initial[c] = p;
     // Mixed limits: the plan's (1), or the chat's own 1, 2 or 4 jobs.
     static constexpr int32_t limits[] = {0, 1, 2, 4};

@@ -57,10 +57,11 @@ public:
   static constexpr int steps_per_run = 150;
 
   /// `chat_kill_reason`: how kill_chat() ends a chat actor; a crash by
-  /// default.
+  /// default. `products`: what the chats buy.
   simulation(
     uint64_t seed, sim_mutant mutant,
-    caf::exit_reason chat_kill_reason = caf::exit_reason::unhandled_exception);
+    caf::exit_reason chat_kill_reason = caf::exit_reason::unhandled_exception,
+    catalog products = builtin_catalog({}));
   ~simulation();
 
   /// Runs the seed; returns the first violation, or an empty string.
@@ -109,6 +110,9 @@ private:
 
   int pick(int n);
   chat_id some_chat();
+  /// The catalog's first and last kinds (text and image when built in).
+  kind first_kind() const;
+  kind last_kind() const;
 
   std::mt19937_64 rng_;
   supervisor_options options_;

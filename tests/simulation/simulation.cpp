@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <string>
 
 using namespace chargeonce;
@@ -50,25 +51,37 @@ std::string render(const std::map<std::string, uint64_t>& xs) {
   return out;
 }
 
-} // namespace
+/// The built-in catalog, or one generated from the seed.
+catalog products_of(uint64_t seed, bool generated) {
+  if (!generated)
+    return builtin_catalog({});
+  std::mt19937_64 rng{seed * 104729 + 7};
+  auto out = test::generated_catalog(rng);
+  auto problem = validate(out);
+  REQUIRE_MESSAGE(problem.empty(), "seed " << seed << ": " << problem);
+  return out;
+}
 
-TEST_SUITE("simulation") {
-
-  TEST_CASE("every seed keeps the money invariants under injected faults") {
-    // Refusals, crashes and restarts are the point here: thousands of log
-    // lines would drown a failure, which prints its own trail.
-    spdlog::set_level(spdlog::level::critical);
-    auto single = option("seed", "CHARGEONCE_SIM_SEED", 0);
-    auto first = single != 0 ? single : 1;
-    auto count =
-      single != 0 ? 1 : option("seeds", "CHARGEONCE_SIM_SEEDS", 3000);
+/// Runs `count` seeds (or the one of --seed) with the built-in or a
+/// generated catalog; fails with the first violation and its replay.
+void run_seeds(uint64_t default_count, bool generated) {
+  // Refusals, crashes and restarts are the point here: thousands of log
+  // lines would drown a failure, which prints its own trail.
+  spdlog::set_level(spdlog::level::critical);
+  auto single = option("seed", "CHARGEONCE_SIM_SEED", 0);
+  auto first = single != 0 ? single : 1;
+  auto count =
+    single != 0 ? 1 : option("seeds", "CHARGEONCE_SIM_SEEDS", default_count);
+  {
     std::map<std::string, uint64_t> faults;
     std::map<std::string, uint64_t> stats;
     uint64_t commits = 0;
     uint64_t deadline_checks = 0;
     auto t0 = std::chrono::steady_clock::now();
     for (auto seed = first; seed < first + count; ++seed) {
-      simulation sim{seed, sim_mutant::none};
+      simulation sim{seed, sim_mutant::none,
+                     caf::exit_reason::unhandled_exception,
+                     products_of(seed, generated)};
       auto violation = sim.run();
       for (const auto& [name, n] : sim.world->faults)
         faults[name] += n;
@@ -79,6 +92,7 @@ TEST_SUITE("simulation") {
       if (!violation.empty()) {
         FAIL("seed " << seed << ": " << violation
                      << "\n  replay: test_actors_simulation --seed=" << seed
+                     << (generated ? " -tc='*generated*'" : "")
                      << "\n  trail: " << sim.trail.str());
       }
     }
@@ -90,6 +104,21 @@ TEST_SUITE("simulation") {
                   << " (step, reservation) pairs past their deadline\nfaults:"
                   << render(faults) << "\nbehaviours:" << render(stats));
   }
+}
+
+} // namespace
+
+TEST_SUITE("simulation") {
+
+  TEST_CASE("every seed keeps the money invariants under injected faults") {
+    run_seeds(3000, false);
+  }
+
+  TEST_CASE("every seed keeps them with a generated catalog of its own (2 "
+            "to 4 kinds, 2 to 5 pockets, prices of 1 to 3), conservation "
+            "checked per pocket") {
+    run_seeds(1000, true);
+  }
 
   TEST_CASE("the auditor catches each broken rule within a few seeds") {
     spdlog::set_level(spdlog::level::off);
@@ -100,7 +129,7 @@ TEST_SUITE("simulation") {
           sim_mutant::sweep_blind, sim_mutant::outage_says_busy,
           sim_mutant::killed_commit_charges_twice,
           sim_mutant::reserve_ignores_holds, sim_mutant::limit_ignored,
-          sim_mutant::request_id_forgotten}) {
+          sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

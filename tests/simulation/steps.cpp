@@ -57,7 +57,8 @@ void simulation::user_taps() {
   auto c = some_chat();
   auto taps = 1 + pick(3);
   ++stats[taps == 1 ? "tap" : taps == 2 ? "double_tap" : "triple_tap"];
-  auto k = pick(2) == 0 ? kind::text : kind::image;
+  const auto& kinds = world->products.kinds;
+  auto k = kind{kinds[pick(static_cast<int>(kinds.size()))].name};
   // A chat that runs several jobs at once names each (without, it would
   // be invalid_argument); one that runs one at a time sometimes does not.
   // Sometimes the tap repeats an earlier request of the chat: a late
@@ -216,7 +217,7 @@ void simulation::admin_acts() {
   }
   }
   if (pick(3) == 0) // the admin's change races a user's tap
-    issue_reserve(c, kind::image, {});
+    issue_reserve(c, last_kind(), {});
   settle();
 }
 
@@ -229,7 +230,7 @@ void simulation::outage() {
   world->outage = true;
   world->impair("outage", now() + d);
   auto c = some_chat();
-  issue_reserve(c, kind::image, {});
+  issue_reserve(c, last_kind(), {});
   ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
   for (auto& [id, j] : jobs_)
     if (j.started && j.back_at == caf::timestamp{}) {
@@ -273,7 +274,7 @@ void simulation::kill_chat(bool mid_operation) {
     if (job != jobs_.end())
       issue_commit(job->first);
     else
-      issue_reserve(c, kind::text, {});
+      issue_reserve(c, first_kind(), {});
     settle();
     world->stall_next = 0;
     victim = caf::actor_cast<caf::actor>(world->stalled_chat);
@@ -326,7 +327,7 @@ void simulation::passivation_race() {
   auto at = last_answer_.count(c) ? last_answer_[c] : now();
   pass_time_until(std::max(now(), at + options_.chat.idle_timeout));
   ++world->faults["passivation_race"];
-  issue_reserve(c, kind::text, {});
+  issue_reserve(c, first_kind(), {});
   if (pick(2) == 0)
     ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
   settle();

@@ -48,8 +48,42 @@ const char* to_string(sim_mutant x) {
     return "limit_ignored";
   case sim_mutant::request_id_forgotten:
     return "request_id_forgotten";
+  case sim_mutant::charged_from_balance:
+    return "charged_from_balance";
   }
   return "?";
+}
+
+catalog generated_catalog(std::mt19937_64& rng) {
+  auto pick = [&](int n) {
+    return static_cast<int>(rng() % uint64_t(n));
+  };
+  catalog out;
+  auto dailies = 1 + pick(4);
+  for (int i = 0; i < dailies; ++i)
+    out.pockets.push_back(
+      {"daily_" + std::to_string(i), false, pick(4), 2 + pick(4)});
+  out.pockets.push_back({pocket::balance, true, 0, 0});
+  auto kinds = 2 + pick(3);
+  for (int i = 0; i < kinds; ++i) {
+    kind_spec k;
+    k.name = "kind_" + std::to_string(i);
+    std::vector<std::string> from;
+    for (const auto& p : out.pockets)
+      if (!p.purchased)
+        from.push_back(p.name);
+    std::shuffle(from.begin(), from.end(), rng);
+    from.resize(std::min<size_t>(from.size(), pick(3)));
+    if (from.empty() || pick(2) == 0)
+      from.push_back(pocket::balance);
+    for (const auto& name : from)
+      k.pay_from.push_back({name, 1 + pick(3)});
+    k.premium_free = pick(4) == 0;
+    k.queue = k.name + "_generation";
+    k.priority_queue = k.name + "_generation_priority";
+    out.kinds.push_back(std::move(k));
+  }
+  return out;
 }
 
 void sim_world::impair(const char* type, caf::timestamp until) {
@@ -178,8 +212,12 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   auto left = mutant == sim_mutant::reserve_ignores_holds
                 ? c->second.available // the bug: other holds not counted
                 : left_after(c->second.available, held);
+  const auto* spec = products.find_kind(k.name());
+  if (spec == nullptr)
+    return err(ec::invalid_argument, "unknown kind " + k.name());
   pocket_choice choice;
-  if (auto code = choose_pockets(k, premium, left, choice); code != ec::none)
+  if (auto code = choose_pockets(*spec, premium, left, choice);
+      code != ec::none)
     return err(code, "cannot pay");
   reservation r;
   r.id = ++next_id;
@@ -247,6 +285,13 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
   if (i->second.status != reservation_status::in_progress)
     return err(ec::invalid_state, "never started");
   receipt x{id, chat, i->second.kind, charge(i->second.held), now};
+  if (mutant == sim_mutant::charged_from_balance) { // the bug: undo, misbook
+    p += x.charged;
+    pockets from_balance;
+    for (const auto& [name, amount] : x.charged.items())
+      from_balance.add(pocket::balance, amount);
+    take_clamped(p, from_balance);
+  }
   ledger[id] = x;
   remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
@@ -329,12 +374,10 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
 
 void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
   bool premium = c.premium_until && *c.premium_until > now;
-  const auto& q = premium ? premium_plan : free_plan;
   ++refills;
   auto& delta = refilled[chat];
-  for (auto [name, quota] :
-       {std::pair{pocket::daily_messages, q.daily_messages},
-        std::pair{pocket::daily_images, q.daily_images}}) {
+  auto quotas = products.daily_quotas(premium);
+  for (const auto& [name, quota] : quotas.items()) {
     delta.add(name, quota - c.available.get(name));
     c.available.set(name, quota);
   }
@@ -344,7 +387,7 @@ caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
   auto i = chats.find(chat);
   if (i == chats.end()) { // a new chat: the free plan, its window open
     sim_chat c;
-    c.available = {free_plan.daily_messages, free_plan.daily_images, 0};
+    c.available = products.daily_quotas(false);
     c.window_started_at = now;
     c.last_activity_at = now;
     chats[chat] = c;

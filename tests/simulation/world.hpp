@@ -7,6 +7,7 @@
 // that prove the auditor catches a broken rule.
 #pragma once
 
+#include "protocol/catalog.hpp"
 #include "protocol/events.hpp"
 #include "protocol/types.hpp"
 
@@ -38,9 +39,18 @@ enum class sim_mutant : uint8_t {
   reserve_ignores_holds, ///< pays from pockets other jobs hold (8)
   limit_ignored,         ///< a chat gets one job more than its limit (7)
   request_id_forgotten,  ///< an ended job's request id starts a new one (9)
+  /// A commit takes its price from balance while its receipt and ledger
+  /// row name the pockets it held: every total adds up, only the
+  /// conservation per pocket sees it (2).
+  charged_from_balance,
 };
 
 const char* to_string(sim_mutant x);
+
+/// A random catalog: 2 to 4 kinds, 1 to 4 daily pockets beside balance,
+/// each kind paid from 1 to 3 of them in a random order (balance, if it is
+/// one, last) at prices of 1 to 3, some free for premium chats.
+catalog generated_catalog(std::mt19937_64& rng);
 
 struct sim_chat {
   pockets available;
@@ -52,12 +62,6 @@ struct sim_chat {
   caf::optional<caf::timestamp> window_started_at;
   caf::optional<caf::timestamp> last_activity_at;
   caf::optional<caf::timestamp> reactivated_at;
-};
-
-/// The daily quota a refill restores (store_options' plans).
-struct sim_quota {
-  int32_t daily_messages = 0;
-  int32_t daily_images = 0;
 };
 
 /// What a reserve saw when it held: the pockets, the holds of every active
@@ -81,8 +85,9 @@ struct sim_world {
   caf::timespan lease_duration = std::chrono::seconds(5);
   caf::timespan refill_interval = std::chrono::seconds(40);
   caf::timespan reactivation_after = std::chrono::seconds(25);
-  sim_quota free_plan{10, 3};
-  sim_quota premium_plan{10, 10};
+  /// The kinds and pockets sold: what reserve decides from and a refill
+  /// restores (store_options::products).
+  catalog products = builtin_catalog({});
   int32_t free_max_jobs = 1;
   int32_t premium_max_jobs = 1;
   /// Jobs with a request id after they ended (ended_reservations).
