@@ -147,4 +147,27 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
   }
 }
 
+caf::error forge_pocket_move(const std::string& dsn, chat_id first,
+                             int64_t count, const std::string& to) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto moved = tx.exec_params(
+      "UPDATE chats SET pockets = pockets || jsonb_build_object("
+      "    'balance', chargeonce_amount(pockets, 'balance') - 1,"
+      "    $3::text, chargeonce_amount(pockets, $3::text) + 1)"
+      " WHERE chat_id = (SELECT chat_id FROM chats"
+      "                   WHERE chat_id > $1 AND chat_id <= $2"
+      "                     AND chargeonce_amount(pockets, 'balance') > 0"
+      "                   ORDER BY chat_id LIMIT 1)",
+      first, first + count, to);
+    tx.commit();
+    if (moved.affected_rows() == 0)
+      return caf::make_error(ec::not_found, "no chat of the range has credits");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a move between pockets");
+  }
+}
+
 } // namespace chargeonce::persistence

@@ -78,4 +78,11 @@ caf::expected<int64_t> terminate_backends(const std::string& dsn,
 caf::error forge_charge(const std::string& dsn, chat_id chat,
                         reservation_id forged);
 
+/// Self-test of the auditor only: moves one unit from the balance of a chat
+/// of the range that has one into its pocket `to`, with no ledger row.
+/// Every total still adds up; only conservation per pocket sees it.
+/// ec::not_found when no chat of the range has a balance.
+caf::error forge_pocket_move(const std::string& dsn, chat_id first,
+                             int64_t count, const std::string& to);
+
 } // namespace chargeonce::persistence

@@ -423,4 +423,36 @@ nlohmann::ordered_json to_json(const catalog& x) {
   return {{"pockets", pockets}, {"kinds", kinds}};
 }
 
+catalog generated_catalog(std::mt19937_64& rng) {
+  auto pick = [&](int n) {
+    return static_cast<int>(rng() % uint64_t(n));
+  };
+  catalog out;
+  auto dailies = 1 + pick(4);
+  for (int i = 0; i < dailies; ++i)
+    out.pockets.push_back(
+      {"daily_" + std::to_string(i), false, pick(4), 2 + pick(4)});
+  out.pockets.push_back({pocket::balance, true, 0, 0});
+  auto kinds = 2 + pick(3);
+  for (int i = 0; i < kinds; ++i) {
+    kind_spec k;
+    k.name = "kind_" + std::to_string(i);
+    std::vector<std::string> from;
+    for (const auto& p : out.pockets)
+      if (!p.purchased)
+        from.push_back(p.name);
+    std::shuffle(from.begin(), from.end(), rng);
+    from.resize(std::min<size_t>(from.size(), pick(3)));
+    if (from.empty() || pick(2) == 0)
+      from.push_back(pocket::balance);
+    for (const auto& name : from)
+      k.pay_from.push_back({name, 1 + pick(3)});
+    k.premium_free = pick(4) == 0;
+    k.queue = k.name + "_generation";
+    k.priority_queue = k.name + "_generation_priority";
+    out.kinds.push_back(std::move(k));
+  }
+  return out;
+}
+
 } // namespace chargeonce

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,12 @@ std::string parse_catalog(const std::string& text, catalog& out);
 
 /// Checks a catalog built in code the way parse_catalog checks a file.
 std::string validate(const catalog& x);
+
+/// A random valid catalog, for the seeded simulation and chargeonce-chaos:
+/// 2 to 4 kinds (kind_0 …), 1 to 4 daily pockets (daily_0 …) beside
+/// balance, each kind paid from 1 to 3 of them in a random order (balance,
+/// if it is one, last) at prices of 1 to 3, some free for premium chats.
+catalog generated_catalog(std::mt19937_64& rng);
 
 /// The file form of `x`, which parse_catalog reads back to `x`.
 nlohmann::ordered_json to_json(const catalog& x);

@@ -27,10 +27,12 @@ constexpr int64_t forever = std::numeric_limits<int64_t>::max();
 /// Postgres runs the queued statements within seconds of SIGCONT.
 constexpr int64_t unknown_horizon_us = 15'000'000;
 
+/// Every pocket listed, by name: {daily_images:1 balance:2}.
 std::string text(const pockets& x) {
-  return "{" + std::to_string(x.get(pocket::daily_messages)) + ","
-         + std::to_string(x.get(pocket::daily_images)) + ","
-         + std::to_string(x.get(pocket::balance)) + "}";
+  std::string out;
+  for (const auto& [name, amount] : x.items())
+    out += (out.empty() ? "" : " ") + name + ":" + std::to_string(amount);
+  return "{" + out + "}";
 }
 
 /// The answer leaves open whether it happened (and when).

@@ -19,6 +19,7 @@
 #include "persistence/audit.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/seed.hpp"
+#include "protocol/catalog.hpp"
 #include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
@@ -29,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 namespace {
@@ -100,12 +102,54 @@ void drain(const setup& s, int64_t chats, const audit_limits& lim) {
   }
 }
 
+/// What --catalog names: the built-in catalog, one drawn from the seed or a
+/// file's; "" or why not in `error`. A catalog other than the built-in one
+/// is written to DATA-DIR/catalog.json for the servers.
+catalog products_for(const chaos_options& o, std::string& path,
+                     std::string& error) {
+  if (o.catalog == "builtin")
+    return builtin_catalog({});
+  catalog out;
+  if (o.catalog == "generated") {
+    std::mt19937_64 rng{o.seed * 104729 + 7};
+    out = generated_catalog(rng);
+  } else {
+    std::ifstream in{o.catalog};
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      error = "cannot read catalog " + o.catalog;
+      return out;
+    }
+    if (auto problem = parse_catalog(text.str(), out); !problem.empty()) {
+      error = "catalog " + o.catalog + ": " + problem;
+      return out;
+    }
+  }
+  path = o.data_dir + "/catalog.json";
+  std::ofstream{path} << to_json(out).dump(2) << '\n';
+  spdlog::info("chaos: catalog {} kinds={} pockets={}", path, out.kind_names(),
+               out.pocket_names());
+  return out;
+}
+
+/// Where --self-test-pocket-move puts its unit: the catalog's first daily
+/// pocket, else a pocket the catalog lacks (still not conserved).
+std::string first_daily_pocket(const catalog& products) {
+  for (const auto& p : products.pockets)
+    if (!p.purchased)
+      return p.name;
+  return "daily_self_test";
+}
+
 /// The run itself: servers, clients, workload and faults; fills `rec`.
 std::string run(const chaos_options& o, setup& s, recorder& rec,
+                const catalog& products, const std::string& catalog_path,
                 std::map<chat_id, pockets>& initial,
                 std::map<chat_id, int32_t>& max_active_jobs) {
-  server_set servers{o.server, s.dsn + " application_name=" + app_name,
-                     o.data_dir, server_timings{}, o.servers};
+  server_set servers{o.server,   s.dsn + " application_name=" + app_name,
+                     o.data_dir, server_timings{},
+                     o.servers,  catalog_path};
   for (size_t i = 0; i < o.servers; ++i)
     if (!servers.start(i))
       return "server " + std::to_string(i) + " did not start; see "
@@ -127,6 +171,7 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   wopts.workers = o.workers;
   const server_timings t;
   wopts.late_ms = t.sweep_timeout_ms + 2 * t.sweep_interval_ms + 1000;
+  wopts.products = products;
   workload wl{c, rec, wopts};
   std::mt19937_64 rng{o.seed};
   if (!wl.create_chats(rng))
@@ -142,6 +187,7 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   fopts.seed = o.seed;
   fopts.first_process_chat = s.first_chat + o.chats;
   fopts.process_chats = process_chats;
+  fopts.process_kind = products.kinds.back().name;
   fault_injector faults{rec, servers, s.pg.get(), fopts};
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
@@ -187,9 +233,14 @@ int chaos_main(chaos_options& o) {
   recorder rec;
   std::map<chat_id, pockets> initial;
   auto limits = limits_of(o.seed, server_timings{});
-  auto error = prepare(o, s);
+  std::string catalog_path;
+  std::string error;
+  auto products = products_for(o, catalog_path, error);
   if (error.empty())
-    error = run(o, s, rec, initial, limits.max_active_jobs);
+    error = prepare(o, s);
+  if (error.empty())
+    error =
+      run(o, s, rec, products, catalog_path, initial, limits.max_active_jobs);
   audit_result result;
   if (error.empty()) {
     if (o.self_test_violation)
@@ -198,6 +249,10 @@ int chaos_main(chaos_options& o) {
             s.dsn, s.first_chat + 1,
             static_cast<reservation_id>(9'000'000'000'000 + o.seed)))
         error = "cannot plant the self-test row: " + error_message(err);
+    if (o.self_test_pocket_move)
+      if (auto err = persistence::forge_pocket_move(
+            s.dsn, s.first_chat, o.chats, first_daily_pocket(products)))
+        error = "cannot move the self-test unit: " + error_message(err);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)
@@ -207,8 +262,9 @@ int chaos_main(chaos_options& o) {
   }
   if (s.pg)
     s.pg->shutdown();
-  run_facts facts{o.seed,   o.duration_s, o.servers,
-                  o.faults, error,        o.self_test_violation};
+  bool self_test = o.self_test_violation || o.self_test_pocket_move;
+  run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
+                  error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);
   std::cout << render(summary) << std::flush;
   if (!o.json_path.empty())

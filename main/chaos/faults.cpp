@@ -152,6 +152,7 @@ bool fault_injector::kill_worker() {
            + static_cast<chat_id>(workers_spawned_ % opts_.process_chats);
   a.seed = opts_.seed;
   a.key = ++workers_spawned_;
+  a.kind = opts_.process_kind;
   int fd = -1;
   auto pid = spawn(worker_process_command(opts_.self_exe, a),
                    opts_.dir + "/worker-processes.log", &fd);
@@ -164,7 +165,7 @@ bool fault_injector::kill_worker() {
   sleep_ms(alive);
   kill_and_reap(pid);
   auto actor = static_cast<uint32_t>(1000 + a.key);
-  auto jobs = collect_worker_output(fd, actor, rec_);
+  auto jobs = collect_worker_output(fd, actor, kind{a.kind}, rec_);
   for (auto id : jobs)
     rec_.add_process_release(id);
   current_.detail = "chat=" + std::to_string(a.chat) + " pid="

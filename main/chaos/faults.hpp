@@ -24,7 +24,8 @@ struct fault_options {
   uint64_t seed = 1;
   chat_id first_process_chat = 0; ///< chats first+1 … first+count
   int64_t process_chats = 8;
-  int64_t gap_min_ms = 1500; ///< quiet time between two faults
+  std::string process_kind = "image"; ///< what worker processes reserve
+  int64_t gap_min_ms = 1500;          ///< quiet time between two faults
   int64_t gap_max_ms = 4000;
 };
 

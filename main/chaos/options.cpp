@@ -13,7 +13,8 @@ const char* const usage_text =
   R"(usage: chargeonce-chaos [--seed=N] [--duration=DURATION] [--servers=N]
                         [--faults=LIST] [--json=PATH] [--postgres=DSN]
                         [--server=PATH] [--data-dir=DIR] [--chats=N]
-                        [--gateways=N] [--workers=N] [--self-test-violation]
+                        [--gateways=N] [--workers=N] [--catalog=WHICH]
+                        [--self-test-violation] [--self-test-pocket-move]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -34,8 +35,13 @@ against its record of every request and answer.
   --chats      chats the gateways use (default 48)
   --gateways   simulated gateway threads (default 4)
   --workers    simulated worker threads (default 8)
+  --catalog    what the servers sell: builtin (text and image, default),
+               generated (kinds and pockets drawn from the seed, written to
+               DATA-DIR/catalog.json) or the path of a catalog file
   --self-test-violation   plant a forged ledger row before the audit: the
                run must then report violations (tests the auditor)
+  --self-test-pocket-move   move one credit into a daily pocket before the
+               audit, no total changed: conservation per pocket must see it
 
 DURATION: a number of seconds (90) or a number with a unit, as the server
 takes durations: 1500ms, 90s, 3min, 1h (also ns, us), in whole seconds.
@@ -90,6 +96,10 @@ void apply(chaos_options& o, const std::string& name, const std::string& v) {
     o.server = v;
   else if (name == "data-dir")
     o.data_dir = v;
+  else if (name == "catalog")
+    o.catalog = v;
+  else if (name == "kind") // the worker process's kind
+    o.worker.kind = v;
   else if (name == "chats")
     o.chats = parse_int<int64_t>(name, v, 1, 100000);
   else if (name == "gateways")
@@ -114,6 +124,10 @@ chaos_options parse_options(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       o.help = true;
+      continue;
+    }
+    if (arg == "--self-test-pocket-move") {
+      o.self_test_pocket_move = true;
       continue;
     }
     if (arg == "--self-test-violation") {

@@ -23,10 +23,13 @@ struct chaos_options {
   std::string postgres; ///< empty: an embedded cluster under data_dir
   std::string server;   ///< chargeonce-server; default next to this binary
   std::string data_dir = "var/chaos";
+  /// builtin, generated (from the seed) or the path of a catalog file.
+  std::string catalog = "builtin";
   int64_t chats = 48;
   size_t gateways = 4;
   size_t workers = 8;
   bool self_test_violation = false;
+  bool self_test_pocket_move = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

@@ -41,8 +41,9 @@ struct server_timings {
 /// The chargeonce-server processes and their proxies.
 class server_set {
 public:
+  /// `catalog`: the servers' catalog file; empty: the built-in one.
   server_set(std::string binary, std::string dsn, std::string dir,
-             server_timings timings, size_t count);
+             server_timings timings, size_t count, std::string catalog = {});
   ~server_set();
 
   /// Starts server `i` and waits for its port file; false on failure.
@@ -61,6 +62,7 @@ private:
   std::string binary_;
   std::string dsn_;
   std::string dir_;
+  std::string catalog_; ///< --catalog of every server; empty: none
   server_timings timings_;
   std::vector<pid_t> pids_;
   std::vector<uint16_t> server_ports_;

@@ -62,6 +62,7 @@ nlohmann::json summarize(const run_facts& facts, const recorder& rec,
   return {{"seed", facts.seed},
           {"duration_s", facts.duration_s},
           {"servers", facts.servers},
+          {"catalog", facts.catalog},
           {"faults_enabled", enabled},
           {"self_test_violation", facts.self_test},
           {"operations", operations(rec)},
@@ -77,7 +78,7 @@ std::string render(const nlohmann::json& s) {
   std::ostringstream out;
   out << "chargeonce-chaos seed=" << s["seed"]
       << " duration=" << s["duration_s"] << "s servers=" << s["servers"]
-      << "\n\n"
+      << " catalog=" << s["catalog"].get<std::string>() << "\n\n"
       << "operations: " << s["operations"]["total"] << "\n";
   for (const auto& [name, outcomes] : s["operations"]["by_op"].items()) {
     out << "  " << name << ":";

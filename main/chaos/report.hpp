@@ -19,8 +19,9 @@ struct run_facts {
   int64_t duration_s = 0;
   size_t servers = 0;
   std::vector<fault> enabled;
-  std::string harness_error; ///< empty when the harness itself worked
-  bool self_test = false;    ///< a forged ledger row was planted
+  std::string harness_error;       ///< empty when the harness itself worked
+  bool self_test = false;          ///< a forged ledger row was planted
+  std::string catalog = "builtin"; ///< --catalog: replays need it too
 };
 
 nlohmann::json summarize(const run_facts& facts, const recorder& rec,

@@ -28,7 +28,35 @@ void announce(op what, chat_id chat, reservation_id id, uint64_t key) {
   std::fflush(stdout);
 }
 
-/// "A result id dm di b created_us acked_us": written after the answer.
+/// A hold as one word: "name=amount,name=amount", "-" for none.
+std::string pockets_word(const pockets& x) {
+  std::string out;
+  for (const auto& [name, amount] : x.items())
+    out += (out.empty() ? "" : ",") + name + "=" + std::to_string(amount);
+  return out.empty() ? "-" : out;
+}
+
+/// pockets_word's inverse; false for a malformed word.
+bool read_pockets_word(const std::string& word, pockets& out) {
+  out = pockets{};
+  if (word == "-")
+    return true;
+  std::istringstream in{word};
+  for (std::string item; std::getline(in, item, ',');) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos)
+      return false;
+    try {
+      out.set(item.substr(0, eq), std::stoi(item.substr(eq + 1)));
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// "A result id created_us acked_us held ." after the answer; the final
+/// "." tells a whole line from one cut by the kill.
 void report(const caf::expected<reservation>& x) {
   op_record r;
   if (x) {
@@ -41,10 +69,9 @@ void report(const caf::expected<reservation>& x) {
     set_error(r, x.error());
   }
   std::printf(
-    "A %d %lld %d %d %d %lld %lld\n", static_cast<int>(r.result),
-    static_cast<long long>(r.id), r.amounts.get(pocket::daily_messages),
-    r.amounts.get(pocket::daily_images), r.amounts.get(pocket::balance),
-    static_cast<long long>(r.created_us), static_cast<long long>(r.acked_us));
+    "A %d %lld %lld %lld %s .\n", static_cast<int>(r.result),
+    static_cast<long long>(r.id), static_cast<long long>(r.created_us),
+    static_cast<long long>(r.acked_us), pockets_word(r.amounts).c_str());
   std::fflush(stdout);
 }
 
@@ -57,7 +84,8 @@ std::vector<std::string> worker_process_command(const std::string& self,
           "--servers=" + a.servers,
           "--chat=" + std::to_string(a.chat),
           "--seed=" + std::to_string(a.seed),
-          "--key=" + std::to_string(a.key)};
+          "--key=" + std::to_string(a.key),
+          "--kind=" + a.kind};
 }
 
 int worker_process_main(const worker_process_args& a) {
@@ -76,7 +104,7 @@ int worker_process_main(const worker_process_args& a) {
   reservation held;
   for (;;) { // until reserved: a previous killed job may still hold the chat
     announce(op::reserve, a.chat, 0, a.key);
-    auto x = c.reserve(a.chat, kind::image, request);
+    auto x = c.reserve(a.chat, kind{a.kind}, request);
     report(x);
     if (x) {
       held = *x;
@@ -92,8 +120,8 @@ int worker_process_main(const worker_process_args& a) {
   }
 }
 
-std::vector<reservation_id> collect_worker_output(int fd, uint32_t actor,
-                                                  recorder& rec) {
+std::vector<reservation_id>
+collect_worker_output(int fd, uint32_t actor, const kind& k, recorder& rec) {
   std::string text;
   char buf[4096];
   for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;)
@@ -129,16 +157,16 @@ std::vector<reservation_id> collect_worker_output(int fd, uint32_t actor,
       current.key = key;
       current.sent_us = sent;
       current.actor = actor;
-      current.job = kind::image;
+      current.job = k;
       open = true;
     } else if (tag == "A" && open) {
       int result = 0;
       long long id = 0, created = 0, acked_at = 0;
-      int32_t messages = 0, images = 0, balance = 0;
-      if (!(fields >> result >> id >> messages >> images >> balance >> created
-            >> acked_at))
+      std::string word, end;
+      pockets held;
+      if (!(fields >> result >> id >> created >> acked_at >> word >> end)
+          || end != "." || !read_pockets_word(word, held))
         continue;
-      pockets held{messages, images, balance};
       current.result = static_cast<uint8_t>(result);
       current.acked_us = acked_at;
       if (current.ok()) {

@@ -18,7 +18,8 @@ struct worker_process_args {
   std::string servers; ///< H1:P1,H2:P2
   chat_id chat = 0;
   uint64_t seed = 0;
-  uint64_t key = 0; ///< its request_id number
+  uint64_t key = 0;           ///< its request_id number
+  std::string kind = "image"; ///< what it reserves
 };
 
 /// The command line that runs one.
@@ -28,9 +29,10 @@ std::vector<std::string> worker_process_command(const std::string& self,
 /// main() of the child; never returns normally (it is killed).
 int worker_process_main(const worker_process_args& a);
 
-/// Reads the dead child's output (to EOF) into `rec` as actor `actor`;
-/// returns the reservations it was acknowledged.
+/// Reads the dead child's output (to EOF) into `rec` as actor `actor`,
+/// whose jobs are of kind `k`; returns the reservations it was
+/// acknowledged.
 std::vector<reservation_id> collect_worker_output(int fd, uint32_t actor,
-                                                  recorder& rec);
+                                                  const kind& k, recorder& rec);
 
 } // namespace chargeonce::chaos

@@ -105,14 +105,42 @@ workload::~workload() {
   stop();
 }
 
+kind workload::some_kind(std::mt19937_64& rng) const {
+  const auto& kinds = opts_.products.kinds;
+  auto last = static_cast<int64_t>(kinds.size()) - 1;
+  return kind{kinds[static_cast<size_t>(uniform(rng, 0, last))].name};
+}
+
+kind workload::paid_kind() const {
+  return kind{opts_.products.kinds.back().name};
+}
+
+int32_t workload::highest_price(const std::string& pocket) const {
+  int32_t out = 1;
+  for (const auto& k : opts_.products.kinds)
+    for (const auto& source : k.pay_from)
+      if (source.pocket == pocket)
+        out = std::max(out, source.price);
+  return out;
+}
+
+pockets workload::starting_pockets(std::mt19937_64& rng) const {
+  // Up to 20 jobs' worth of a daily pocket, 30 of balance.
+  pockets out;
+  for (const auto& p : opts_.products.pockets) {
+    int64_t jobs = p.purchased ? 30 : 20;
+    out.set(p.name, static_cast<int32_t>(uniform(rng, 0, jobs)
+                                         * highest_price(p.name)));
+  }
+  return out;
+}
+
 bool workload::create_chats(std::mt19937_64& rng) {
   for (int64_t i = 1; i <= opts_.chats; ++i) {
     chat_spec spec;
     spec.chat = opts_.first_chat + i;
     // Some chats start poor, so insufficient_* answers happen too.
-    spec.initial = {static_cast<int32_t>(uniform(rng, 0, 60)),
-                    static_cast<int32_t>(uniform(rng, 0, 20)),
-                    static_cast<int32_t>(uniform(rng, 0, 30))};
+    spec.initial = starting_pockets(rng);
     auto limit = job_limits[i % 3];
     if (limit > 1)
       spec.max_active_jobs = limit;
@@ -130,7 +158,9 @@ bool workload::create_chats(std::mt19937_64& rng) {
   for (int64_t i = 1; i <= opts_.process_chats; ++i) {
     chat_spec spec;
     spec.chat = opts_.first_chat + opts_.chats + i;
-    spec.initial = {0, 1000, 0}; // killed workers reserve images here
+    // Killed workers reserve paid_kind() here, again and again.
+    for (const auto& p : opts_.products.pockets)
+      spec.initial.set(p.name, 1000 * highest_price(p.name));
     auto r = begin(op::create, 0, spec.chat);
     auto x = client_.create(spec);
     finish(rec_, r, x);
@@ -227,7 +257,7 @@ void workload::taps(uint32_t actor, chat_id chat, std::mt19937_64& rng) {
   // The same button pressed 2-3 times at once, usually with one request_id
   // (a retrying client), sometimes with fresh ones (a real double tap).
   auto n = uniform(rng, 2, 3);
-  auto k = chance(rng) < 0.5 ? kind::text : kind::image;
+  auto k = some_kind(rng);
   auto key = next_key();
   bool same = chance(rng) < 0.7;
   std::vector<std::thread> tappers;
@@ -271,8 +301,7 @@ void workload::gateway(uint32_t actor, uint64_t seed) {
       auto r = begin(op::status, actor, chat);
       finish(rec_, r, client_.status(chat));
     } else if (p < 0.50) {
-      reserve(actor, chat, chance(rng) < 0.5 ? kind::text : kind::image,
-              next_key());
+      reserve(actor, chat, some_kind(rng), next_key());
     } else if (p < 0.55) {
       retry_late(actor, rng);
     } else if (p < 0.72) {
@@ -281,7 +310,7 @@ void workload::gateway(uint32_t actor, uint64_t seed) {
       cancel(actor, chat);
     } else {
       // Reserve, then cancel a moment later: races the worker's start.
-      auto reserved = reserve(actor, chat, kind::image, next_key());
+      auto reserved = reserve(actor, chat, paid_kind(), next_key());
       if (!stop_.nap(uniform(rng, 0, 300)))
         continue;
       // A bare cancel names the chat's one job; where several may be

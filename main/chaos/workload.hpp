@@ -8,6 +8,7 @@
 
 #include "client/client.hpp"
 #include "main/chaos/record.hpp"
+#include "protocol/catalog.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -47,6 +48,9 @@ struct workload_options {
   /// A late worker sleeps this long before it comes back: past any
   /// deadline plus a sweep.
   int64_t late_ms = 9000;
+  /// What the servers sell: the kinds reserved, the pockets chats start
+  /// with.
+  catalog products = builtin_catalog({});
 };
 
 /// A reserved job handed from gateways to workers.
@@ -71,6 +75,14 @@ public:
   std::map<chat_id, int32_t> max_active_jobs;
 
 private:
+  /// A kind of the catalog, at random; the last one (image when built in)
+  /// for the jobs that are cancelled and those of killed workers.
+  kind some_kind(std::mt19937_64& rng) const;
+  kind paid_kind() const;
+  /// What one job costs at most in `pocket` (1 when no kind uses it).
+  int32_t highest_price(const std::string& pocket) const;
+  pockets starting_pockets(std::mt19937_64& rng) const;
+
   void gateway(uint32_t actor, uint64_t seed);
   void worker(uint32_t actor, uint64_t seed);
   void admin(uint32_t actor, uint64_t seed);

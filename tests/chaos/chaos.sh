@@ -4,7 +4,9 @@
 # on a private embedded Postgres (restart and SIGSTOP need a cluster of our
 # own, so CHARGEONCE_TEST_DSN is not used), then checks the exit code and
 # the JSON summary; then a short run with a forged ledger row that the
-# auditor must report (so a blind auditor fails this test), and a usage
+# auditor must report (so a blind auditor fails this test); then 30 s with
+# a catalog generated from the seed, and a short one with a credit moved
+# between pockets that only conservation per pocket can see; and a usage
 # error. The seed is random unless CHARGEONCE_CHAOS_SEED is set, and is
 # printed: rerun with it to replay the same workload and fault schedule.
 #
@@ -21,6 +23,7 @@ command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 
 seed=${CHARGEONCE_CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
 duration=${CHARGEONCE_CHAOS_DURATION:-60}
+gen_duration=${CHARGEONCE_CHAOS_GENERATED_DURATION:-30}
 tmp=$(mktemp -d "$PWD/chaos.XXXXXX")
 chmod 755 "$tmp" # the cluster runs as postgres when we are root
 data=$tmp/data
@@ -79,6 +82,41 @@ check "the forged charge is reported" '.result == "violations"
   and .invariants["2_conservation"].violations >= 1' "$tmp/forged.json"
 grep -q "without any commit request" "$tmp/forged.txt" ||
   die "the text summary does not list the forged charge"
+
+echo "== a generated catalog: ${gen_duration}s of every fault, conservation per pocket"
+# A cluster of its own: the kinds the first run's ledger names are not in
+# the generated catalog, and a server refuses to drop them.
+gen_data=$tmp/data-generated
+on_exit_stop_postgres "$gen_data/postgres/data"
+on_exit_show_log "$gen_data/server-*.log"
+status=0
+"$chaos" --seed="$seed" --duration="$gen_duration" --servers=2 \
+  --catalog=generated --data-dir="$gen_data" --server="$server" \
+  --json="$tmp/generated.json" || status=$?
+[[ -f $tmp/generated.json ]] || die "no JSON summary of the generated run (exit $status)"
+((status == 0)) || {
+  jq '{result, harness_error, violations: .violations[:20]}' "$tmp/generated.json"
+  die "chargeonce-chaos --seed=$seed --catalog=generated exited $status"
+}
+check "the generated run is clean" '.result == "ok" and .violations_total == 0
+  and .catalog == "generated"' "$tmp/generated.json"
+check "it did real work" '.operations.by_op.commit.ok > 20' "$tmp/generated.json"
+check "every invariant was checked" \
+  '[.invariants[] | .checked > 0] | all' "$tmp/generated.json"
+kinds=$(jq -r '.kinds | keys | join(",")' "$gen_data/catalog.json")
+[[ $kinds == kind_* ]] || die "the servers' catalog is not the generated one: $kinds"
+echo "kinds sold: $kinds"
+
+echo "== self-test: a credit moved into a daily pocket must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=5 --servers=1 --catalog=generated \
+  --faults=drop-connection --self-test-pocket-move \
+  --data-dir="$gen_data" --server="$server" --json="$tmp/moved.json" \
+  >"$tmp/moved.txt" || status=$?
+((status == 1)) || die "the run with a moved credit exited $status, expected 1"
+check "only conservation per pocket sees the move" '.result == "violations"
+  and .invariants["2_conservation"].violations >= 1
+  and .invariants["1_charged_exactly_once"].violations == 0' "$tmp/moved.json"
 
 echo "== usage errors exit 2"
 status=0

@@ -56,7 +56,7 @@ catalog products_of(uint64_t seed, bool generated) {
   if (!generated)
     return builtin_catalog({});
   std::mt19937_64 rng{seed * 104729 + 7};
-  auto out = test::generated_catalog(rng);
+  auto out = generated_catalog(rng);
   auto problem = validate(out);
   REQUIRE_MESSAGE(problem.empty(), "seed " << seed << ": " << problem);
   return out;

@@ -47,11 +47,6 @@ enum class sim_mutant : uint8_t {
 
 const char* to_string(sim_mutant x);
 
-/// A random catalog: 2 to 4 kinds, 1 to 4 daily pockets beside balance,
-/// each kind paid from 1 to 3 of them in a random order (balance, if it is
-/// one, last) at prices of 1 to 3, some free for premium chats.
-catalog generated_catalog(std::mt19937_64& rng);
-
 struct sim_chat {
   pockets available;
   caf::optional<int32_t> max_active_jobs; ///< none: the plan's
