@@ -78,6 +78,8 @@ constexpr const char* start_sql =
 /// needs c's answer), in the order reserve locks them: a reserve of the
 /// same chat waits here instead of deadlocking. Charged is the held amount
 /// clamped at what the locked row has, as the UPDATE takes it.
+/// Both are computed in the statement (as chargeonce_apply_batch does), not
+/// by helper functions that would run a query of their own.
 constexpr const char* commit_sql =
   "WITH c AS ("
   "  SELECT chat_id, pockets FROM chats WHERE chat_id = $2::bigint FOR UPDATE),"
@@ -86,13 +88,18 @@ constexpr const char* commit_sql =
   "   WHERE id = $1::bigint AND chat_id = (SELECT chat_id FROM c)"
   "     AND status = 'in_progress'"
   "  RETURNING id, chat_id, kind, held),"
+  "m AS ("
+  "  SELECT r.*, x.* FROM r, c, LATERAL ("
+  "    SELECT coalesce(jsonb_object_agg(e.key, LEAST(e.value::integer,"
+  "             chargeonce_amount(c.pockets, e.key))), '{}') AS charged,"
+  "           c.pockets || coalesce(jsonb_object_agg(e.key, GREATEST(0,"
+  "             chargeonce_amount(c.pockets, e.key) - e.value::integer)),"
+  "             '{}') AS after"
+  "      FROM jsonb_each_text(r.held) AS e) x),"
   "u AS ("
-  "  UPDATE chats SET pockets = chargeonce_pockets_take(chats.pockets, r.held)"
-  "    FROM r WHERE chats.chat_id = r.chat_id)"
+  "  UPDATE chats SET pockets = m.after FROM m WHERE chats.chat_id = m.chat_id)"
   "INSERT INTO ledger (reservation_id, chat_id, kind, charged)"
-  "SELECT r.id, r.chat_id, r.kind, chargeonce_pockets_charged(r.held, "
-  "c.pockets)"
-  "  FROM r, c "
+  "SELECT id, chat_id, kind, charged FROM m "
   "RETURNING kind, charged,"
   "          (extract(epoch FROM committed_at) * 1000000)::bigint";
 

@@ -222,6 +222,24 @@ TEST_SUITE("persistence.catalog") {
   }
 }
 
+TEST_SUITE("persistence.catalog") {
+
+  TEST_CASE("the database refuses a negative pocket, whoever writes it, and "
+            "a pockets value that is not an object") {
+    store db{test::store_options()};
+    auto chat = make_chat(db, amounts({{pocket::balance, 1}}));
+    for (const char* value :
+         {R"({"balance": -1})", R"({"daily_voice": -5, "balance": 1})",
+          R"([1, 2])", R"("balance")"}) {
+      CAPTURE(value);
+      CHECK_THROWS_AS(test::sql("UPDATE chats SET pockets = '"
+                                + std::string{value} + "'" + where(chat)),
+                      pqxx::check_violation);
+    }
+    CHECK(db.status(chat)->amounts == amounts({{pocket::balance, 1}}));
+  }
+}
+
 TEST_SUITE("persistence.catalog_kinds") {
 
   TEST_CASE("a catalog that drops a kind with active reservations or ledger "
