@@ -7,6 +7,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <utility>
+
 namespace chargeonce::chaos {
 
 namespace {
@@ -99,7 +102,7 @@ void stop_flag::raise() {
 // -- setup --------------------------------------------------------------------
 
 workload::workload(client::client& c, recorder& rec, workload_options opts)
-    : client_(c), rec_(rec), opts_(opts) {}
+    : client_(c), rec_(rec), opts_(std::move(opts)) {}
 
 workload::~workload() {
   stop();

@@ -39,10 +39,9 @@ action prepare_create(const flag_map& flags) {
   spec.chat = chat_flag(flags);
   // The built-in pockets' own flags, as before the catalog; any pocket by
   // --pocket=NAME=N.
-  for (auto [flag, name] :
-       {std::pair{"daily-messages", pocket::daily_messages},
-        std::pair{"daily-images", pocket::daily_images},
-        std::pair{"balance", pocket::balance}})
+  for (auto [flag, name] : {std::pair{"daily-messages", pocket::daily_messages},
+                            std::pair{"daily-images", pocket::daily_images},
+                            std::pair{"balance", pocket::balance}})
     if (flags.count(flag) != 0)
       spec.initial.set(name, int_flag<int32_t>(flags, flag));
   pocket_flags(flags, spec.initial);

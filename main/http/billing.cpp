@@ -125,8 +125,8 @@ void create_chat(exchange& x) {
   for (const char* name :
        {pocket::daily_messages, pocket::daily_images, pocket::balance})
     if (body.contains(name))
-      spec.initial.set(name, static_cast<int32_t>(
-                               int_field(body, name, 0, int32_max)));
+      spec.initial.set(
+        name, static_cast<int32_t>(int_field(body, name, 0, int32_max)));
   pockets_field(body, "pockets", spec.initial);
   spec.premium_until = time_field(body, "premium_until", false);
   if (auto limit =

@@ -71,8 +71,7 @@ int64_t int_field(const nlohmann::json& obj, const char* name, int64_t lo,
   return out;
 }
 
-void pockets_field(const nlohmann::json& obj, const char* name,
-                   pockets& out) {
+void pockets_field(const nlohmann::json& obj, const char* name, pockets& out) {
   auto value = field(obj, name);
   if (value == nullptr)
     return;
@@ -87,8 +86,8 @@ void pockets_field(const nlohmann::json& obj, const char* name,
                               [&](const auto& x) { return x.first == pocket; });
     if (listed)
       reject(pocket + " given twice (as a field and in " + name + ")");
-    out.set(pocket, static_cast<int32_t>(int_field(*value, pocket.c_str(), 0,
-                                                   INT32_MAX)));
+    out.set(pocket, static_cast<int32_t>(
+                      int_field(*value, pocket.c_str(), 0, INT32_MAX)));
   }
 }
 

@@ -43,8 +43,7 @@ std::string string_field(const nlohmann::json& obj, const char* name,
 /// {"daily_voice": 2}, added to `out`; absent: `out` unchanged. A pocket
 /// `out` already lists (a top-level field) is a 422: given twice. Whether
 /// the catalog has the pocket is for the store to say.
-void pockets_field(const nlohmann::json& obj, const char* name,
-                   pockets& out);
+void pockets_field(const nlohmann::json& obj, const char* name, pockets& out);
 
 /// A boolean field, none when absent.
 caf::optional<bool> bool_field(const nlohmann::json& obj, const char* name);

@@ -186,16 +186,16 @@ TEST_SUITE("persistence.catalog") {
     }
     auto free_after = db.touch(free_chat);
     REQUIRE(free_after);
-    CHECK(free_after->amounts
-          == amounts({{"daily_messages", 10},
-                      {"daily_voice", 2},
-                      {pocket::balance, 1}}));
+    CHECK(
+      free_after->amounts
+      == amounts(
+        {{"daily_messages", 10}, {"daily_voice", 2}, {pocket::balance, 1}}));
     auto premium_after = db.touch(premium_chat);
     REQUIRE(premium_after);
-    CHECK(premium_after->amounts
-          == amounts({{"daily_messages", 10},
-                      {"daily_voice", 5},
-                      {pocket::balance, 4}}));
+    CHECK(
+      premium_after->amounts
+      == amounts(
+        {{"daily_messages", 10}, {"daily_voice", 5}, {pocket::balance, 4}}));
     // The refilled quota pays first again.
     CHECK(run_job(db, free_chat, "voice", "after")
           == amounts({{"daily_voice", 1}}));
@@ -255,33 +255,33 @@ TEST_SUITE("persistence.catalog_kinds") {
       chat_spec{1, amounts({{pocket::balance, 20}}), caf::none, caf::none}));
     auto without = [&](const std::string& name) {
       auto out = products;
-      out.kinds.erase(std::find_if(
-        out.kinds.begin(), out.kinds.end(),
-        [&](const kind_spec& k) { return k.name == name; }));
+      out.kinds.erase(
+        std::find_if(out.kinds.begin(), out.kinds.end(),
+                     [&](const kind_spec& k) { return k.name == name; }));
       return out;
     };
     auto kinds = [&] {
       pqxx::connection conn{scratch.dsn};
       pqxx::nontransaction tx{conn};
       return tx
-        .exec1("SELECT string_agg(kind, ',' ORDER BY kind) FROM catalog_kinds")
-          [0]
+        .exec1(
+          "SELECT string_agg(kind, ',' ORDER BY kind) FROM catalog_kinds")[0]
         .as<std::string>();
     };
     CHECK(kinds() == "text,video,voice");
 
     auto job = db.reserve(1, kind{"video"}, "a");
     REQUIRE(job);
-    auto active = persistence::record_catalog_kinds(scratch.dsn,
-                                                    without("video"));
+    auto active =
+      persistence::record_catalog_kinds(scratch.dsn, without("video"));
     CHECK(active == ec::invalid_argument);
     CHECK(error_message(active).find(
             "kind video has 1 active reservations and 0 ledger rows")
           != std::string::npos);
     REQUIRE(db.start(1, job->id));
     REQUIRE(db.commit(1, job->id));
-    auto charged = persistence::record_catalog_kinds(scratch.dsn,
-                                                     without("video"));
+    auto charged =
+      persistence::record_catalog_kinds(scratch.dsn, without("video"));
     CHECK(charged == ec::invalid_argument);
     CHECK(error_message(charged).find(
             "kind video has 0 active reservations and 1 ledger rows")

@@ -101,14 +101,14 @@ TEST_SUITE("server.catalog") {
                                      {"pocket": "daily_voice"}])")};
     auto r = run({"--catalog=" + f.path});
     CHECK(r.status == 2);
-    CHECK(r.err.find("catalog " + f.path + ": kind voice pays from balance "
-                     "before daily pocket daily_voice")
+    CHECK(r.err.find("catalog " + f.path
+                     + ": kind voice pays from balance "
+                       "before daily pocket daily_voice")
           != std::string::npos);
   }
 
   TEST_CASE("a kind priced at 0 refuses to start, naming the kind") {
-    catalog_file f{
-      voice_catalog(R"([{"pocket": "daily_voice", "price": 0}])")};
+    catalog_file f{voice_catalog(R"([{"pocket": "daily_voice", "price": 0}])")};
     auto r = run({"--catalog=" + f.path});
     CHECK(r.status == 2);
     CHECK(r.err.find("kind voice: price of daily_voice must be 1 to "
@@ -125,7 +125,8 @@ TEST_SUITE("server.catalog") {
     catalog_file f{"{\"pockets\": {}, "};
     auto broken = run({"--catalog=" + f.path});
     CHECK(broken.status == 2);
-    CHECK(broken.err.find("the catalog is not valid JSON") != std::string::npos);
+    CHECK(broken.err.find("the catalog is not valid JSON")
+          != std::string::npos);
   }
 
   TEST_CASE("--print-default-catalog prints the built-in rules even when a "
