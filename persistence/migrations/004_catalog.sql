@@ -4,7 +4,7 @@
 -- name to amount (a pocket not listed holds 0), so a catalog with new kinds
 -- and pockets needs no migration. The rules come from the server with every
 -- batch, as the plans' job limits do: the server's catalog in the compact
--- form of persistence/store_catalog.cpp, one entry per kind:
+-- form of catalog_text() (persistence/pockets_column.hpp), one entry per kind:
 --   {"image": {"pay": [["daily_images", 1], ["balance", 1]], "free": false,
 --              "q": "image_generation", "pq": "image_generation_priority",
 --              "refusal": "insufficient_images", "why": ""}, ...}
