@@ -11,6 +11,10 @@ namespace chargeonce::persistence {
 store::store(store_options opts) : impl_(std::make_unique<impl>()) {
   impl_->opts = std::move(opts);
   impl_->products_text = catalog_text(impl_->opts.products);
+  impl_->free_quotas_text =
+    pockets_text(impl_->opts.products.daily_quotas(false));
+  impl_->premium_quotas_text =
+    pockets_text(impl_->opts.products.daily_quotas(true));
 }
 
 store::~store() = default;

@@ -263,6 +263,9 @@ struct store::impl {
   store_options opts;
   /// What every batch passes to chargeonce_apply_batch, built once.
   std::string products_text;
+  /// What a refill sets the daily pockets to, per plan (jsonb text).
+  std::string free_quotas_text;
+  std::string premium_quotas_text;
   std::unique_ptr<pqxx::connection> conn;
 
   pqxx::connection& connection() {

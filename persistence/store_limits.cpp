@@ -30,8 +30,8 @@ caf::expected<chat_status> store::touch(chat_id chat) {
     return err;
   const auto& o = impl_->opts;
   auto interval = std::chrono::duration_cast<caf::timespan>(o.refill_interval);
-  auto free_quotas = pockets_text(o.products.daily_quotas(false));
-  auto premium_quotas = pockets_text(o.products.daily_quotas(true));
+  const auto& free_quotas = impl_->free_quotas_text;
+  const auto& premium_quotas = impl_->premium_quotas_text;
   return impl_->run<chat_status>(
     "touch", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
       // A new chat starts on the free plan with its first window open.
@@ -223,11 +223,10 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
-      auto rs =
-        tx.exec_params(query, after.at_us, after.chat,
-                       static_cast<int64_t>(o.reactivation_after.count()),
-                       limit, pockets_text(o.products.daily_quotas(false)),
-                       pockets_text(o.products.daily_quotas(true)));
+      auto rs = tx.exec_params(
+        query, after.at_us, after.chat,
+        static_cast<int64_t>(o.reactivation_after.count()), limit,
+        impl_->free_quotas_text, impl_->premium_quotas_text);
       reactivation_page page;
       page.next = after;
       for (const auto& r : rs) {

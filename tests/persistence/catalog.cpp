@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -26,24 +28,14 @@ using persistence::store;
 
 namespace {
 
-constexpr const char* voice_video_json = R"({
-  "pockets": {
-    "daily_messages": {"daily": {"free": 10, "premium": 10}},
-    "daily_voice": {"daily": {"free": 2, "premium": 5}},
-    "balance": {"purchased": true}
-  },
-  "kinds": {
-    "text": {"pay_from": [{"pocket": "daily_messages"}], "premium_free": true},
-    "voice": {"pay_from": [{"pocket": "daily_voice", "price": 1},
-                           {"pocket": "balance", "price": 3}]},
-    "video": {"pay_from": [{"pocket": "balance", "price": 5}],
-              "queue": "video_render", "priority_queue": "video_render_fast"}
-  }
-})";
-
+/// The catalog of this file's header, shared with tests/server/catalog.sh.
 catalog voice_video() {
+  std::ifstream in{CHARGEONCE_VOICE_VIDEO_CATALOG};
+  std::stringstream text;
+  text << in.rdbuf();
+  REQUIRE_MESSAGE(in.good(), "cannot read " CHARGEONCE_VOICE_VIDEO_CATALOG);
   catalog out;
-  auto problem = parse_catalog(voice_video_json, out);
+  auto problem = parse_catalog(text.str(), out);
   REQUIRE_MESSAGE(problem.empty(), problem);
   return out;
 }

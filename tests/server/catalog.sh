@@ -29,27 +29,13 @@ psql "$CHARGEONCE_TEST_DSN" -qAtc "CREATE DATABASE $db"
 on_exit_run psql "$CHARGEONCE_TEST_DSN" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)"
 dsn="$CHARGEONCE_TEST_DSN dbname=$db" # libpq: the last dbname wins
 
-cat >"$tmp/catalog.json" <<'JSON'
-{
-  "pockets": {
-    "daily_messages": {"daily": {"free": 10, "premium": 10}},
-    "daily_voice": {"daily": {"free": 2, "premium": 5}},
-    "balance": {"purchased": true}
-  },
-  "kinds": {
-    "text": {"pay_from": [{"pocket": "daily_messages"}], "premium_free": true},
-    "voice": {"pay_from": [{"pocket": "daily_voice", "price": 1},
-                           {"pocket": "balance", "price": 3}]},
-    "video": {"pay_from": [{"pocket": "balance", "price": 5}],
-              "queue": "video_render"}
-  }
-}
-JSON
+# The catalog of tests/persistence/catalog.cpp.
+catalog=$(realpath "$(dirname "${BASH_SOURCE[0]}")/../persistence/fixtures/voice_video_catalog.json")
 
 token() { echo "$1-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"; }
 ad=$(token admin)
 start_server "$tmp/server" --postgres="$dsn" --port=0 --http-port=0 \
-  --http-admin-token="$ad" --catalog="$tmp/catalog.json"
+  --http-admin-token="$ad" --catalog="$catalog"
 server_pid_a=$server_pid
 server="127.0.0.1:$server_port"
 base="http://127.0.0.1:$(port_of http)"
