@@ -158,6 +158,24 @@ void check_queue_notice(self_ptr self, reservation_id id) {
       });
 }
 
+caf::result<reservation> reserve(self_ptr self, atom::reserve op, const kind& k,
+                                 const std::string& request_id, int32_t units) {
+  auto hook = [self](const reservation& x) {
+    arm_queue_notice(self, x);
+  };
+  return serialize<reservation>(self, "reserve", 0, hook, op, self->state.id, k,
+                                request_id, units);
+}
+
+caf::result<receipt> commit(self_ptr self, atom::commit op, reservation_id id,
+                            int32_t units) {
+  auto hook = [self](const receipt& x) {
+    self->state.finished = x.reservation;
+  };
+  return serialize<receipt>(self, "commit", id, hook, op, self->state.id, id,
+                            units);
+}
+
 } // namespace
 
 chat_state::~chat_state() {
@@ -188,12 +206,11 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
     },
     [self](atom::reserve op, chat_id, const kind& k,
            const std::string& request_id) {
-      auto hook = [self](const reservation& x) {
-        arm_queue_notice(self, x);
-      };
-      return serialize<reservation>(self, "reserve", 0, hook, op,
-                                    self->state.id, k, request_id);
+      return reserve(self, op, k, request_id, 0);
     },
+    [self](atom::reserve op, chat_id, const kind& k,
+           const std::string& request_id,
+           int32_t units) { return reserve(self, op, k, request_id, units); },
     [self](atom::start op, chat_id, reservation_id id) {
       return serialize<reservation>(self, "start", id, no_hook, op,
                                     self->state.id, id);
@@ -203,11 +220,10 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     self->state.id, id);
     },
     [self](atom::commit op, chat_id, reservation_id id) {
-      auto hook = [self](const receipt& x) {
-        self->state.finished = x.reservation;
-      };
-      return serialize<receipt>(self, "commit", id, hook, op, self->state.id,
-                                id);
+      return commit(self, op, id, 0);
+    },
+    [self](atom::commit op, chat_id, reservation_id id, int32_t units) {
+      return commit(self, op, id, units);
     },
     [self](atom::fail op, chat_id, reservation_id id) {
       auto hook = [self](const reservation& x) {

@@ -83,6 +83,10 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
                 const std::string& request_id) {
       return relay<reservation>(self, api, op, chat, k, request_id);
     },
+    [self, api](atom::reserve op, chat_id chat, const kind& k,
+                const std::string& request_id, int32_t units) {
+      return relay<reservation>(self, api, op, chat, k, request_id, units);
+    },
     [self, api](atom::start op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
     },
@@ -91,6 +95,10 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     },
     [self, api](atom::commit op, chat_id chat, reservation_id id) {
       return relay<receipt>(self, api, op, chat, id);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id,
+                int32_t units) {
+      return relay<receipt>(self, api, op, chat, id, units);
     },
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
@@ -142,6 +150,10 @@ gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
                 const std::string& request_id) {
       return relay<reservation>(self, api, op, chat, k, request_id);
     },
+    [self, api](atom::reserve op, chat_id chat, const kind& k,
+                const std::string& request_id, int32_t units) {
+      return relay<reservation>(self, api, op, chat, k, request_id, units);
+    },
     [self, api](atom::cancel op, chat_id chat) {
       return relay<reservation>(self, api, op, chat);
     },
@@ -174,6 +186,10 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
     },
     [self, api](atom::commit op, chat_id chat, reservation_id id) {
       return relay<receipt>(self, api, op, chat, id);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id,
+                int32_t units) {
+      return relay<receipt>(self, api, op, chat, id, units);
     },
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);

@@ -359,6 +359,11 @@ make_persistence(self_ptr self, persistence::store_options opts,
       return enqueue<reservation>(self,
                                   {batch_op::reserve, chat, 0, k, request_id});
     },
+    [self](atom::reserve, chat_id chat, const kind& k,
+           const std::string& request_id, int32_t units) {
+      return enqueue<reservation>(
+        self, {batch_op::reserve, chat, 0, k, request_id, units});
+    },
     [self](atom::start, chat_id chat, reservation_id id) {
       return enqueue<reservation>(self, op_on(batch_op::start, chat, id));
     },
@@ -367,6 +372,11 @@ make_persistence(self_ptr self, persistence::store_options opts,
     },
     [self](atom::commit, chat_id chat, reservation_id id) {
       return enqueue<receipt>(self, op_on(batch_op::commit, chat, id));
+    },
+    [self](atom::commit, chat_id chat, reservation_id id, int32_t units) {
+      auto op = op_on(batch_op::commit, chat, id);
+      op.units = units;
+      return enqueue<receipt>(self, std::move(op));
     },
     [self](atom::fail, chat_id chat, reservation_id id) {
       return enqueue<reservation>(self, op_on(batch_op::fail, chat, id));

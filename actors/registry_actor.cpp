@@ -140,7 +140,16 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::reserve op, chat_id chat, const kind& k,
            const std::string& request_id) -> caf::result<reservation> {
       return to_chat<reservation>(self, validate_reserve(chat, k, request_id),
-                                  chat, op, chat, k, request_id);
+                                  chat, op, chat, k, request_id, int32_t{0});
+    },
+    [self](atom::reserve op, chat_id chat, const kind& k,
+           const std::string& request_id,
+           int32_t units) -> caf::result<reservation> {
+      auto err = validate_reserve(chat, k, request_id);
+      if (!err)
+        err = validate_units(units);
+      return to_chat<reservation>(self, err, chat, op, chat, k, request_id,
+                                  units);
     },
     [self](atom::start op, chat_id chat, reservation_id id) {
       return to_chat<reservation>(self, validate_reservation(chat, id), chat,
@@ -152,7 +161,13 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     },
     [self](atom::commit op, chat_id chat, reservation_id id) {
       return to_chat<receipt>(self, validate_reservation(chat, id), chat, op,
-                              chat, id);
+                              chat, id, int32_t{0});
+    },
+    [self](atom::commit op, chat_id chat, reservation_id id, int32_t units) {
+      auto err = validate_reservation(chat, id);
+      if (!err)
+        err = validate_units(units);
+      return to_chat<receipt>(self, err, chat, op, chat, id, units);
     },
     [self](atom::fail op, chat_id chat, reservation_id id) {
       return to_chat<reservation>(self, validate_reservation(chat, id), chat,

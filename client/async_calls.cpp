@@ -146,8 +146,14 @@ void client::touch(chat_id chat, continuation<chat_status> then) {
 
 void client::reserve(chat_id chat, const kind& k, const std::string& request_id,
                      continuation<reservation> then) {
-  impl_->async(operation{operation_type::reserve, chat, 0, k, request_id},
-               std::move(then));
+  reserve(chat, k, request_id, 0, std::move(then));
+}
+
+void client::reserve(chat_id chat, const kind& k, const std::string& request_id,
+                     int32_t units, continuation<reservation> then) {
+  impl_->async(
+    operation{operation_type::reserve, chat, 0, k, request_id, units},
+    std::move(then));
 }
 
 void client::cancel(chat_id chat, continuation<reservation> then) {
@@ -179,7 +185,14 @@ void client::heartbeat(chat_id chat, reservation_id id,
 
 void client::commit(chat_id chat, reservation_id id,
                     continuation<receipt> then) {
-  impl_->async(operation_of(operation_type::commit, chat, id), std::move(then));
+  commit(chat, id, 0, std::move(then));
+}
+
+void client::commit(chat_id chat, reservation_id id, int32_t units,
+                    continuation<receipt> then) {
+  auto op = operation_of(operation_type::commit, chat, id);
+  op.units = units;
+  impl_->async(std::move(op), std::move(then));
 }
 
 void client::fail(chat_id chat, reservation_id id,

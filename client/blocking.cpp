@@ -83,9 +83,18 @@ caf::expected<chat_status> client::touch(chat_id chat) {
 
 caf::expected<reservation> client::reserve(chat_id chat, const kind& k,
                                            const std::string& request_id) {
-  return impl_->call<reservation>(
-    operation{operation_type::reserve, chat, 0, k, request_id}, atom::reserve_v,
-    chat, k, request_id);
+  return reserve(chat, k, request_id, 0);
+}
+
+caf::expected<reservation> client::reserve(chat_id chat, const kind& k,
+                                           const std::string& request_id,
+                                           int32_t units) {
+  operation op{operation_type::reserve, chat, 0, k, request_id, units};
+  // Without units, the form a server of the previous release knows.
+  if (units == 0)
+    return impl_->call<reservation>(op, atom::reserve_v, chat, k, request_id);
+  return impl_->call<reservation>(op, atom::reserve_v, chat, k, request_id,
+                                  units);
 }
 
 caf::expected<reservation> client::cancel(chat_id chat) {
@@ -117,8 +126,16 @@ caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id) {
 }
 
 caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
-  return impl_->call<receipt>(operation_of(operation_type::commit, chat, id),
-                              atom::commit_v, chat, id);
+  return commit(chat, id, 0);
+}
+
+caf::expected<receipt> client::commit(chat_id chat, reservation_id id,
+                                      int32_t units) {
+  auto op = operation_of(operation_type::commit, chat, id);
+  op.units = units;
+  if (units == 0)
+    return impl_->call<receipt>(op, atom::commit_v, chat, id);
+  return impl_->call<receipt>(op, atom::commit_v, chat, id, units);
 }
 
 caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {

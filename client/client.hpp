@@ -80,6 +80,10 @@ public:
   caf::expected<chat_status> touch(chat_id chat);
   caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id);
+  /// A job of `units` units at most (1 to units_max; 0: 1).
+  caf::expected<reservation> reserve(chat_id chat, const kind& k,
+                                     const std::string& request_id,
+                                     int32_t units);
   caf::expected<reservation> cancel(chat_id chat);
   /// Cancels the job named by `id` or (id 0) by `request_id`.
   caf::expected<reservation> cancel(chat_id chat, reservation_id id,
@@ -89,11 +93,15 @@ public:
   caf::expected<reservation> start(chat_id chat, reservation_id id);
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
   caf::expected<receipt> commit(chat_id chat, reservation_id id);
+  /// Charges `units` of the hold (0: all of it) and releases the rest.
+  caf::expected<receipt> commit(chat_id chat, reservation_id id, int32_t units);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
 
   void touch(chat_id chat, continuation<chat_status> then);
   void reserve(chat_id chat, const kind& k, const std::string& request_id,
                continuation<reservation> then);
+  void reserve(chat_id chat, const kind& k, const std::string& request_id,
+               int32_t units, continuation<reservation> then);
   void cancel(chat_id chat, continuation<reservation> then);
   void cancel(chat_id chat, reservation_id id, const std::string& request_id,
               continuation<reservation> then);
@@ -103,6 +111,8 @@ public:
   void heartbeat(chat_id chat, reservation_id id,
                  continuation<reservation> then);
   void commit(chat_id chat, reservation_id id, continuation<receipt> then);
+  void commit(chat_id chat, reservation_id id, int32_t units,
+              continuation<receipt> then);
   void fail(chat_id chat, reservation_id id, continuation<reservation> then);
 
   caf::expected<chat_status> create(const chat_spec& spec);

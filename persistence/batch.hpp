@@ -30,13 +30,15 @@ const char* to_string(batch_op x);
 
 /// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
 /// `request_id` for reserve; cancel names its job by `id`, else by
-/// `request_id`, else it is the chat's only active one.
+/// `request_id`, else it is the chat's only active one. `units` for reserve
+/// and commit: 0 when not given (one unit; the whole hold).
 struct batch_operation {
   batch_op op = batch_op::status;
   chat_id chat = 0;
   reservation_id id = 0;
   kind k = kind::text;
   std::string request_id;
+  int32_t units = 0;
 };
 
 /// What one operation produced: its refusal, or its value (a reservation for

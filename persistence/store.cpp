@@ -81,7 +81,7 @@ int32_t free_slot(const std::vector<reservation>& active, int32_t limit) {
 caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                                       const kind& k,
                                       const std::string& request_id,
-                                      const store_options& o) {
+                                      int32_t units, const store_options& o) {
   auto rs = tx.exec_params(
     "SELECT pockets::text, coalesce(premium_until > now(), false), blocked, "
     "banned, max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
@@ -127,19 +127,21 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   // validate_kind found it before the transaction began.
   const auto& spec = *o.products.find_kind(to_string(k));
   pocket_choice choice;
-  if (auto code = choose_pockets(
-        spec, premium, left_after(pockets_of(r[0]), held_by(active)), choice);
+  if (auto code = choose_pockets(spec, premium,
+                                 left_after(pockets_of(r[0]), held_by(active)),
+                                 std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));
   // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no
   // other error can pass for busy.
   auto inserted = tx.exec_params(
     std::string{"INSERT INTO reservations (chat_id, kind, queue, held, "
-                "request_id, slot) VALUES ($1, $2, $3, $4::jsonb, $5, $6) "
+                "request_id, slot, units, held_units) VALUES ($1, $2, $3, "
+                "$4::jsonb, $5, $6, $7, $8::jsonb) "
                 "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
       + reservation_columns,
     chat, to_string(k), choice.queue, pockets_text(choice.held), request_id,
-    slot);
+    slot, std::max(units, 1), pockets_text(choice.held_units));
   if (inserted.empty())
     return caf::make_error(ec::busy,
                            busy_message(chat, active.size() + 1, limit));
@@ -195,17 +197,20 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
 }
 
 caf::expected<reservation> store::reserve(chat_id chat, const kind& k,
-                                          const std::string& request_id) {
+                                          const std::string& request_id,
+                                          int32_t units) {
   if (impl_->opts.server_functions)
-    return single<reservation>(*this,
-                               {batch_op::reserve, chat, 0, k, request_id});
+    return single<reservation>(
+      *this, {batch_op::reserve, chat, 0, k, request_id, units});
   if (auto err = validate_reserve(chat, k, request_id))
+    return err;
+  if (auto err = validate_units(units))
     return err;
   if (auto err = validate_kind(impl_->opts.products, k))
     return err;
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      return reserve_in(tx, chat, k, request_id, impl_->opts);
+      return reserve_in(tx, chat, k, request_id, units, impl_->opts);
     });
 }
 
@@ -256,10 +261,14 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
     });
 }
 
-caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
+caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
+                                     int32_t units) {
   if (impl_->opts.server_functions)
-    return single<receipt>(*this, {batch_op::commit, chat, id, kind::text, {}});
+    return single<receipt>(*this,
+                           {batch_op::commit, chat, id, kind::text, {}, units});
   if (auto err = validate_reservation(chat, id))
+    return err;
+  if (auto err = validate_units(units))
     return err;
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
@@ -283,21 +292,36 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id) {
       if (held.status != reservation_status::in_progress)
         return caf::make_error(ec::invalid_state,
                                describe(chat, id) + " was never started");
-      // Exactly the held amounts, never re-priced; a pocket lowered meanwhile
-      // stops at zero (the clamp is part of the contract).
-      // Under the row lock: the pockets written are the ones just read.
+      if (units > held.units)
+        return caf::make_error(
+          ec::invalid_argument,
+          describe(chat, id) + " holds " + std::to_string(held.units)
+            + " units: a commit of " + std::to_string(units)
+            + " units charges more");
+      // Exactly the held amounts of the units named, never re-priced; a
+      // pocket lowered meanwhile stops at zero (the clamp is part of the
+      // contract). Under the row lock: the pockets written are the ones
+      // just read.
+      auto nominal = captured(held.held, held.held_units, held.units, units);
       auto amounts = pockets_of(locked[0][0]);
-      auto charged = take_clamped(amounts, held.held);
+      auto charged = take_clamped(amounts, nominal);
+      auto released = held.held;
+      released -= nominal;
+      auto charged_units = units == 0 ? held.units : units;
       tx.exec_params("UPDATE chats SET pockets = $2::jsonb WHERE chat_id = $1",
                      chat, pockets_text(amounts));
       auto written = tx.exec_params(
-        "INSERT INTO ledger (reservation_id, chat_id, kind, charged) "
-        "VALUES ($1, $2, $3, $4::jsonb) "
+        "INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, "
+        "released) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-        id, chat, to_string(held.kind), pockets_text(charged));
+        id, chat, to_string(held.kind), pockets_text(charged), charged_units,
+        pockets_text(without_zeros(released)));
       delete_and_remember(tx, "id = $1", "committed", id);
-      return receipt{id, chat, held.kind, charged,
-                     from_unix_micros(written[0][0].as<int64_t>())};
+      receipt x{id, chat, held.kind, charged,
+                from_unix_micros(written[0][0].as<int64_t>())};
+      x.units = charged_units;
+      x.released = without_zeros(released);
+      return x;
     });
 }
 

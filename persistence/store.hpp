@@ -67,9 +67,11 @@ public:
   /// conflict, is busy. A non-empty request_id that names one of the chat's
   /// jobs, active or ended within request_retention, returns that job (with
   /// its final status once ended); of another kind it is invalid_argument.
-  /// A chat whose limit is above 1 must send a request_id.
+  /// A chat whose limit is above 1 must send a request_id. `units` (0: 1)
+  /// is split over the kind's pockets in the catalog's order (choose_pockets).
   caf::expected<reservation> reserve(chat_id chat, const kind& k,
-                                     const std::string& request_id);
+                                     const std::string& request_id,
+                                     int32_t units = 0);
 
   /// queued -> in_progress; starting an in_progress one again returns it.
   caf::expected<reservation> start(chat_id chat, reservation_id id);
@@ -77,10 +79,12 @@ public:
   /// Sets a started job's lease to now + lease_duration.
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
 
-  /// Subtracts exactly the held amounts (clamped at 0) under the chat row's
-  /// lock, writes the ledger row and deletes the reservation. Committing a
-  /// committed reservation returns the first receipt and charges nothing.
-  caf::expected<receipt> commit(chat_id chat, reservation_id id);
+  /// Subtracts exactly the held amounts of `units` (0: all held; more is
+  /// invalid_argument) clamped at 0 under the chat row's lock, writes the
+  /// ledger row and deletes the reservation, releasing the rest. Committing
+  /// a committed reservation returns the first receipt and charges nothing.
+  caf::expected<receipt> commit(chat_id chat, reservation_id id,
+                                int32_t units = 0);
 
   /// Deletes the reservation whatever its status; returns what it held.
   caf::expected<reservation> fail(chat_id chat, reservation_id id);

@@ -37,10 +37,15 @@ caf::error validate(const batch_operation& x, const catalog& products) {
   case batch_op::reserve:
     if (auto err = validate_reserve(x.chat, x.k, x.request_id))
       return err;
+    if (auto err = validate_units(x.units))
+      return err;
     return validate_kind(products, x.k);
+  case batch_op::commit:
+    if (auto err = validate_units(x.units))
+      return err;
+    return validate_reservation(x.chat, x.id);
   case batch_op::start:
   case batch_op::heartbeat:
-  case batch_op::commit:
   case batch_op::fail:
     return validate_reservation(x.chat, x.id);
   case batch_op::cancel:
@@ -90,6 +95,8 @@ receipt receipt_of(const pqxx::row& r, reservation_id id) {
   x.kind = parse_kind(r["c_kind"]);
   x.charged = pockets_of(r["c_charged"]);
   x.committed_at = from_unix_micros(r["c_committed_us"].as<int64_t>());
+  x.units = r["c_units"].as<int32_t>();
+  x.released = pockets_of(r["c_released"]);
   return x;
 }
 
@@ -184,6 +191,7 @@ store::apply(const std::vector<batch_operation>& ops) {
                           }),
       array_literal<text>(ops, order,
                           [](const auto& x) { return x.request_id; }),
+      array_literal<int32_t>(ops, order, [](const auto& x) { return x.units; }),
       lease_ms, impl_->opts.free_max_active_jobs,
       impl_->opts.premium_max_active_jobs, impl_->products_text);
     if (rs.size() != order.size())

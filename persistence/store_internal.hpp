@@ -36,7 +36,8 @@ inline constexpr const char* release_statement = "chargeonce_release";
 inline constexpr const char* reservation_columns =
   "id, chat_id, kind, status, queue, held::text, request_id, "
   "(extract(epoch FROM created_at) * 1000000)::bigint, "
-  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot";
+  "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot, units, "
+  "held_units::text";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.
@@ -64,6 +65,8 @@ inline reservation to_reservation(const pqxx::row& r) {
   if (!r[8].is_null())
     x.lease_expires_at = from_unix_micros(r[8].as<int64_t>());
   x.slot = r[9].as<int32_t>();
+  x.units = r[10].as<int32_t>();
+  x.held_units = pockets_of(r[11]);
   return x;
 }
 
@@ -85,11 +88,11 @@ inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
 inline std::string remember_ended(const char* how) {
   return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
                      "kind, status, queue, held, request_id, slot, "
-                     "created_at, lease_expires_at) SELECT id, chat_id, kind, "
-                     "'"}
+                     "created_at, lease_expires_at, units, held_units) SELECT "
+                     "id, chat_id, kind, '"}
          + how
-         + "', queue, held, request_id, slot, created_at, lease_expires_at "
-           "FROM gone WHERE request_id <> '')";
+         + "', queue, held, request_id, slot, created_at, lease_expires_at, "
+           "units, held_units FROM gone WHERE request_id <> '')";
 }
 
 /// The text of release_statement (store_sweep.cpp).
@@ -175,7 +178,8 @@ inline bool chat_exists(pqxx::work& tx, chat_id chat) {
 inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   auto rs =
     tx.exec_params("SELECT chat_id, kind, charged::text, "
-                   "(extract(epoch FROM committed_at) * 1000000)::bigint "
+                   "(extract(epoch FROM committed_at) * 1000000)::bigint, "
+                   "units, released::text "
                    "FROM ledger WHERE reservation_id = $1",
                    id);
   if (rs.empty())
@@ -187,6 +191,8 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   x.kind = parse_kind(r[1]);
   x.charged = pockets_of(r[2]);
   x.committed_at = from_unix_micros(r[3].as<int64_t>());
+  x.units = r[4].as<int32_t>();
+  x.released = pockets_of(r[5]);
   return x;
 }
 
@@ -280,7 +286,8 @@ struct store::impl {
       fresh->prepare(apply_statement,
                      "SELECT * FROM chargeonce_apply_batch($1::text[], "
                      "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
-                     "$6::bigint, $7::integer, $8::integer, $9::jsonb)");
+                     "$6::integer[], $7::bigint, $8::integer, $9::integer, "
+                     "$10::jsonb)");
       fresh->prepare(release_statement, release_statement_sql());
       conn = std::move(fresh);
     }

@@ -35,6 +35,9 @@ reservation reservation_of(const pqxx::row& r) {
   x.lease_expires_at = optional_micros(r["r_lease_us"]);
   x.slot = r["r_slot"].is_null() ? 0 : r["r_slot"].as<int32_t>();
   x.ended_at = optional_micros(r["r_ended_us"]);
+  x.units = r["r_units"].is_null() ? 1 : r["r_units"].as<int32_t>();
+  if (!r["r_held_units"].is_null())
+    x.held_units = pockets_of(r["r_held_units"]);
   return x;
 }
 
@@ -54,6 +57,8 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
     x.created_at = from_unix_micros(j.at("created_us").get<int64_t>());
     x.lease_expires_at = optional_micros(j.at("lease_us"));
     x.slot = j.at("slot").get<int32_t>();
+    x.units = j.at("units").get<int32_t>();
+    x.held_units = pockets_of(j.at("held_units"));
     out.push_back(std::move(x));
   }
   return out;

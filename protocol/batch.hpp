@@ -45,12 +45,15 @@ struct operation {
   reservation_id reservation = 0;
   chargeonce::kind kind = kind::text; ///< reserve
   std::string request_id;             ///< reserve; cancel of a named job
+  /// reserve: what the job may cost at most; commit: what it cost. 0: not
+  /// given (reserve holds 1 unit, commit charges the whole hold).
+  int32_t units = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, operation& x) {
   return f(caf::meta::type_name("operation"), x.type, x.chat, x.reservation,
-           x.kind, x.request_id);
+           x.kind, x.request_id, x.units);
 }
 
 /// The answer to one operation: its error, or the value its type returns

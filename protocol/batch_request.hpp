@@ -53,6 +53,12 @@ void request_operation(Self* self, const Handle& to, const Timeout& timeout,
     return request_one<chat_status>(self, to, timeout, done, atom::touch_v,
                                     op.chat);
   case operation_type::reserve:
+    // The forms without units while none are named: a server of the
+    // previous release knows only those.
+    if (op.units != 0)
+      return request_one<reservation>(self, to, timeout, done, atom::reserve_v,
+                                      op.chat, op.kind, op.request_id,
+                                      op.units);
     return request_one<reservation>(self, to, timeout, done, atom::reserve_v,
                                     op.chat, op.kind, op.request_id);
   case operation_type::cancel:
@@ -73,6 +79,9 @@ void request_operation(Self* self, const Handle& to, const Timeout& timeout,
     return request_one<reservation>(self, to, timeout, done, atom::heartbeat_v,
                                     op.chat, op.reservation);
   case operation_type::commit:
+    if (op.units != 0)
+      return request_one<receipt>(self, to, timeout, done, atom::commit_v,
+                                  op.chat, op.reservation, op.units);
     return request_one<receipt>(self, to, timeout, done, atom::commit_v,
                                 op.chat, op.reservation);
   case operation_type::fail:

@@ -28,8 +28,12 @@ using billing_actor = caf::typed_actor<
   /// insufficient_images, not_found, chat_blocked, chat_banned,
   /// invalid_argument (no request_id where the limit is above 1, or one
   /// that names a job of another kind). A request_id of a job that ended
-  /// returns that job with its final status.
+  /// returns that job with its final status, whatever units it names.
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
+  /// The same for a job of `units` units (1 to units_max; 0 means 1), split
+  /// over the kind's pockets in the catalog's order.
+  caf::replies_to<atom::reserve, chat_id, kind, std::string,
+                  int32_t>::with<reservation>,
   /// queued -> in_progress; not_found when the reservation is gone, expired
   /// when the sweeper released it.
   caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
@@ -37,6 +41,11 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   /// Charges exactly what was held; repeated, returns the same receipt.
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
+  /// Charges what was held for `units` (0: all of them; more than held is
+  /// invalid_argument) from the pockets that expire first, and releases the
+  /// rest; repeated, returns the first receipt whatever units it names.
+  caf::replies_to<atom::commit, chat_id, reservation_id,
+                  int32_t>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
   /// Deletes the chat's only active reservation while queued; too_late
@@ -85,6 +94,8 @@ using api_facade_actor = api_actor::extend<batch_signature>;
 using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::touch, chat_id>::with<chat_status>,
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
+  caf::replies_to<atom::reserve, chat_id, kind, std::string,
+                  int32_t>::with<reservation>,
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
   caf::replies_to<atom::cancel, chat_id, reservation_id,
                   std::string>::with<reservation>,
@@ -97,6 +108,8 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
+  caf::replies_to<atom::commit, chat_id, reservation_id,
+                  int32_t>::with<receipt>,
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>>;
 
 /// Administration: payments and account changes. A gateway cannot commit.

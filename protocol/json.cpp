@@ -38,7 +38,8 @@ nlohmann::json to_json(const reservation& x) {
           {"created_at", format_iso8601(x.created_at)},
           {"lease_expires_at", optional_time(x.lease_expires_at)},
           {"slot", x.slot},
-          {"ended_at", optional_time(x.ended_at)}};
+          {"ended_at", optional_time(x.ended_at)},
+          {"units", x.units}};
 }
 
 nlohmann::json to_json(const receipt& x) {
@@ -46,7 +47,9 @@ nlohmann::json to_json(const receipt& x) {
           {"chat", x.chat},
           {"kind", to_string(x.kind)},
           {"charged", to_json(x.charged)},
-          {"committed_at", format_iso8601(x.committed_at)}};
+          {"committed_at", format_iso8601(x.committed_at)},
+          {"units", x.units},
+          {"released", to_json(x.released)}};
 }
 
 nlohmann::json to_json(const chat_status& x) {

@@ -51,16 +51,36 @@ std::string cannot_pay_message(chat_id chat, const kind_spec& spec) {
 }
 
 ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
-                  pocket_choice& out) {
-  out = pocket_choice{{}, queue_for(spec, premium)};
+                  int32_t units, pocket_choice& out) {
+  out = pocket_choice{{}, {}, queue_for(spec, premium)};
   if (premium && spec.premium_free)
     return ec::none;
-  for (const auto& source : spec.pay_from)
-    if (available.get(source.pocket) >= source.price) {
-      out.held.set(source.pocket, source.price);
-      return ec::none;
-    }
+  int32_t left = std::max(units, 1);
+  for (const auto& source : spec.pay_from) {
+    if (left == 0)
+      break;
+    // At most what the pocket covers beside what this hold already took
+    // from it: never more than it holds.
+    auto covered =
+      std::max(0, available.get(source.pocket) - out.held.get(source.pocket))
+      / source.price;
+    auto take = std::min(left, covered);
+    if (take == 0)
+      continue;
+    out.held.add(source.pocket, take * source.price);
+    out.held_units.add(source.pocket, take);
+    left -= take;
+  }
+  if (left == 0)
+    return ec::none;
+  out.held = {};
+  out.held_units = {};
   return insufficient_for(kind{spec.name});
+}
+
+ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
+                  pocket_choice& out) {
+  return choose_pockets(spec, premium, available, 1, out);
 }
 
 ec choose_pockets(const kind& k, bool premium, const pockets& available,
@@ -79,6 +99,37 @@ pockets take_clamped(pockets& amounts, const pockets& held) {
     charged.set(name, std::min(amount, amounts.get(name)));
   amounts -= charged;
   return charged;
+}
+
+pockets captured(const pockets& held, const pockets& held_units,
+                 int32_t held_total, int32_t units) {
+  if (units <= 0 || units >= held_total)
+    return held;
+  // items() is sorted by name: the daily pockets in that order, then the
+  // purchased one, which never expires.
+  std::vector<pockets::value_type> order;
+  for (const auto& item : held_units.items())
+    if (item.first != pocket::balance)
+      order.push_back(item);
+  if (auto n = held_units.get(pocket::balance); n > 0)
+    order.emplace_back(pocket::balance, n);
+  pockets out;
+  int32_t left = units;
+  for (const auto& [name, n] : order) {
+    auto take = std::min(left, n);
+    if (n > 0 && take > 0)
+      out.set(name, held.get(name) / n * take);
+    left -= take;
+  }
+  return out;
+}
+
+pockets without_zeros(const pockets& x) {
+  pockets out;
+  for (const auto& [name, amount] : x.items())
+    if (amount != 0)
+      out.set(name, amount);
+  return out;
 }
 
 pockets held_by(const std::vector<reservation>& active) {

@@ -11,17 +11,24 @@
 
 namespace chargeonce {
 
-/// What reserve decided: the hold per pocket and the worker queue.
+/// What reserve decided: the hold per pocket, the units each pocket's hold
+/// pays for, and the worker queue.
 struct pocket_choice {
   pockets held;
+  pockets held_units;
   std::string queue;
 };
 
-/// Decides the hold for one job of the kind `spec` describes: the first
-/// pocket of its pay_from (what expires first comes first) with its price
-/// available pays it; a premium chat holds nothing for a premium-free kind.
-/// `ec::none` means the choice is valid; otherwise the refusal
-/// insufficient_for(spec) names.
+/// Decides the hold for one job of `units` units (at least 1) of the kind
+/// `spec` describes: its pay_from in order (what expires first comes
+/// first), each pocket paying as many of the units left as its amount
+/// covers at its price, until all are paid; a premium chat holds nothing
+/// for a premium-free kind. All or nothing: `ec::none` means the choice is
+/// valid; otherwise the refusal insufficient_for(spec) names.
+ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
+                  int32_t units, pocket_choice& out);
+
+/// One unit (as before units existed).
 ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
                   pocket_choice& out);
 
@@ -53,6 +60,17 @@ pockets held_by(const std::vector<reservation>& active);
 /// What `amounts` have left once `held` is set aside, per pocket of
 /// `amounts`, never below zero: what a new job may be paid from.
 pockets left_after(const pockets& amounts, const pockets& held);
+
+/// The part of a hold that a commit of `units` of its `held_total` units
+/// charges, before the clamp: the units from the pockets that expire first
+/// (every daily pocket, by name, before balance) at the hold's own price
+/// per pocket. `units` of 0 or at least `held_total`: the whole hold.
+pockets captured(const pockets& held, const pockets& held_units,
+                 int32_t held_total, int32_t units);
+
+/// `x` with the pockets at 0 left out (as the jsonb columns keep a receipt's
+/// `released`).
+pockets without_zeros(const pockets& x);
 
 /// A chat's pockets less its active holds (status' `available`).
 pockets spendable(const chat_status& x);

@@ -162,6 +162,9 @@ typename Inspector::result_type inspect(Inspector& f, chat_spec& x) {
            x.premium_until, x.max_active_jobs);
 }
 
+/// What one job may cost at most, in its kind's units (reserve's `units`).
+inline constexpr int32_t units_max = 1'000'000;
+
 /// One job's hold: the price decided at enqueue, paid at commit. Active
 /// while queued or in progress; a reserve retried with an ended job's
 /// request id gets it back with its final status and ended_at.
@@ -178,13 +181,17 @@ struct reservation {
   caf::optional<caf::timestamp> lease_expires_at;
   int32_t slot = 0; ///< which of the chat's max_active_jobs it occupies
   caf::optional<caf::timestamp> ended_at; ///< set once it ended
+  int32_t units = 1; ///< what the job may cost at most, in units
+  /// The units `held` pays for, per pocket: a commit of fewer units charges
+  /// them from the pockets that expire first and releases the rest.
+  pockets held_units{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
            x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at,
-           x.slot, x.ended_at);
+           x.slot, x.ended_at, x.units, x.held_units);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.
@@ -194,12 +201,14 @@ struct receipt {
   chargeonce::kind kind = kind::text;
   pockets charged; ///< taken from each pocket (held, clamped at zero)
   caf::timestamp committed_at;
+  int32_t units = 1;  ///< the units charged: the hold's, or fewer
+  pockets released{}; ///< what the hold kept back from each pocket
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, receipt& x) {
   return f(caf::meta::type_name("receipt"), x.reservation, x.chat, x.kind,
-           x.charged, x.committed_at);
+           x.charged, x.committed_at, x.units, x.released);
 }
 
 /// A chat's pockets, flags and active reservations, as Postgres has them.

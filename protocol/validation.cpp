@@ -117,6 +117,14 @@ caf::error validate_cancel(chat_id chat, reservation_id id,
   return validate_request_id(request_id);
 }
 
+caf::error validate_units(int32_t units) {
+  if (units < 0 || units > units_max)
+    return caf::make_error(ec::invalid_argument,
+                           "units must be 1 to " + std::to_string(units_max)
+                             + ", not " + std::to_string(units));
+  return caf::none;
+}
+
 caf::error validate_job_limit(const caf::optional<int32_t>& limit) {
   if (limit && (*limit < max_active_jobs_min || *limit > max_active_jobs_max))
     return caf::make_error(ec::invalid_argument,

@@ -20,6 +20,9 @@ caf::error validate_reservation(chat_id chat, reservation_id id);
 caf::error validate_reserve(chat_id chat, const kind& k,
                             const std::string& request_id);
 
+/// reserve's and commit's units: 0 (not given) or 1 to units_max.
+caf::error validate_units(int32_t units);
+
 /// A kind of the server's catalog; the refusal names the known ones.
 caf::error validate_kind(const catalog& products, const kind& k);
 

@@ -33,6 +33,17 @@ caf::optional<int32_t> job_limit_flag(const flag_map& flags) {
   return int_value<int32_t>("max-active-jobs", i->second);
 }
 
+/// --units=N: 1 or more (the server checks the upper bound); 0 when not
+/// given, which the API reads as one unit (reserve) or the whole hold
+/// (commit).
+int32_t units_flag(const flag_map& flags) {
+  auto units = int_flag<int32_t>(flags, "units");
+  if (flags.count("units") != 0 && units < 1)
+    throw usage_error("--units must be 1 or more, got "
+                      + std::to_string(units));
+  return units;
+}
+
 action prepare_create(const flag_map& flags) {
   chat_spec spec;
   spec.max_active_jobs = job_limit_flag(flags);
@@ -55,8 +66,19 @@ action prepare_reserve(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto k = kind_flag(flags);
   auto request_id = text_flag(flags, "request-id");
+  auto units = units_flag(flags);
   return [=](session& s) {
-    return print_result(s, s.api.reserve(chat, k, request_id));
+    return print_result(s, s.api.reserve(chat, k, request_id, units));
+  };
+}
+
+/// commit: the whole hold, or --units of it.
+action prepare_commit(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto id = reservation_flag(flags);
+  auto units = units_flag(flags);
+  return [=](session& s) {
+    return print_result(s, s.api.commit(chat, id, units));
   };
 }
 
@@ -164,9 +186,10 @@ std::vector<command> make_commands() {
      prepare_create},
     {"reserve",
      {chat, {"kind", "KIND"}},
-     {{"request-id", "S"}},
+     {{"request-id", "S"}, {"units", "N"}},
      role::gateway,
-     "holds a job's price when it is enqueued",
+     "holds a job's price (--units: what it may cost at most) when it is "
+     "enqueued",
      prepare_reserve},
     {"start",
      {chat, reservation},
@@ -185,11 +208,11 @@ std::vector<command> make_commands() {
      })},
     {"commit",
      {chat, reservation},
-     {},
+     {{"units", "N"}},
      role::worker,
-     "charges what was held; a retry charges nothing more",
-     step(
-       [](api& c, chat_id ch, reservation_id id) { return c.commit(ch, id); })},
+     "charges what was held (--units: what the job cost, the rest is "
+     "released); a retry charges nothing more",
+     prepare_commit},
     {"fail",
      {chat, reservation},
      {},

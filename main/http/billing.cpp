@@ -57,14 +57,17 @@ void touch(exchange& x) {
 
 void reserve(exchange& x) {
   auto chat = path_chat(x);
-  auto body = body_object(x, {"kind", "request_id"});
+  auto body = body_object(x, {"kind", "request_id", "units"});
   kind k = kind::text;
   auto kind_text = string_field(body, "kind");
   if (!from_string(kind_text, k))
     reject("kind must be a kind of the catalog ([a-z][a-z0-9_]{0,31}), got '"
            + kind_text + "'");
   auto request_id = string_field(body, "request_id", std::string{});
-  ask<reservation>(x, x.be.gateway, 200, atom::reserve_v, chat, k, request_id);
+  auto units =
+    static_cast<int32_t>(int_field(body, "units", 1, units_max, int64_t{1}));
+  ask<reservation>(x, x.be.gateway, 200, atom::reserve_v, chat, k, request_id,
+                   units);
 }
 
 /// The chat's only job, or (?request_id=S) the job of that request id.
@@ -102,9 +105,18 @@ void heartbeat(exchange& x) {
                    path_reservation(x));
 }
 
+/// No body (as before units): the whole hold; {"units": N}: N of them.
 void commit(exchange& x) {
-  ask<receipt>(x, x.be.worker, 200, atom::commit_v, path_chat(x),
-               path_reservation(x));
+  auto chat = path_chat(x);
+  auto id = path_reservation(x);
+  if (x.body.empty()) {
+    ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id);
+    return;
+  }
+  auto body = body_object(x, {"units"});
+  auto units =
+    static_cast<int32_t>(int_field(body, "units", 1, units_max, int64_t{0}));
+  ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, units);
 }
 
 void fail(exchange& x) {

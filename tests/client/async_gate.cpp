@@ -54,6 +54,11 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, k,
                                request_id);
     },
+    [self, inner, log](atom::reserve a, chat_id chat, kind k,
+                       const std::string& request_id, int32_t units) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, k,
+                               request_id, units);
+    },
     [self, inner, log](atom::start a, chat_id chat, reservation_id id) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id);
     },
@@ -62,6 +67,10 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
     },
     [self, inner, log](atom::commit a, chat_id chat, reservation_id id) {
       return pass<receipt>(self, inner, *log, 1, {}, false, a, chat, id);
+    },
+    [self, inner, log](atom::commit a, chat_id chat, reservation_id id,
+                       int32_t units) {
+      return pass<receipt>(self, inner, *log, 1, {}, false, a, chat, id, units);
     },
     [self, inner, log](atom::fail a, chat_id chat, reservation_id id) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id);

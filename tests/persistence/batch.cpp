@@ -330,10 +330,12 @@ std::string summary(const batch_result& x) {
     return std::string{"reservation "} + to_string(r->kind) + " "
            + to_string(r->status) + " " + r->queue + " " + held(r->held) + " "
            + r->request_id + (r->lease_expires_at ? " leased" : "") + " slot "
-           + std::to_string(r->slot) + (r->ended_at ? " ended" : "");
+           + std::to_string(r->slot) + (r->ended_at ? " ended" : "") + " units "
+           + std::to_string(r->units) + " " + held(r->held_units);
   if (auto c = std::get_if<receipt>(&x))
-    return std::string{"receipt "} + to_string(c->kind) + " "
-           + held(c->charged);
+    return std::string{"receipt "} + to_string(c->kind) + " " + held(c->charged)
+           + " units " + std::to_string(c->units) + " released "
+           + held(c->released);
   const auto& s = std::get<chat_status>(x);
   return "status " + held(s.amounts) + (s.active ? " active" : "")
          + (s.premium ? " premium" : "") + (s.blocked ? " blocked" : "")
@@ -353,13 +355,13 @@ batch_result as_result(caf::expected<T> x) {
 batch_result apply_single(store& db, const batch_operation& op) {
   switch (op.op) {
   case batch_op::reserve:
-    return as_result(db.reserve(op.chat, op.k, op.request_id));
+    return as_result(db.reserve(op.chat, op.k, op.request_id, op.units));
   case batch_op::start:
     return as_result(db.start(op.chat, op.id));
   case batch_op::heartbeat:
     return as_result(db.heartbeat(op.chat, op.id));
   case batch_op::commit:
-    return as_result(db.commit(op.chat, op.id));
+    return as_result(db.commit(op.chat, op.id, op.units));
   case batch_op::fail:
     return as_result(db.fail(op.chat, op.id));
   case batch_op::cancel:
@@ -389,12 +391,12 @@ void differential(const catalog& products, int chats, int rounds,
   single_opts.server_functions = false;
   store single{single_opts};
   std::mt19937 rng{seed};
-  // Up to twice the highest price: empty pockets, pockets that pay once,
-  // pockets that pay twice.
+  // Up to six times the highest price: empty pockets, pockets that pay
+  // once, pockets that pay for several units.
   int32_t most = 0;
   for (const auto& k : products.kinds)
     for (const auto& source : k.pay_from)
-      most = std::max(most, 2 * source.price);
+      most = std::max(most, 6 * source.price);
   std::vector<twin> twins(chats);
   for (auto& t : twins) {
     pockets initial;
@@ -437,21 +439,28 @@ void differential(const catalog& products, int chats, int rounds,
       // retry of an ended job), or a fresh one.
       std::string request_id = std::array<std::string, 3>{
         "", "tap", "job-" + std::to_string(round)}[rng() % 3];
-      if (pick < 3)
+      // Units not given, 1 to 5, or more than allowed (reserve) or held
+      // (commit).
+      auto units =
+        std::array<int32_t, 8>{0, 0, 1, 2, 3, 5, 1000001, 7}[rng() % 8];
+      if (pick < 3) {
         a = reserve_op(t.batched,
                        kind{products.kinds[rng() % products.kinds.size()].name},
                        request_id);
-      else if (pick < 6)
+        a.units = units;
+      } else if (pick < 6) {
         a = op(batch_op::start, t.batched, b_id);
-      else if (pick < 9)
+      } else if (pick < 9) {
         a = op(batch_op::commit, t.batched, b_id);
-      else if (pick == 10 && rng() % 2 == 0)
+        a.units = units == 1000001 ? 4 : units;
+      } else if (pick == 10 && rng() % 2 == 0) {
         a = op(batch_op::cancel, t.batched); // the chat's only job
-      else
+      } else {
         a = op(pick == 9    ? batch_op::fail
                : pick == 10 ? batch_op::cancel
                             : batch_op::status,
                t.batched, b_id);
+      }
       auto b = a;
       b.chat = t.single;
       b.id = a.id == 0 ? 0 : s_id;

@@ -72,8 +72,8 @@ TEST_SUITE("persistence.failure") {
     // same database keep the real one.
     test::sql("CREATE SCHEMA IF NOT EXISTS broken_batch");
     test::sql("CREATE OR REPLACE FUNCTION broken_batch.chargeonce_apply_batch("
-              "text[], bigint[], bigint[], text[], text[], bigint, integer, "
-              "integer, jsonb) "
+              "text[], bigint[], bigint[], text[], text[], integer[], bigint, "
+              "integer, integer, jsonb) "
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
               "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
     auto opts = test::store_options();

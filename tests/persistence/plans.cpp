@@ -36,7 +36,7 @@ std::pair<std::string, long long> apply_one(pqxx::work& tx,
   auto rs = tx.exec_params(
     "SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply_batch("
     "ARRAY[$1::text], ARRAY[$2::bigint], ARRAY[$3::bigint], "
-    "ARRAY['image'], ARRAY[''], 30000, 1, 1, $4::jsonb)",
+    "ARRAY['image'], ARRAY[''], ARRAY[0], 30000, 1, 1, $4::jsonb)",
     x.op, x.chat, x.id, builtin_products());
   REQUIRE(rs.size() == 1);
   return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
@@ -80,7 +80,8 @@ std::vector<long long> apply_section(pqxx::work& tx, const char* op, int n,
     "array_fill($1::text, ARRAY[$2::int]), "
     "ARRAY(SELECT g::bigint FROM generate_series(1, $2::int) AS g), "
     "$3::bigint[], array_fill('image'::text, ARRAY[$2::int]), "
-    "array_fill(''::text, ARRAY[$2::int]), 30000, 1, 1, $4::jsonb) "
+    "array_fill(''::text, ARRAY[$2::int]), "
+    "array_fill(0, ARRAY[$2::int]), 30000, 1, 1, $4::jsonb) "
     "ORDER BY idx",
     op, n, ids, builtin_products());
   REQUIRE(rs.size() == static_cast<size_t>(n));

@@ -182,7 +182,7 @@ TEST_SUITE("references") {
     pqxx::nontransaction tx{conn};
     tx.exec("SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
             + str(make_chat(db))
-            + "}', '{0}', '{image}', '{\"\"}', 1000, 1, 1, '"
+            + "}', '{0}', '{image}', '{\"\"}', '{0}', 1000, 1, 1, '"
             + persistence::catalog_text(builtin_catalog({})) + "')");
     CHECK(tx.exec1("SELECT current_setting('chargeonce.references_checked', "
                    "true) IS DISTINCT FROM 'on'")[0]

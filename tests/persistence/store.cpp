@@ -403,6 +403,67 @@ TEST_SUITE("store") {
     CHECK(db.fail(chat, r->id).error() == ec::invalid_state);
   }
 
+  TEST_CASE("units: the hold is split daily pocket first; a commit of fewer "
+            "units charges the daily pocket first and releases the rest; "
+            "more than held is invalid_argument and changes nothing; a retry "
+            "returns the first receipt whatever units it names") {
+    store db{options()};
+    auto chat = make_chat(db, {0, 2, 10});
+    auto r = db.reserve(chat, kind::image, "", 5);
+    REQUIRE(r);
+    CHECK(r->units == 5);
+    CHECK(r->held == pockets{0, 2, 3});
+    CHECK(r->held_units == pockets{0, 2, 3});
+    REQUIRE(db.start(chat, r->id));
+    auto too_many = db.commit(chat, r->id, 6);
+    REQUIRE_FALSE(too_many);
+    CHECK(too_many.error() == ec::invalid_argument);
+    CHECK(ledger_rows_of(chat) == 0);
+    CHECK(reservations_of(chat) == 1);
+    CHECK(db.commit(chat, r->id, -1).error() == ec::invalid_argument);
+    auto first = db.commit(chat, r->id, 3);
+    REQUIRE(first);
+    CHECK(first->units == 3);
+    CHECK(first->charged == pockets{0, 2, 1});
+    CHECK(first->released == pockets{0, 0, 2});
+    CHECK(pockets_of(db, chat) == pockets{0, 0, 9});
+    auto again = db.commit(chat, r->id, 5);
+    REQUIRE(again);
+    CHECK(again->units == 3);
+    CHECK(again->charged == first->charged);
+    CHECK(again->released == first->released);
+    CHECK(pockets_of(db, chat) == pockets{0, 0, 9});
+    CHECK(test::sql_int("SELECT units FROM ledger WHERE reservation_id = "
+                        + std::to_string(r->id))
+          == 3);
+    CHECK(test::sql_int("SELECT (released ->> 'balance')::int FROM ledger "
+                        "WHERE reservation_id = "
+                        + std::to_string(r->id))
+          == 2);
+  }
+
+  TEST_CASE("units: out of 1 to 1,000,000 is invalid_argument; more than the "
+            "pockets cover is refused whole; without units one is held") {
+    store db{options()};
+    auto chat = make_chat(db, {0, 1, 2});
+    CHECK(db.reserve(chat, kind::image, "", -1).error()
+          == ec::invalid_argument);
+    CHECK(db.reserve(chat, kind::image, "", 1000001).error()
+          == ec::invalid_argument);
+    CHECK(db.reserve(chat, kind::image, "", 4).error()
+          == ec::insufficient_images);
+    CHECK(reservations_of(chat) == 0);
+    auto one = db.reserve(chat, kind::image, "");
+    REQUIRE(one);
+    CHECK(one->units == 1);
+    CHECK(one->held == pockets{0, 1, 0});
+    REQUIRE(db.start(chat, one->id));
+    auto receipt = db.commit(chat, one->id);
+    REQUIRE(receipt);
+    CHECK(receipt->units == 1);
+    CHECK(receipt->released == pockets{});
+  }
+
   TEST_CASE("commits racing on separate connections charge once") {
     std::vector<std::unique_ptr<store>> conns;
     for (int i = 0; i < 8; ++i)

@@ -111,6 +111,62 @@ TEST_SUITE("pockets") {
     CHECK(left.items().size() == 3); // every pocket of the amounts
   }
 
+  TEST_CASE("units are split over the pockets in the catalog's order, at "
+            "each pocket's price, all or nothing") {
+    auto image = *builtin_catalog({}).find_kind("image");
+    image.pay_from[1].price = 1;
+    pocket_choice c;
+    // The example: 5 units, 2 daily images and 10 credits.
+    CHECK(choose_pockets(image, false, pockets{0, 2, 10}, 5, c) == ec::none);
+    CHECK(c.held == pockets(0, 2, 3));
+    CHECK(c.held_units == pockets(0, 2, 3));
+    // At a price of 2 credits a unit the same 3 units cost 6.
+    image.pay_from[1].price = 2;
+    CHECK(choose_pockets(image, false, pockets{0, 2, 10}, 5, c) == ec::none);
+    CHECK(c.held == pockets(0, 2, 6));
+    CHECK(c.held_units == pockets(0, 2, 3));
+    // 7 units need 2 daily images and 5 * 2 = 10 credits: nothing is held.
+    CHECK(choose_pockets(image, false, pockets{0, 2, 9}, 7, c)
+          == ec::insufficient_images);
+    CHECK(c.held == pockets{});
+    CHECK(c.held_units == pockets{});
+    // A credit left over that pays no whole unit stays where it is.
+    CHECK(choose_pockets(image, false, pockets{0, 0, 5}, 2, c) == ec::none);
+    CHECK(c.held == pockets(0, 0, 4));
+  }
+
+  TEST_CASE("text on the free plan takes daily messages only, all or nothing; "
+            "premium text holds nothing, whatever the units") {
+    auto text = *builtin_catalog({}).find_kind("text");
+    pocket_choice c;
+    CHECK(choose_pockets(text, false, pockets{3, 0, 100}, 4, c)
+          == ec::insufficient_messages);
+    CHECK(choose_pockets(text, false, pockets{4, 0, 100}, 4, c) == ec::none);
+    CHECK(c.held == pockets(4, 0, 0));
+    CHECK(choose_pockets(text, true, pockets{}, 1000, c) == ec::none);
+    CHECK(c.held == pockets{});
+  }
+
+  TEST_CASE("a commit of fewer units charges the pockets that expire first "
+            "at the hold's own prices") {
+    pockets held{0, 2, 6};  // 2 daily images, 3 units of 2 credits
+    pockets units{0, 2, 3}; // 5 units
+    CHECK(captured(held, units, 5, 0) == held); // not given: the whole hold
+    CHECK(captured(held, units, 5, 5) == held);
+    CHECK(captured(held, units, 5, 1) == pockets(0, 1, 0));
+    CHECK(captured(held, units, 5, 2) == pockets(0, 2, 0));
+    CHECK(captured(held, units, 5, 4) == pockets(0, 2, 4));
+    // Daily pockets by name, then balance.
+    pockets h2;
+    h2.set("daily_b", 3);
+    h2.set("daily_a", 2);
+    h2.set("balance", 1);
+    CHECK(captured(h2, h2, 6, 3).get("daily_a") == 2);
+    CHECK(captured(h2, h2, 6, 3).get("daily_b") == 1);
+    CHECK(captured(h2, h2, 6, 3).get("balance") == 0);
+    CHECK(captured(pockets{}, pockets{}, 4, 2) == pockets{}); // premium-free
+  }
+
   TEST_CASE("pockets that differ only in listed zeros are equal") {
     pockets listed;
     listed.set("balance", 0);

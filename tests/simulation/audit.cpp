@@ -2,6 +2,7 @@
 #include "tests/simulation/audit.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
 
 namespace chargeonce::test {
 
@@ -9,6 +10,15 @@ namespace {
 
 std::string str(int64_t x) {
   return std::to_string(x);
+}
+
+/// "name=amount ..." of the pockets that hold something.
+std::string str(const pockets& x) {
+  std::string out;
+  for (const auto& [name, amount] : x.items())
+    if (amount != 0)
+      out += (out.empty() ? "" : " ") + name + "=" + std::to_string(amount);
+  return "{" + out + "}";
 }
 
 /// Every pocket of `x` between 0 and what `bound` has of it.
@@ -29,6 +39,18 @@ void sim_auditor::on_receipt(const sim_world& w, sim_acks& acks,
   auto held = w.held_of.find(id);
   if (held == w.held_of.end() || !at_most(x.charged, held->second))
     flag("commit " + str(id) + " charged more than its hold");
+  // A commit of fewer units charges at most what those units of the hold
+  // cost, pocket by pocket, the pockets that expire first first.
+  auto units = w.units_of.find(id);
+  auto named = acks.commit_units.find(id);
+  if (held != w.held_of.end() && units != w.units_of.end()
+      && named != acks.commit_units.end()) {
+    auto bound = captured(held->second, units->second.second,
+                          units->second.first, named->second);
+    if (!at_most(x.charged, bound))
+      flag("commit " + str(id) + " of " + str(named->second)
+           + " units charged more than those units of its hold");
+  }
   auto first = acks.receipts.emplace(id, x).first;
   if (first->second.charged != x.charged
       || first->second.committed_at != x.committed_at)
@@ -100,13 +122,19 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
            + " active reservations, more than its limit of " + str(limit));
   }
   // Invariant 8: nothing over-committed. When a job was reserved, the holds
-  // of the chat's active jobs, its own included, fitted in the pockets as
-  // they stood.
-  for (const auto& [id, m] : w.made_with)
-    if (!at_most(m.held, m.amounts))
-      flag("reservation " + str(id) + " of chat " + str(m.chat)
-           + " was held with more than the pockets had beside the other "
-             "active holds");
+  // of the chat's active jobs, its own included, fitted in each pocket it
+  // took from, as the pockets stood. (Only those: a refill to a lower quota
+  // may leave an older hold above its pocket, which its commit clamps.)
+  for (const auto& [id, m] : w.made_with) {
+    auto own = w.held_of.find(id);
+    for (const auto& [name, amount] : m.held.items())
+      if (own != w.held_of.end() && own->second.get(name) > 0
+          && amount > m.amounts.get(name))
+        flag("reservation " + str(id) + " of chat " + str(m.chat)
+             + " was held with more than the pockets had beside the other "
+               "active holds: "
+             + str(m.held) + " held of " + str(m.amounts));
+  }
   // Invariant 9: one request id never names two reservations.
   for (const auto& [key, ids] : w.named)
     if (ids.size() > 1)

@@ -19,7 +19,8 @@ namespace chargeonce::test {
 /// What the simulated users and workers asked for and were told.
 struct sim_acks {
   std::map<chat_id, pockets> initial;
-  std::set<reservation_id> commit_requested;  ///< sent, answered or not
+  std::set<reservation_id> commit_requested;      ///< sent, answered or not
+  std::map<reservation_id, int32_t> commit_units; ///< what they named
   std::map<reservation_id, receipt> receipts; ///< first acknowledged receipt
   std::set<reservation_id> started_ok;        ///< start acknowledged
   std::set<reservation_id> cancelled_ok;      ///< cancel acknowledged

@@ -115,19 +115,28 @@ std::string str(int64_t x) {
 } // namespace
 
 void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
+  // A third of the jobs may cost up to 4 units.
+  int32_t units = pick(3) == 0 ? 1 + pick(4) : 0;
   call<reservation>(
     "reserve(" + str(c) + ")", c,
     [this, c](caf::expected<reservation>& r) {
+      if (r && r->units > 1)
+        ++stats["reserves_of_units"];
       if (r && jobs_.count(r->id) == 0 && pick(4) != 0) { // job is queued
         sim_job j;
         j.chat = c;
         j.id = r->id;
         j.heartbeats = pick(2) == 0;
         j.fate = pick(10);
+        auto roll = pick(8);
+        if (roll == 0)
+          j.commit_units = r->units + 1;
+        else if (roll < 4)
+          j.commit_units = 1 + pick(r->units);
         jobs_[r->id] = j;
       }
     },
-    atom::reserve_v, c, k, rid);
+    atom::reserve_v, c, k, rid, units);
 }
 
 void simulation::issue_start(reservation_id id) {
@@ -148,16 +157,22 @@ void simulation::issue_start(reservation_id id) {
 
 void simulation::issue_commit(reservation_id id) {
   auto c = jobs_[id].chat;
+  auto units = jobs_[id].commit_units;
   acks_.commit_requested.insert(id);
+  acks_.commit_units.emplace(id, units);
   call<receipt>(
     "commit(" + str(id) + ")", c,
     [this, id](caf::expected<receipt>& x) {
       if (x)
         auditor.on_receipt(*world, acks_, *x);
+      if (x && x->released != pockets{})
+        ++stats["partial_commits"];
+      if (!x && x.error() == ec::invalid_argument)
+        ++stats["commits_of_too_many_units"];
       if (x || !sim_unknown_outcome(x.error()))
         jobs_.erase(id); // else the worker retries the commit later
     },
-    atom::commit_v, c, id);
+    atom::commit_v, c, id, units);
 }
 
 // -- the run ------------------------------------------------------------------

@@ -41,7 +41,10 @@ struct sim_job {
   bool started = false;
   bool heartbeats = false; ///< keeps its lease alive while running
   int fate = 0;            ///< finish, fail, hang, die, come back late
-  caf::timestamp back_at;  ///< a late worker's return
+  /// What its commit names: 0 (the whole hold), fewer units than held, or
+  /// (a buggy worker) one more, which must be refused.
+  int32_t commit_units = 0;
+  caf::timestamp back_at; ///< a late worker's return
 };
 
 /// The caller cannot know whether it happened: storage_unavailable, or a

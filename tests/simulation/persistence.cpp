@@ -215,13 +215,13 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<chat_status>(self, spec.chat,
                                  [=] { return w->create(spec, now()); });
     },
-    [=](atom::reserve, chat_id c, kind k,
-        const std::string& rid) -> caf::result<reservation> {
+    [=](atom::reserve, chat_id c, kind k, const std::string& rid,
+        int32_t units) -> caf::result<reservation> {
       if (w->outage && w->mutant == sim_mutant::outage_says_busy
           && w->active_of(c))
         return caf::make_error(ec::busy, "the mutant looked at the index");
-      return submit<reservation>(self, c,
-                                 [=] { return w->reserve(c, k, rid, now()); });
+      return submit<reservation>(
+        self, c, [=] { return w->reserve(c, k, rid, now(), units); });
     },
     [=](atom::start, chat_id c, reservation_id id) {
       return submit<reservation>(self, c, [=] { return w->start(c, id); });
@@ -230,10 +230,10 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<reservation>(self, c,
                                  [=] { return w->heartbeat(c, id, now()); });
     },
-    [=](atom::commit, chat_id c, reservation_id id) {
+    [=](atom::commit, chat_id c, reservation_id id, int32_t units) {
       auto from = sender_of(self);
       return submit<receipt>(self, c, [=] {
-        auto out = w->commit(c, id, now());
+        auto out = w->commit(c, id, now(), units);
         if (out && w->mutant == sim_mutant::killed_commit_charges_twice
             && w->killed.count(from) != 0)
           w->charge_again(c, id);

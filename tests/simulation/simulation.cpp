@@ -129,7 +129,9 @@ TEST_SUITE("simulation") {
           sim_mutant::sweep_blind, sim_mutant::outage_says_busy,
           sim_mutant::killed_commit_charges_twice,
           sim_mutant::reserve_ignores_holds, sim_mutant::limit_ignored,
-          sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance}) {
+          sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance,
+          sim_mutant::commit_units_unchecked,
+          sim_mutant::partial_commit_balance_first}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

@@ -50,6 +50,10 @@ const char* to_string(sim_mutant x) {
     return "request_id_forgotten";
   case sim_mutant::charged_from_balance:
     return "charged_from_balance";
+  case sim_mutant::commit_units_unchecked:
+    return "commit_units_unchecked";
+  case sim_mutant::partial_commit_balance_first:
+    return "partial_commit_balance_first";
   }
   return "?";
 }
@@ -147,7 +151,8 @@ caf::expected<chat_status> sim_world::create(const chat_spec& spec,
 
 caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
                                               const std::string& request_id,
-                                              caf::timestamp now) {
+                                              caf::timestamp now,
+                                              int32_t units) {
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
@@ -184,7 +189,8 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   if (spec == nullptr)
     return err(ec::invalid_argument, "unknown kind " + k.name());
   pocket_choice choice;
-  if (auto code = choose_pockets(*spec, premium, left, choice);
+  if (auto code =
+        choose_pockets(*spec, premium, left, std::max(units, 1), choice);
       code != ec::none)
     return err(code, "cannot pay");
   reservation r;
@@ -193,11 +199,14 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   r.kind = k;
   r.queue = choice.queue;
   r.held = choice.held;
+  r.units = std::max(units, 1);
+  r.held_units = choice.held_units;
   r.request_id = request_id;
   r.created_at = now;
   r.slot = std::max(slot, 0);
   reservations[r.id] = r;
   held_of[r.id] = r.held;
+  units_of[r.id] = {r.units, r.held_units};
   active.push_back(r);
   made_with[r.id] = {chat, c->second.available, held_by(active), limit};
   if (!request_id.empty())
@@ -227,7 +236,7 @@ caf::expected<reservation> sim_world::heartbeat(chat_id chat, reservation_id id,
 }
 
 caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
-                                         caf::timestamp now) {
+                                         caf::timestamp now, int32_t units) {
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
@@ -252,7 +261,35 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     return explain_missing(chat, id);
   if (i->second.status != reservation_status::in_progress)
     return err(ec::invalid_state, "never started");
-  receipt x{id, chat, i->second.kind, charge(i->second.held), now};
+  const auto& r = i->second;
+  auto nominal = captured(r.held, r.held_units, r.units, units);
+  if (units > r.units && mutant == sim_mutant::commit_units_unchecked) {
+    // the bug: the extra units at the kind's last pocket's price
+    const auto& last = products.find_kind(r.kind.name())->pay_from.back();
+    nominal.add(last.pocket, (units - r.units) * last.price);
+  } else if (units > r.units) {
+    return err(ec::invalid_argument, "more units than held");
+  }
+  if (mutant == sim_mutant::partial_commit_balance_first && units > 0
+      && units < r.units) { // the bug: balance first, then the rest
+    nominal = {};
+    int32_t left = units;
+    auto take = [&](const std::string& name, int32_t n) {
+      auto t = std::min(left, n);
+      if (t > 0)
+        nominal.set(name, r.held.get(name) / n * t);
+      left -= t;
+    };
+    take(pocket::balance, r.held_units.get(pocket::balance));
+    for (const auto& [name, n] : r.held_units.items())
+      if (name != pocket::balance)
+        take(name, n);
+  }
+  receipt x{id, chat, r.kind, charge(nominal), now};
+  x.units = units == 0 ? r.units : units;
+  auto released = r.held;
+  released -= nominal;
+  x.released = without_zeros(released);
   if (mutant == sim_mutant::charged_from_balance) { // the bug: undo, misbook
     p += x.charged;
     pockets from_balance;

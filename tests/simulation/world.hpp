@@ -43,6 +43,12 @@ enum class sim_mutant : uint8_t {
   /// row name the pockets it held: every total adds up, only the
   /// conservation per pocket sees it (2).
   charged_from_balance,
+  /// A commit naming more units than held charges the extra ones from the
+  /// kind's last pocket instead of being refused (a charge beyond its hold).
+  commit_units_unchecked,
+  /// A commit of fewer units than held charges balance first, the daily
+  /// pockets last (more than those units of the hold cost there).
+  partial_commit_balance_first,
 };
 
 const char* to_string(sim_mutant x);
@@ -95,6 +101,8 @@ struct sim_world {
   std::set<reservation_id> failed_applied;
   std::map<chat_id, pockets> refilled; ///< net change made by refills
   std::map<reservation_id, sim_hold_record> made_with; ///< at each reserve
+  /// Each reservation's units and the units its hold pays per pocket.
+  std::map<reservation_id, std::pair<int32_t, pockets>> units_of;
   /// Every reservation each (chat, request_id) ever named.
   std::map<std::pair<chat_id, std::string>, std::set<reservation_id>> named;
   uint64_t refills = 0; ///< windows refilled, either way
@@ -127,12 +135,12 @@ struct sim_world {
   caf::expected<chat_status> create(const chat_spec& spec, caf::timestamp now);
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id,
-                                     caf::timestamp now);
+                                     caf::timestamp now, int32_t units = 0);
   caf::expected<reservation> start(chat_id chat, reservation_id id);
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id,
                                        caf::timestamp now);
   caf::expected<receipt> commit(chat_id chat, reservation_id id,
-                                caf::timestamp now);
+                                caf::timestamp now, int32_t units = 0);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
   caf::expected<reservation> cancel(chat_id chat);
   caf::expected<reservation> cancel(chat_id chat, reservation_id id,

@@ -60,6 +60,10 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("reserve", chat),
                     make_reservation(chat, log->reserve_id));
     },
+    [=](atom::reserve, chat_id chat, kind, const std::string&, int32_t) {
+      return answer(self, log, name("reserve", chat),
+                    make_reservation(chat, log->reserve_id));
+    },
     [=](atom::start, chat_id chat, reservation_id id) {
       return answer(self, log, name("start", chat), make_reservation(chat, id));
     },
@@ -68,6 +72,12 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
                     make_reservation(chat, id));
     },
     [=](atom::commit, chat_id chat, reservation_id id) {
+      receipt x;
+      x.reservation = id;
+      x.chat = chat;
+      return answer(self, log, name("commit", chat), x);
+    },
+    [=](atom::commit, chat_id chat, reservation_id id, int32_t) {
       receipt x;
       x.reservation = id;
       x.chat = chat;
