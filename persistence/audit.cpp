@@ -170,4 +170,32 @@ caf::error forge_pocket_move(const std::string& dsn, chat_id first,
   }
 }
 
+caf::error forge_over_capture(const std::string& dsn, chat_id first,
+                              int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto forged = tx.exec_params(
+      "WITH x AS (SELECT reservation_id, chat_id, released FROM ledger"
+      "            WHERE chat_id > $1 AND chat_id <= $2 AND released <> '{}'"
+      "            ORDER BY reservation_id LIMIT 1),"
+      " booked AS (UPDATE ledger l"
+      "               SET charged = chargeonce_pockets_add(l.charged,"
+      "                                                     x.released),"
+      "                   released = '{}'"
+      "              FROM x WHERE l.reservation_id = x.reservation_id)"
+      " UPDATE chats c SET pockets = chargeonce_pockets_take(c.pockets,"
+      "                                                      x.released)"
+      "   FROM x WHERE c.chat_id = x.chat_id",
+      first, first + count);
+    tx.commit();
+    if (forged.affected_rows() == 0)
+      return caf::make_error(ec::not_found,
+                             "no commit of the range released anything");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a charge beyond its units");
+  }
+}
+
 } // namespace chargeonce::persistence

@@ -85,4 +85,12 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
 caf::error forge_pocket_move(const std::string& dsn, chat_id first,
                              int64_t count, const std::string& to);
 
+/// Self-test of the auditor only: the first commit of fewer units than held
+/// in the range is made to have charged its whole hold (its ledger row and
+/// the chat's pockets alike, so every total still adds up): only the check
+/// of each charge against what its units cost sees it. ec::not_found when
+/// no commit of the range released anything.
+caf::error forge_over_capture(const std::string& dsn, chat_id first,
+                              int64_t count);
+
 } // namespace chargeonce::persistence

@@ -2,6 +2,7 @@
 #include "main/chaos/audit.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -52,6 +53,9 @@ struct known_reservation {
   chat_id chat = 0;
   bool held_known = false;
   pockets held;
+  int32_t units = 1;  ///< what the hold pays for
+  pockets held_units; ///< per pocket
+  int32_t named = 0;  ///< the units its commits named (0: all held)
   int64_t created_us = 0;
   int64_t first_ack_us = forever; ///< an ok reserve answer returned it
   bool commit_requested = false;
@@ -102,12 +106,16 @@ private:
         if (r.ok() && returns_reservation(r.what)) {
           k.held_known = true;
           k.held = r.amounts;
+          k.units = std::max(r.units, 1);
+          k.held_units = r.held_units;
           k.created_us = r.created_us;
         }
         if (r.what == op::reserve && r.ok() && !r.ended)
           k.first_ack_us = std::min(k.first_ack_us, r.acked_us);
-        if (r.what == op::commit)
+        if (r.what == op::commit) {
           k.commit_requested = true;
+          k.named = r.units; // every commit of one job names the same
+        }
         // A commit or fail that succeeded, or may have: R may be gone from
         // the moment it was sent.
         if ((r.what == op::commit || r.what == op::fail)
@@ -168,11 +176,20 @@ private:
         continue;
       }
       // No refill or other debit runs during chaos (refills are off), so a
-      // hold is always there to take: the clamp never applies.
-      if (k->second.held_known && k->second.held != row->charged)
+      // hold is always there to take: the clamp never applies. A commit of
+      // fewer units takes what they cost, daily pockets first.
+      const auto& kr = k->second;
+      if (!kr.held_known)
+        continue;
+      auto due = captured(kr.held, kr.held_units, kr.units, kr.named);
+      if (due != row->charged)
         fail(1, row->chat, id,
              "charged " + text(row->charged) + " but the reservation held "
-               + text(k->second.held));
+               + text(kr.held)
+               + (kr.named > 0 && kr.named < kr.units
+                    ? ", of which " + std::to_string(kr.named) + " of its "
+                        + std::to_string(kr.units) + " units cost " + text(due)
+                    : ""));
     }
   }
 

@@ -253,6 +253,10 @@ int chaos_main(chaos_options& o) {
       if (auto err = persistence::forge_pocket_move(
             s.dsn, s.first_chat, o.chats, first_daily_pocket(products)))
         error = "cannot move the self-test unit: " + error_message(err);
+    if (o.self_test_over_capture)
+      if (auto err =
+            persistence::forge_over_capture(s.dsn, s.first_chat, o.chats))
+        error = "cannot over-capture a commit: " + error_message(err);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)
@@ -262,7 +266,8 @@ int chaos_main(chaos_options& o) {
   }
   if (s.pg)
     s.pg->shutdown();
-  bool self_test = o.self_test_violation || o.self_test_pocket_move;
+  bool self_test = o.self_test_violation || o.self_test_pocket_move
+                   || o.self_test_over_capture;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

@@ -15,6 +15,7 @@ const char* const usage_text =
                         [--server=PATH] [--data-dir=DIR] [--chats=N]
                         [--gateways=N] [--workers=N] [--catalog=WHICH]
                         [--self-test-violation] [--self-test-pocket-move]
+                        [--self-test-over-capture]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -42,6 +43,9 @@ against its record of every request and answer.
                run must then report violations (tests the auditor)
   --self-test-pocket-move   move one credit into a daily pocket before the
                audit, no total changed: conservation per pocket must see it
+  --self-test-over-capture   make one commit of fewer units than held
+               charge its whole hold before the audit, every total kept:
+               the check of each charge against its units must see it
 
 DURATION: a number of seconds (90) or a number with a unit, as the server
 takes durations: 1500ms, 90s, 3min, 1h (also ns, us), in whole seconds.
@@ -128,6 +132,10 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-pocket-move") {
       o.self_test_pocket_move = true;
+      continue;
+    }
+    if (arg == "--self-test-over-capture") {
+      o.self_test_over_capture = true;
       continue;
     }
     if (arg == "--self-test-violation") {

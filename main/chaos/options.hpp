@@ -30,6 +30,7 @@ struct chaos_options {
   size_t workers = 8;
   bool self_test_violation = false;
   bool self_test_pocket_move = false;
+  bool self_test_over_capture = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

@@ -51,6 +51,10 @@ struct op_record {
   reservation_id id = 0;
   uint64_t key = 0; ///< request_id / payment_id number
   pockets amounts;  ///< held (reserve, start, fail, cancel) or charged
+  /// A returned reservation's units (its hold pays `held_units` of them per
+  /// pocket); a commit's: the units it named (0: all held).
+  int32_t units = 0;
+  pockets held_units;
   int32_t credits = 0;
   uint32_t actor = 0; ///< gateway/worker/admin thread or worker process
   op what = op::status;

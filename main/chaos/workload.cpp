@@ -36,6 +36,8 @@ op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
 void fill(op_record& r, const reservation& x) {
   r.id = x.id;
   r.amounts = x.held;
+  r.units = x.units;
+  r.held_units = x.held_units;
   r.job = x.kind;
   r.created_us = to_unix_micros(x.created_at);
   r.ended = !is_active(x.status);
@@ -230,10 +232,13 @@ op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
   auto r = begin(op::reserve, actor, chat);
   r.key = key;
   r.job = k;
-  auto x = client_.reserve(chat, k, request_id(key));
+  // A third of the jobs may cost up to 3 units; a tap of the same key asks
+  // for the same.
+  auto units = key % 3 == 0 ? static_cast<int32_t>(1 + key / 3 % 3) : 0;
+  auto x = client_.reserve(chat, k, request_id(key), units);
   finish(rec_, r, x);
   if (x)
-    push(job{chat, x->id});
+    push(job{chat, x->id, x->units});
   std::lock_guard<std::mutex> guard{recent_mtx_};
   recent_.push_back(r);
   if (recent_.size() > recent_max)
@@ -340,10 +345,12 @@ bool workload::start_job(uint32_t actor, const job& j) {
   return false;
 }
 
-void workload::commit_job(uint32_t actor, const job& j, int attempts) {
+void workload::commit_job(uint32_t actor, const job& j, int attempts,
+                          int32_t units) {
   for (int i = 0; i < attempts; ++i) {
     auto r = begin(op::commit, actor, j.chat, j.id);
-    finish(rec_, r, client_.commit(j.chat, j.id));
+    r.units = units;
+    finish(rec_, r, client_.commit(j.chat, j.id, units));
     if (!unknown(r))
       return;
     if (!stop_.nap(200))
@@ -366,9 +373,13 @@ void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
     return;
   if (p < 0.60) { // finishes: commit (sometimes twice, as a retry would)
     heartbeats(uniform(rng, 0, 2), uniform(rng, 50, 500));
-    commit_job(actor, j, retries_max);
+    // Half the jobs of several units cost fewer than were held.
+    int32_t units = j.units > 1 && chance(rng) < 0.5
+                      ? static_cast<int32_t>(uniform(rng, 1, j.units))
+                      : 0;
+    commit_job(actor, j, retries_max, units);
     if (chance(rng) < 0.1)
-      commit_job(actor, j, 1);
+      commit_job(actor, j, 1, units);
   } else if (p < 0.75) { // the job failed
     heartbeats(uniform(rng, 0, 1), uniform(rng, 50, 300));
     for (int i = 0; i < retries_max; ++i) {

@@ -57,6 +57,7 @@ struct workload_options {
 struct job {
   chat_id chat = 0;
   reservation_id id = 0;
+  int32_t units = 1; ///< what it may cost at most
 };
 
 class workload {
@@ -94,7 +95,8 @@ private:
   void retry_late(uint32_t actor, std::mt19937_64& rng);
   void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
   bool start_job(uint32_t actor, const job& j);
-  void commit_job(uint32_t actor, const job& j, int attempts);
+  void commit_job(uint32_t actor, const job& j, int attempts,
+                  int32_t units = 0);
   void top_up(uint32_t actor, chat_id chat, int64_t credits, uint64_t pay,
               std::mt19937_64& rng);
   chat_id pick_chat(std::mt19937_64& rng) const;

@@ -188,8 +188,7 @@ std::vector<command> make_commands() {
      {chat, {"kind", "KIND"}},
      {{"request-id", "S"}, {"units", "N"}},
      role::gateway,
-     "holds a job's price (--units: what it may cost at most) when it is "
-     "enqueued",
+     "holds a job's price (--units, default 1) at enqueue",
      prepare_reserve},
     {"start",
      {chat, reservation},
@@ -210,8 +209,7 @@ std::vector<command> make_commands() {
      {chat, reservation},
      {{"units", "N"}},
      role::worker,
-     "charges what was held (--units: what the job cost, the rest is "
-     "released); a retry charges nothing more",
+     "charges the hold, or --units of it; retries charge no more",
      prepare_commit},
     {"fail",
      {chat, reservation},

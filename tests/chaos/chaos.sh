@@ -118,6 +118,16 @@ check "only conservation per pocket sees the move" '.result == "violations"
   and .invariants["2_conservation"].violations >= 1
   and .invariants["1_charged_exactly_once"].violations == 0' "$tmp/moved.json"
 
+echo "== self-test: a commit of fewer units charged its whole hold must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=8 --servers=1 --faults=drop-connection \
+  --self-test-over-capture --data-dir="$gen_data" --server="$server" \
+  --json="$tmp/captured.json" >"$tmp/captured.txt" || status=$?
+((status == 1)) || die "the over-captured run exited $status, expected 1"
+check "only the check of each charge against its units sees it" '.result == "violations"
+  and .invariants["1_charged_exactly_once"].violations >= 1
+  and .invariants["2_conservation"].violations == 0' "$tmp/captured.json"
+
 echo "== usage errors exit 2"
 status=0
 "$chaos" --faults=no-such-fault >/dev/null 2>&1 || status=$?

@@ -281,6 +281,27 @@ TEST_SUITE("cli") {
           == 0);
   }
 
+  TEST_CASE("--units of reserve and commit is 1 or more, an integer") {
+    for (auto cmd :
+         {std::vector<std::string>{"reserve", "--chat=1", "--kind=image"},
+          std::vector<std::string>{"commit", "--chat=1", "--reservation=2"}}) {
+      auto args = cmd;
+      args.insert(args.begin(), "--server=127.0.0.1:1");
+      args.push_back("--units=0");
+      auto r = run(args);
+      CHECK(r.status == 2);
+      CHECK(r.out
+            == "{\"error\":\"usage\",\"message\":\"--units must be 1 or "
+               "more, got 0\"}\n");
+      args.back() = "--units=two";
+      r = run(args);
+      CHECK(r.status == 2);
+      CHECK(r.out
+            == "{\"error\":\"usage\",\"message\":\"--units must be an "
+               "integer, got 'two'\"}\n");
+    }
+  }
+
   TEST_CASE("cancel names its job by --reservation or --request-id, not "
             "both; set-limits takes a number or `default`") {
     auto r = run({"--server=127.0.0.1:1", "cancel", "--chat=1",

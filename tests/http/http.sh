@@ -272,6 +272,31 @@ check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 1 && $(field .daily_images) == 0 ]] || die "after fail: $out"
 ok "touch, status, reserve (idempotent), start, heartbeat, commit (idempotent), cancel, fail"
 
+# Units: a hold split over daily images and credits; a commit of fewer units
+# charges the daily pocket first and releases the rest.
+u=$(random_chat)
+U=/v1/chats/$u/reservations
+check 201 - POST /v1/chats "$ad" "{\"chat\":$u,\"daily_images\":2,\"balance\":10}"
+check 422 invalid_argument POST "$U" "$gw" '{"kind":"image","units":0}'
+check 422 invalid_argument POST "$U" "$gw" '{"kind":"image","units":1000001}'
+check 402 insufficient_images POST "$U" "$gw" '{"kind":"image","units":13}'
+check 200 - POST "$U" "$gw" '{"kind":"image","units":5}'
+id=$(field .id)
+[[ $(field .units) == 5 && $(field .held.daily_images) == 2 && $(field .held.balance) == 3 ]] \
+  || die "reserve of 5 units: $out"
+check 200 - POST "$U/$id/start" "$wk"
+check 422 invalid_argument POST "$U/$id/commit" "$wk" '{"units":6}'
+check 422 invalid_argument POST "$U/$id/commit" "$wk" '{"units":"3"}'
+check 200 - POST "$U/$id/commit" "$wk" '{"units":3}'
+receipt=$out
+[[ $(field .units) == 3 && $(field .charged.daily_images) == 2 && $(field .charged.balance) == 1 \
+  && $(field .released.balance) == 2 ]] || die "commit of 3 units: $out"
+check 200 - POST "$U/$id/commit" "$wk" '{"units":5}'
+[[ $out == "$receipt" ]] || die "a retried commit with other units differs: $out vs $receipt"
+check 200 - GET "/v1/chats/$u" "$gw"
+[[ $(field .balance) == 9 && $(field .daily_images) == 0 ]] || die "after the commit of 3 units: $out"
+ok "units: 5 held as 2 daily images + 3 credits; 3 committed, 2 released; 0, 13 and 6 refused"
+
 # Parallel jobs: a chat with two slots (request ids required), status with
 # every job and the holds, cancels that name their job, limits.
 par=$(random_chat)

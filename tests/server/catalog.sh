@@ -86,6 +86,33 @@ cli_refused "create-chat with a pocket the catalog lacks" invalid_argument \
   || die "unknown pocket: $out"
 ok "CLI: --pocket, reserve of voice and video at their prices, status of every pocket"
 
+# Units at the catalog's prices: 4 voice units with 2 daily voice and 9
+# credits hold 2 daily voice and 2 x 3 credits; 3 of them are charged, daily
+# voice first, and one unit's 3 credits released.
+chat=$(random_chat)
+cli_ok "create-chat for units" '.pockets.daily_voice == 2 and .balance == 9' \
+  create-chat --chat="$chat" --pocket=daily_voice=2 --balance=9
+cli_refused "reserve 4 voice units beyond the pockets" insufficient_funds \
+  reserve --chat="$chat" --kind=voice --units=6
+cli_ok "reserve 4 voice units" \
+  '.units == 4 and .held.daily_voice == 2 and .held.balance == 6' \
+  reserve --chat="$chat" --kind=voice --units=4
+id=$(jq -r .id <<<"$out")
+cli_ok "start them" '.status == "in_progress"' start --chat="$chat" --reservation="$id"
+cli_refused "commit more units than held" invalid_argument \
+  commit --chat="$chat" --reservation="$id" --units=5
+cli_ok "commit 3 of the 4 units" \
+  '.units == 3 and .charged.daily_voice == 2 and .charged.balance == 3
+   and .released.balance == 3' \
+  commit --chat="$chat" --reservation="$id" --units=3
+cli_ok "a retry names other units: the first receipt" \
+  '.units == 3 and .charged.balance == 3' \
+  commit --chat="$chat" --reservation="$id" --units=4
+cli_ok "status after the partial commit" \
+  '.pockets.daily_voice == 0 and .balance == 6 and .reservation == null' \
+  status --chat="$chat"
+ok "CLI: reserve --units split at the catalog's prices, commit --units releases the rest"
+
 post() { # body -> prints status code; the body in $tmp/http.out
   curl -s -o "$tmp/http.out" -w '%{http_code}' -H "Authorization: Bearer $ad" \
     -H 'Content-Type: application/json' -d "$1" "$base/v1/chats"
@@ -108,8 +135,8 @@ stop_server "$server_pid_a"
 rc=0
 "$server_bin" --postgres="$dsn" --port=0 >"$tmp/builtin.log" 2>&1 || rc=$?
 ((rc == 1)) || die "a server dropping voice and video exited $rc, expected 1: $(tail -n 3 "$tmp/builtin.log")"
-grep -q "kind voice has 0 active reservations and 1 ledger rows" "$tmp/builtin.log" \
-  || die "the refusal does not name voice's ledger row: $(tail -n 3 "$tmp/builtin.log")"
+grep -q "kind voice has 0 active reservations and 2 ledger rows" "$tmp/builtin.log" \
+  || die "the refusal does not name voice's 2 ledger rows: $(tail -n 3 "$tmp/builtin.log")"
 grep -q "kind video" "$tmp/builtin.log" \
   && die "video (never charged) is named in the refusal: $(tail -n 3 "$tmp/builtin.log")"
 ok "a server whose catalog drops voice (charged once) refuses to start, naming it"
