@@ -66,6 +66,21 @@ BEGIN
   IF premium AND (spec ->> 'free')::boolean THEN
     RETURN '{"held": {}, "units": {}}';
   END IF;
+  -- One unit, the common case: the first pocket with its price left pays,
+  -- and the answer is built once (each jsonb built costs; measured with
+  -- scripts/bench at 64 clients).
+  IF left_units = 1 THEN
+    FOR i IN 0 .. jsonb_array_length(spec -> 'pay') - 1 LOOP
+      pocket := spec -> 'pay' -> i ->> 0;
+      price := (spec -> 'pay' -> i ->> 1)::integer;
+      IF chargeonce_amount(amounts, pocket) - chargeonce_amount(held, pocket)
+         >= price THEN
+        RETURN jsonb_build_object('held', jsonb_build_object(pocket, price),
+                                  'units', jsonb_build_object(pocket, 1));
+      END IF;
+    END LOOP;
+    RETURN NULL;
+  END IF;
   FOR i IN 0 .. jsonb_array_length(spec -> 'pay') - 1 LOOP
     EXIT WHEN left_units = 0;
     pocket := spec -> 'pay' -> i ->> 0;
