@@ -305,8 +305,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
       auto nominal = captured(held.held, held.held_units, held.units, units);
       auto amounts = pockets_of(locked[0][0]);
       auto charged = take_clamped(amounts, nominal);
-      auto released = held.held;
-      released -= nominal;
+      auto rest = held.held;
+      rest -= nominal;
+      auto released = without_zeros(rest);
       auto charged_units = units == 0 ? held.units : units;
       tx.exec_params("UPDATE chats SET pockets = $2::jsonb WHERE chat_id = $1",
                      chat, pockets_text(amounts));
@@ -315,12 +316,12 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
         "released) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
         id, chat, to_string(held.kind), pockets_text(charged), charged_units,
-        pockets_text(without_zeros(released)));
+        pockets_text(released));
       delete_and_remember(tx, "id = $1", "committed", id);
       receipt x{id, chat, held.kind, charged,
                 from_unix_micros(written[0][0].as<int64_t>())};
       x.units = charged_units;
-      x.released = without_zeros(released);
+      x.released = released;
       return x;
     });
 }

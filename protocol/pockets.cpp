@@ -59,16 +59,14 @@ ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
   for (const auto& source : spec.pay_from) {
     if (left == 0)
       break;
-    // At most what the pocket covers beside what this hold already took
-    // from it: never more than it holds.
-    auto covered =
-      std::max(0, available.get(source.pocket) - out.held.get(source.pocket))
-      / source.price;
+    // At most what the pocket covers: never more than it holds. A kind
+    // lists each pocket once (validate refuses a catalog that does not).
+    auto covered = std::max(0, available.get(source.pocket)) / source.price;
     auto take = std::min(left, covered);
     if (take == 0)
       continue;
-    out.held.add(source.pocket, take * source.price);
-    out.held_units.add(source.pocket, take);
+    out.held.set(source.pocket, take * source.price);
+    out.held_units.set(source.pocket, take);
     left -= take;
   }
   if (left == 0)

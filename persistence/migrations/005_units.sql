@@ -13,20 +13,23 @@
 -- count, and a CHECK costs every statement that writes the row (see
 -- 004_catalog.sql).
 
+-- An existing hold paid for one unit from each pocket it lists.
+CREATE FUNCTION pg_temp.chargeonce_one_unit_each(held jsonb) RETURNS jsonb
+  LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(jsonb_object_agg(key, 1), '{}') FROM jsonb_each(held)
+$$;
+
 ALTER TABLE reservations
   ADD COLUMN units integer NOT NULL DEFAULT 1,
   ADD COLUMN held_units jsonb NOT NULL DEFAULT '{}';
-UPDATE reservations r
-   SET held_units = (SELECT coalesce(jsonb_object_agg(key, 1), '{}')
-                       FROM jsonb_each(r.held))
+UPDATE reservations SET held_units = pg_temp.chargeonce_one_unit_each(held)
  WHERE held <> '{}';
 
 ALTER TABLE ended_reservations
   ADD COLUMN units integer NOT NULL DEFAULT 1,
   ADD COLUMN held_units jsonb NOT NULL DEFAULT '{}';
-UPDATE ended_reservations r
-   SET held_units = (SELECT coalesce(jsonb_object_agg(key, 1), '{}')
-                       FROM jsonb_each(r.held))
+UPDATE ended_reservations
+   SET held_units = pg_temp.chargeonce_one_unit_each(held)
  WHERE held <> '{}';
 
 -- A top-up's row has units 1 and nothing released: neither means anything
@@ -85,15 +88,13 @@ BEGIN
     EXIT WHEN left_units = 0;
     pocket := spec -> 'pay' -> i ->> 0;
     price := (spec -> 'pay' -> i ->> 1)::integer;
-    -- Beside what this hold already took from the pocket.
+    -- A kind lists each pocket once (the server checks its catalog).
     take := LEAST(left_units,
                   GREATEST(0, chargeonce_amount(amounts, pocket)
-                              - chargeonce_amount(held, pocket)
-                              - chargeonce_amount(h, pocket)) / price);
+                              - chargeonce_amount(held, pocket)) / price);
     IF take > 0 THEN
-      h := h || jsonb_build_object(pocket, chargeonce_amount(h, pocket)
-                                           + take * price);
-      u := u || jsonb_build_object(pocket, chargeonce_amount(u, pocket) + take);
+      h := h || jsonb_build_object(pocket, take * price);
+      u := u || jsonb_build_object(pocket, take);
       left_units := left_units - take;
     END IF;
   END LOOP;

@@ -100,6 +100,23 @@ struct scratch_database : chargeonce::test::scratch_database {
     }
   }
 
+  /// The migration files from `first` to `last` (by name, inclusive), each
+  /// in its own transaction, without migrate()'s bookkeeping.
+  void apply_files(const std::string& first, const std::string& last) const {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator{migrations_dir})
+      if (auto name = e.path().stem().string();
+          e.path().extension() == ".sql" && name >= first && name <= last)
+        files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    pqxx::connection conn{dsn};
+    for (const auto& f : files) {
+      pqxx::work tx{conn};
+      tx.exec(read_file(f));
+      tx.commit();
+    }
+  }
+
   /// pg_dump's schema, without the bookkeeping table and without the
   /// random \restrict keys of newer pg_dumps.
   std::string schema() const {
@@ -201,6 +218,39 @@ TEST_SUITE("migrations") {
       db.exec(change);
       CHECK(db.schema() != baseline);
     }
+  }
+
+  TEST_CASE("005_units gives the jobs of before one unit from each pocket "
+            "they hold, and their commit charges the whole hold as before") {
+    scratch_database db;
+    db.apply_files("001_schema", "004_catalog");
+    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
+            "(1, '{\"daily_images\": 1, \"balance\": 2}')");
+    db.exec("INSERT INTO reservations (chat_id, kind, queue, held, "
+            "request_id, slot, status) VALUES (1, 'image', 'image_generation', "
+            "'{\"daily_images\": 1}', 'job-1', 0, 'in_progress')");
+    db.exec("INSERT INTO ledger (reservation_id, chat_id, kind, charged) "
+            "VALUES (999, 1, 'image', '{\"balance\": 1}')");
+    db.exec("INSERT INTO ended_reservations (id, chat_id, kind, status, "
+            "queue, held, request_id, slot, created_at) VALUES (999, 1, "
+            "'image', 'committed', 'image_generation', '{\"balance\": 1}', "
+            "'job-0', 0, now())");
+    db.apply_files("005_units", "005_units");
+    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
+                    "ended_reservations WHERE id = 999")
+          == "1 {\"balance\": 1}");
+    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
+                    "reservations")
+          == "1 {\"daily_images\": 1}");
+    CHECK(db.query1("SELECT units || ' ' || released::text FROM ledger")
+          == "1 {}");
+    CHECK(db.query1("SELECT c_units || ' ' || c_charged::text || ' ' || "
+                    "c_released::text FROM chargeonce_commit(1, (SELECT id "
+                    "FROM reservations), 0)")
+          == "1 {\"daily_images\": 1} {}");
+    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
+                    "ended_reservations WHERE request_id = 'job-1'")
+          == "1 {\"daily_images\": 1}");
   }
 
   TEST_CASE("migrate records each migration with the sha256 of its file") {
