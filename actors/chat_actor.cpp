@@ -176,6 +176,24 @@ caf::result<receipt> commit(self_ptr self, atom::commit op, reservation_id id,
                             units);
 }
 
+/// After a cancel: a queued job ended; a started one, under its kind's
+/// `request` policy, was marked, and its worker is told once (a repeated
+/// cancel answers the same and publishes nothing more).
+auto cancel_hook(self_ptr self) {
+  return [self](const reservation& x) {
+    if (!x.cancel_requested) {
+      self->state.finished = x.id;
+      return;
+    }
+    if (x.id == self->state.cancel_published)
+      return;
+    self->state.cancel_published = x.id;
+    spdlog::info("cancel_requested chat={} reservation={}", self->state.id,
+                 x.id);
+    self->send(self->state.events, cancel_requested{self->state.id, x.id});
+  };
+}
+
 } // namespace
 
 chat_state::~chat_state() {
@@ -233,18 +251,12 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     id);
     },
     [self](atom::cancel op, chat_id) {
-      auto hook = [self](const reservation& x) {
-        self->state.finished = x.id;
-      };
-      return serialize<reservation>(self, "cancel", 0, hook, op,
+      return serialize<reservation>(self, "cancel", 0, cancel_hook(self), op,
                                     self->state.id);
     },
     [self](atom::cancel op, chat_id, reservation_id id,
            const std::string& request_id) {
-      auto hook = [self](const reservation& x) {
-        self->state.finished = x.id;
-      };
-      return serialize<reservation>(self, "cancel", id, hook, op,
+      return serialize<reservation>(self, "cancel", id, cancel_hook(self), op,
                                     self->state.id, id, request_id);
     },
     [self](atom::status op, chat_id) {

@@ -68,6 +68,8 @@ struct chat_state {
   /// Last reservation this actor saw end (committed, failed, cancelled,
   /// released): its notice needs no look at Postgres.
   reservation_id finished = 0;
+  /// Last reservation whose cancel_requested event this actor published.
+  reservation_id cancel_published = 0;
   caf::response_promise pending; ///< the caller awaiting Postgres, if any
 
   /// A caller never waits for its timeout because this actor went away.

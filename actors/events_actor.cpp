@@ -59,6 +59,10 @@ make_events(events_actor::stateful_pointer<events_state> self) {
       metrics::count_release(x.reason);
       publish(self, x);
     },
+    [self](const cancel_requested& x) {
+      metrics::count_cancel_request();
+      publish(self, x);
+    },
     [self](const limits_refilled& x) {
       metrics::count_reactivations(1);
       publish(self, x);

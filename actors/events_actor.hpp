@@ -15,11 +15,10 @@ namespace chargeonce {
 
 /// Fans events out to subscribers; never blocks a publisher. Internal to the
 /// server: clients subscribe through the API, which delegates here.
-using events_actor =
-  caf::typed_actor<caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
-                   caf::reacts_to<queue_notice>,
-                   caf::reacts_to<reservation_released>,
-                   caf::reacts_to<limits_refilled>>;
+using events_actor = caf::typed_actor<
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
+  caf::reacts_to<queue_notice>, caf::reacts_to<reservation_released>,
+  caf::reacts_to<cancel_requested>, caf::reacts_to<limits_refilled>>;
 
 struct events_state {
   static inline const char* name = "events";

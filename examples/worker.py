@@ -4,7 +4,9 @@
 
 Reads jobs from stdin, one "CHAT RESERVATION [fail]" per line (your own
 queue stands in here), and for each: start, heartbeat while working, then
-commit on success or fail on failure. Prints one JSON line per job.
+commit on success or fail on failure; a heartbeat that answers
+cancel_requested (the user cancelled) makes it stop and fail the job. Prints
+one JSON line per job.
 
   CHARGEONCE_URL=http://127.0.0.1:8080 CHARGEONCE_TOKEN=<worker token> \\
     examples/worker.py < jobs.txt
@@ -43,6 +45,13 @@ def work(chat, reservation, succeeds):
         status, res = step(chat, reservation, "heartbeat")
         if status == 410:  # fenced off: another job may own the chat now
             return {"job": reservation, "dropped": "expired"}
+        if status == 200 and res.get("cancel_requested"):
+            # The user cancelled (the kind's cancel_after_start is
+            # "request"): stop and release the hold. A worker whose provider
+            # already did the work would commit instead.
+            status, res = step(chat, reservation, "fail")
+            return {"job": reservation, "aborted": "cancel_requested",
+                    "failed": status == 200}
     if not succeeds:
         status, res = step(chat, reservation, "fail")
         return {"job": reservation, "failed": status == 200, "held": res.get("held")}

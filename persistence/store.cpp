@@ -388,6 +388,14 @@ caf::expected<reservation_id> cancel_target(pqxx::work& tx, chat_id chat,
   return active.front().id;
 }
 
+/// A started job's cancel marks it cancel_requested (instead of too_late)
+/// when its kind's policy is `request`.
+bool cancel_may_request(const catalog& products, const reservation& r) {
+  const auto* spec = products.find_kind(to_string(r.kind));
+  return r.status == reservation_status::in_progress && spec != nullptr
+         && spec->cancel_after_start == cancel_policy::request;
+}
+
 } // namespace
 
 caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
@@ -409,9 +417,22 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
         *target, chat);
       if (!rs.empty())
         return to_reservation(rs[0]);
-      if (find_active(tx, chat, *target))
+      auto started = find_active(tx, chat, *target);
+      if (!started)
+        return explain_missing(tx, chat, *target);
+      if (!cancel_may_request(impl_->opts.products, *started))
         return caf::make_error(ec::too_late, describe(chat, *target)
                                                + " is already in progress");
+      // Conditional on status too: a commit or fail since the read leaves
+      // nothing to mark.
+      auto marked = tx.exec_params(
+        std::string{"UPDATE reservations SET cancel_requested = true WHERE "
+                    "id = $1 AND chat_id = $2 AND status = 'in_progress' "
+                    "RETURNING "}
+          + reservation_columns,
+        *target, chat);
+      if (!marked.empty())
+        return to_reservation(marked[0]);
       return explain_missing(tx, chat, *target);
     });
 }

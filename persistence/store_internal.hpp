@@ -37,7 +37,7 @@ inline constexpr const char* reservation_columns =
   "id, chat_id, kind, status, queue, held::text, request_id, "
   "(extract(epoch FROM created_at) * 1000000)::bigint, "
   "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot, units, "
-  "held_units::text";
+  "held_units::text, cancel_requested";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.
@@ -67,6 +67,7 @@ inline reservation to_reservation(const pqxx::row& r) {
   x.slot = r[9].as<int32_t>();
   x.units = r[10].as<int32_t>();
   x.held_units = pockets_of(r[11]);
+  x.cancel_requested = r[12].as<bool>();
   return x;
 }
 

@@ -38,6 +38,8 @@ reservation reservation_of(const pqxx::row& r) {
   x.units = r["r_units"].is_null() ? 1 : r["r_units"].as<int32_t>();
   if (!r["r_held_units"].is_null())
     x.held_units = pockets_of(r["r_held_units"]);
+  x.cancel_requested =
+    !r["r_cancel_requested"].is_null() && r["r_cancel_requested"].as<bool>();
   return x;
 }
 
@@ -59,6 +61,7 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
     x.slot = j.at("slot").get<int32_t>();
     x.units = j.at("units").get<int32_t>();
     x.held_units = pockets_of(j.at("held_units"));
+    x.cancel_requested = j.at("cancel_requested").get<bool>();
     out.push_back(std::move(x));
   }
   return out;
@@ -108,6 +111,7 @@ std::string catalog_text(const catalog& products) {
                    {"free", k.premium_free},
                    {"q", k.queue},
                    {"pq", k.priority_queue},
+                   {"cancel", to_string(k.cancel_after_start)},
                    {"refusal", to_string(insufficient_for(kind{k.name}))},
                    {"why", cannot_pay_detail(k)}};
   }

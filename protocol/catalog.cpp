@@ -202,9 +202,7 @@ std::string read_kind(const std::string& name, const ojson& body,
   if (auto p = read_string(body, "cancel_after_start", owner, policy);
       !p.empty())
     return p;
-  if (policy == "request")
-    out.cancel_after_start = cancel_policy::request;
-  else if (policy != "refuse")
+  if (!from_string(policy, out.cancel_after_start))
     return owner
            + ": cancel_after_start must be \"refuse\" or \"request\", "
              "not "
@@ -264,6 +262,13 @@ std::string check_pocket(const pocket_spec& p) {
 
 const char* to_string(cancel_policy x) {
   return x == cancel_policy::request ? "request" : "refuse";
+}
+
+bool from_string(const std::string& text, cancel_policy& out) {
+  if (text != "refuse" && text != "request")
+    return false;
+  out = text == "request" ? cancel_policy::request : cancel_policy::refuse;
+  return true;
 }
 
 const kind_spec* catalog::find_kind(const std::string& name) const {

@@ -27,6 +27,9 @@ enum class cancel_policy : uint8_t {
 
 const char* to_string(cancel_policy x);
 
+/// Parses "refuse" or "request"; false for anything else.
+bool from_string(const std::string& text, cancel_policy& out);
+
 /// One pocket a kind may be paid from and what one unit costs there.
 struct payment_source {
   std::string pocket;

@@ -37,6 +37,20 @@ typename Inspector::result_type inspect(Inspector& f, reservation_released& x) {
            x.reason);
 }
 
+/// A user cancelled a started job whose kind's policy is `request`: its
+/// worker should stop and fail it, or commit what was already done. Sent
+/// once per reservation by the chat actor that marked it (a repeated
+/// cancel through another server may send it again).
+struct cancel_requested {
+  chat_id chat = 0;
+  reservation_id reservation = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cancel_requested& x) {
+  return f(caf::meta::type_name("cancel_requested"), x.chat, x.reservation);
+}
+
 /// A quiet chat's daily limits were refilled (reactivation).
 struct limits_refilled {
   chat_id chat = 0;

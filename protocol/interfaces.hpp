@@ -38,6 +38,7 @@ using billing_actor = caf::typed_actor<
   /// when the sweeper released it.
   caf::replies_to<atom::start, chat_id, reservation_id>::with<reservation>,
   /// Extends a started job's lease by lease-duration; expired once released.
+  /// The answer's cancel_requested tells the worker the user cancelled.
   caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   /// Charges exactly what was held; repeated, returns the same receipt.
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
@@ -48,8 +49,10 @@ using billing_actor = caf::typed_actor<
                   int32_t>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
-  /// Deletes the chat's only active reservation while queued; too_late
-  /// once started; invalid_argument when several are active.
+  /// Deletes the chat's only active reservation while queued. Once started:
+  /// too_late under its kind's `refuse` policy; under `request`, marks it
+  /// cancel_requested and answers it (a repeat answers the same). Fails
+  /// with invalid_argument when several are active.
   caf::replies_to<atom::cancel, chat_id>::with<reservation>,
   /// The same for the job named by its reservation id (chat, id, "") or by
   /// its request id (chat, 0, request_id).
@@ -72,8 +75,9 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
 
 /// The server's published API: billing plus the event stream. A subscriber
-/// (local or remote) receives queue_notice, reservation_released and
-/// limits_refilled messages, at most once each, until it goes down.
+/// (local or remote) receives queue_notice, reservation_released,
+/// cancel_requested and limits_refilled messages, at most once each, until
+/// it goes down.
 using api_actor = billing_actor::extend<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
 

@@ -39,7 +39,8 @@ nlohmann::json to_json(const reservation& x) {
           {"lease_expires_at", optional_time(x.lease_expires_at)},
           {"slot", x.slot},
           {"ended_at", optional_time(x.ended_at)},
-          {"units", x.units}};
+          {"units", x.units},
+          {"cancel_requested", x.cancel_requested}};
 }
 
 nlohmann::json to_json(const receipt& x) {
@@ -98,6 +99,12 @@ nlohmann::json to_json(const reservation_released& x) {
           {"chat", x.chat},
           {"reservation", x.reservation},
           {"reason", x.reason}};
+}
+
+nlohmann::json to_json(const cancel_requested& x) {
+  return {{"event", "cancel_requested"},
+          {"chat", x.chat},
+          {"reservation", x.reservation}};
 }
 
 nlohmann::json to_json(const limits_refilled& x) {

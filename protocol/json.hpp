@@ -20,6 +20,7 @@ nlohmann::json to_json(const top_up_receipt& x);
 /// Events: {"event": "<type>", "chat": ..., "reservation": ...}.
 nlohmann::json to_json(const queue_notice& x);
 nlohmann::json to_json(const reservation_released& x);
+nlohmann::json to_json(const cancel_requested& x);
 nlohmann::json to_json(const limits_refilled& x);
 
 /// {"error": "<name>", "message": "<context>"}.

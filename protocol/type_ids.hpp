@@ -69,5 +69,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, limits, "limits")
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::limits_update))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::active_count))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::cancel_requested))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -185,13 +185,16 @@ struct reservation {
   /// The units `held` pays for, per pocket: a commit of fewer units charges
   /// them from the pockets that expire first and releases the rest.
   pockets held_units{};
+  /// Cancel was asked after the job started, under its kind's `request`
+  /// policy: the worker should stop (fail), or commit what was done.
+  bool cancel_requested = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
            x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at,
-           x.slot, x.ended_at, x.units, x.held_units);
+           x.slot, x.ended_at, x.units, x.held_units, x.cancel_requested);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.

@@ -72,6 +72,10 @@ void count_queue_notice() {
   series.queue_notices.add();
 }
 
+void count_cancel_request() {
+  series.cancel_requests.add();
+}
+
 void count_release(std::string_view reason) {
   size_t i = 0;
   while (i + 1 < release_reasons.size() && reason != release_reasons[i])

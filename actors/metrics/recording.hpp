@@ -62,6 +62,9 @@ void record_operation(operation op, const caf::error& err,
 /// A queue_notice was published.
 void count_queue_notice();
 
+/// A cancel_requested event was published: a user cancelled a started job.
+void count_cancel_request();
+
 /// A reservation was released by the sweeper; `reason` as Postgres records
 /// it (`lease_expired`, `sweep_timeout`), anything else counts as `other`.
 void count_release(std::string_view reason);

@@ -123,6 +123,10 @@ void render_gauge(std::string& out, const char* name, const char* help,
 void render_background(std::string& out) {
   render_counter(out, "chargeonce_queue_notices_total",
                  "queue_notice events published.", series.queue_notices);
+  render_counter(out, "chargeonce_cancel_requests_total",
+                 "cancel_requested events published: started jobs a user "
+                 "cancelled.",
+                 series.cancel_requests);
   family(out, "chargeonce_releases_total", "counter",
          "Reservations released by the sweeper, by reason.");
   for (size_t i = 0; i < release_reasons.size(); ++i)

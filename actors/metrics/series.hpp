@@ -130,6 +130,7 @@ struct registry {
   std::array<histogram<latency_bounds.size()>, operation_count> durations;
   std::array<counter, operation_count> internal_errors;
   counter queue_notices;
+  counter cancel_requests;
   std::array<counter, release_reasons.size()> releases;
   counter reactivations;
   counter sweeps;

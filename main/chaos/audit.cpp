@@ -16,7 +16,7 @@ const char* const invariant_names[invariant_count] = {
   "3_one_active_and_fencing", "4_no_lock_left",
   "5_outage_answers",         "6_cancel_xor_start",
   "7_active_within_limit",    "8_holds_within_pockets",
-  "9_one_job_per_request_id",
+  "9_one_job_per_request_id", "10_cancelled_never_charged",
 };
 
 namespace {
@@ -41,6 +41,12 @@ bool unknown(const op_record& r) {
   return r.result == static_cast<uint8_t>(outcome::transport)
          || r.result == static_cast<uint8_t>(outcome::pending)
          || r.result == static_cast<uint8_t>(ec::storage_unavailable);
+}
+
+/// An acknowledged cancel that deleted a queued job (not one that only
+/// marked a started job cancel_requested).
+bool cancelled_while_queued(const op_record& r) {
+  return r.what == op::cancel && r.ok() && !r.cancel_requested;
 }
 
 bool returns_reservation(op what) {
@@ -84,6 +90,7 @@ public:
     within_limit();
     holds_within_pockets();
     one_job_per_request_id();
+    cancelled_never_charged();
     return std::move(out_);
   }
 
@@ -122,7 +129,7 @@ private:
             && (r.ok() || unknown(r)))
           k.deleter_sent_us = std::min(k.deleter_sent_us, r.sent_us);
       }
-      if (r.what == op::cancel && r.ok())
+      if (cancelled_while_queued(r))
         cancelled_[r.id] = std::min(
           cancelled_.count(r.id) ? cancelled_[r.id] : forever, r.sent_us);
       else if (r.what == op::cancel && unknown(r))
@@ -320,16 +327,16 @@ private:
   }
 
   void fencing() {
-    std::set<reservation_id> ended;
+    std::set<reservation_id> failed;
     for (const auto& r : rec_.ops)
-      if (r.ok() && (r.what == op::fail || r.what == op::cancel))
-        ended.insert(r.id);
+      if (r.ok() && r.what == op::fail)
+        failed.insert(r.id);
     for (const auto& [id, row] : ledger_) {
       check(3);
       if (released_.count(id) > 0)
         fail(3, row->chat, id, "charged after the sweeper released it");
-      if (ended.count(id) > 0)
-        fail(3, row->chat, id, "charged after an acknowledged fail/cancel");
+      if (failed.count(id) > 0)
+        fail(3, row->chat, id, "charged after an acknowledged fail");
     }
   }
 
@@ -421,10 +428,12 @@ private:
 
   // -- 6: cancel and start of one reservation never both succeed -------------
 
+  // Under the `request` policy a cancel of a started job is acknowledged
+  // too, as cancel_requested: the other of the two outcomes, not a cancel.
   void cancel_xor_start() {
     std::set<reservation_id> cancelled, started;
     for (const auto& r : rec_.ops)
-      if (r.ok() && r.what == op::cancel)
+      if (cancelled_while_queued(r))
         cancelled.insert(r.id);
       else if (r.ok() && r.what == op::start)
         started.insert(r.id);
@@ -515,6 +524,20 @@ private:
                + std::to_string(ids.size())
                + " reservations: " + std::to_string(*ids.begin()) + " and "
                + std::to_string(*ids.rbegin()));
+    }
+  }
+
+  // -- 10: a job acknowledged as cancelled while queued is never charged ---
+
+  void cancelled_never_charged() {
+    for (const auto& r : rec_.ops) {
+      if (!cancelled_while_queued(r) || r.id == 0)
+        continue;
+      check(10);
+      if (auto i = ledger_.find(r.id); i != ledger_.end())
+        fail(10, r.chat, r.id,
+             "acknowledged as cancelled while queued, then charged "
+               + text(i->second->charged));
     }
   }
 

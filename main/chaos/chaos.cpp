@@ -107,12 +107,21 @@ void drain(const setup& s, int64_t chats, const audit_limits& lim) {
 /// is written to DATA-DIR/catalog.json for the servers.
 catalog products_for(const chaos_options& o, std::string& path,
                      std::string& error) {
-  if (o.catalog == "builtin")
-    return builtin_catalog({});
+  if (o.catalog == "builtin") {
+    // The servers get --image-cancel-after-start=request to match.
+    auto out = builtin_catalog({});
+    out.kinds.back().cancel_after_start = cancel_policy::request;
+    return out;
+  }
   catalog out;
   if (o.catalog == "generated") {
     std::mt19937_64 rng{o.seed * 104729 + 7};
     out = generated_catalog(rng);
+    // Both policies: the last kind (the one cancelled after a reserve) asks
+    // its worker to stop, and every other kind before it does too.
+    for (size_t i = 0; i < out.kinds.size(); ++i)
+      if ((out.kinds.size() - 1 - i) % 2 == 0)
+        out.kinds[i].cancel_after_start = cancel_policy::request;
   } else {
     std::ifstream in{o.catalog};
     std::stringstream text;
@@ -142,14 +151,27 @@ std::string first_daily_pocket(const catalog& products) {
   return "daily_self_test";
 }
 
+/// --self-test-cancel-charged: a ledger charge for the first job a cancel
+/// acknowledged as cancelled while queued.
+caf::error charge_a_cancelled_job(const std::string& dsn, const recorder& rec) {
+  for (const auto& r : rec.ops)
+    if (r.what == op::cancel && r.ok() && !r.cancel_requested && r.id != 0)
+      return persistence::forge_charge(dsn, r.chat, r.id);
+  return caf::make_error(ec::not_found, "no cancel was acknowledged");
+}
+
 /// The run itself: servers, clients, workload and faults; fills `rec`.
 std::string run(const chaos_options& o, setup& s, recorder& rec,
                 const catalog& products, const std::string& catalog_path,
                 std::map<chat_id, pockets>& initial,
                 std::map<chat_id, int32_t>& max_active_jobs) {
+  std::vector<std::string> policy_args;
+  if (catalog_path.empty())
+    policy_args.push_back("--image-cancel-after-start=request");
   server_set servers{o.server,   s.dsn + " application_name=" + app_name,
                      o.data_dir, server_timings{},
-                     o.servers,  catalog_path};
+                     o.servers,  catalog_path,
+                     policy_args};
   for (size_t i = 0; i < o.servers; ++i)
     if (!servers.start(i))
       return "server " + std::to_string(i) + " did not start; see "
@@ -253,6 +275,9 @@ int chaos_main(chaos_options& o) {
       if (auto err = persistence::forge_pocket_move(
             s.dsn, s.first_chat, o.chats, first_daily_pocket(products)))
         error = "cannot move the self-test unit: " + error_message(err);
+    if (o.self_test_cancel_charged)
+      if (auto err = charge_a_cancelled_job(s.dsn, rec))
+        error = "cannot charge a cancelled job: " + error_message(err);
     if (o.self_test_over_capture)
       if (auto err =
             persistence::forge_over_capture(s.dsn, s.first_chat, o.chats))
@@ -267,7 +292,7 @@ int chaos_main(chaos_options& o) {
   if (s.pg)
     s.pg->shutdown();
   bool self_test = o.self_test_violation || o.self_test_pocket_move
-                   || o.self_test_over_capture;
+                   || o.self_test_over_capture || o.self_test_cancel_charged;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

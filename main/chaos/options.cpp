@@ -16,6 +16,7 @@ const char* const usage_text =
                         [--gateways=N] [--workers=N] [--catalog=WHICH]
                         [--self-test-violation] [--self-test-pocket-move]
                         [--self-test-over-capture]
+                        [--self-test-cancel-charged]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -46,6 +47,15 @@ against its record of every request and answer.
   --self-test-over-capture   make one commit of fewer units than held
                charge its whole hold before the audit, every total kept:
                the check of each charge against its units must see it
+  --self-test-cancel-charged   write a ledger charge for one job a cancel
+               acknowledged as cancelled while queued: the check that such
+               a job is never charged must see it
+
+The servers refuse a cancel of a started job (too_late) for some kinds and
+ask its worker to stop for others (cancel_after_start: request): image of
+the built-in catalog; the last kind of a generated one and every other
+kind before it. Workers that learn of a request abort, commit anyway, or
+commit one unit.
 
 DURATION: a number of seconds (90) or a number with a unit, as the server
 takes durations: 1500ms, 90s, 3min, 1h (also ns, us), in whole seconds.
@@ -136,6 +146,10 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-over-capture") {
       o.self_test_over_capture = true;
+      continue;
+    }
+    if (arg == "--self-test-cancel-charged") {
+      o.self_test_cancel_charged = true;
       continue;
     }
     if (arg == "--self-test-violation") {

@@ -31,6 +31,7 @@ struct chaos_options {
   bool self_test_violation = false;
   bool self_test_pocket_move = false;
   bool self_test_over_capture = false;
+  bool self_test_cancel_charged = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

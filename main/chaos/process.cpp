@@ -119,10 +119,10 @@ void stop_and_reap(pid_t pid, std::chrono::milliseconds grace) {
 
 server_set::server_set(std::string binary, std::string dsn, std::string dir,
                        server_timings timings, size_t count,
-                       std::string catalog)
+                       std::string catalog, std::vector<std::string> extra)
     : binary_(std::move(binary)), dsn_(std::move(dsn)), dir_(std::move(dir)),
-      catalog_(std::move(catalog)), timings_(timings), pids_(count, -1),
-      server_ports_(count, 0) {
+      catalog_(std::move(catalog)), extra_(std::move(extra)), timings_(timings),
+      pids_(count, -1), server_ports_(count, 0) {
   for (size_t i = 0; i < count; ++i)
     proxies_.push_back(std::make_unique<proxy>(0));
 }
@@ -165,6 +165,7 @@ bool server_set::start(size_t i) {
   };
   if (!catalog_.empty())
     args.push_back("--catalog=" + catalog_);
+  args.insert(args.end(), extra_.begin(), extra_.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
     pids_[i] = spawn(args, log_of(i));
     auto until = std::chrono::steady_clock::now() + port_file_wait;

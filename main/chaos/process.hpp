@@ -42,8 +42,10 @@ struct server_timings {
 class server_set {
 public:
   /// `catalog`: the servers' catalog file; empty: the built-in one.
+  /// `extra`: more options for every server.
   server_set(std::string binary, std::string dsn, std::string dir,
-             server_timings timings, size_t count, std::string catalog = {});
+             server_timings timings, size_t count, std::string catalog = {},
+             std::vector<std::string> extra = {});
   ~server_set();
 
   /// Starts server `i` and waits for its port file; false on failure.
@@ -63,6 +65,7 @@ private:
   std::string dsn_;
   std::string dir_;
   std::string catalog_; ///< --catalog of every server; empty: none
+  std::vector<std::string> extra_;
   server_timings timings_;
   std::vector<pid_t> pids_;
   std::vector<uint16_t> server_ports_;

@@ -64,6 +64,9 @@ struct op_record {
   /// retried with the request id of a finished job): it proves nothing
   /// about the job being active when it came.
   bool ended = false;
+  /// The returned reservation is marked cancel_requested: a cancel of a
+  /// started job under the `request` policy (the job lives on).
+  bool cancel_requested = false;
 
   bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
 };

@@ -9,13 +9,21 @@ namespace {
 
 constexpr size_t violations_printed_max = 20;
 
+/// Besides the outcomes: cancels of started jobs that asked their worker to
+/// stop, and heartbeats that told a worker so.
 nlohmann::json operations(const recorder& rec) {
   nlohmann::json by_op = nlohmann::json::object();
+  uint64_t requested = 0;
+  uint64_t told = 0;
   for (const auto& r : rec.ops) {
     auto& slot = by_op[to_string(r.what)][outcome_name(r.result)];
     slot = slot.is_null() ? 1 : slot.get<uint64_t>() + 1;
+    if (r.ok() && r.cancel_requested)
+      ++(r.what == op::cancel ? requested : told);
   }
-  return {{"total", rec.ops.size()}, {"by_op", by_op}};
+  return {{"total", rec.ops.size()},
+          {"by_op", by_op},
+          {"cancel_requested", {{"cancels", requested}, {"heartbeats", told}}}};
 }
 
 nlohmann::json faults(const run_facts& facts, const recorder& rec) {

@@ -41,6 +41,7 @@ void fill(op_record& r, const reservation& x) {
   r.job = x.kind;
   r.created_us = to_unix_micros(x.created_at);
   r.ended = !is_active(x.status);
+  r.cancel_requested = x.cancel_requested;
 }
 
 void fill(op_record& r, const receipt& x) {
@@ -317,9 +318,11 @@ void workload::gateway(uint32_t actor, uint64_t seed) {
     } else if (p < 0.82) {
       cancel(actor, chat);
     } else {
-      // Reserve, then cancel a moment later: races the worker's start.
+      // Reserve, then cancel a moment later: races the worker's start, or
+      // (up to a second later) finds the job started, which its kind's
+      // policy refuses or turns into a request to its worker.
       auto reserved = reserve(actor, chat, paid_kind(), next_key());
-      if (!stop_.nap(uniform(rng, 0, 300)))
+      if (!stop_.nap(uniform(rng, 0, chance(rng) < 0.5 ? 300 : 1000)))
         continue;
       // A bare cancel names the chat's one job; where several may be
       // active it names the job, as a gateway must.
@@ -358,13 +361,40 @@ void workload::commit_job(uint32_t actor, const job& j, int attempts,
   }
 }
 
-/// Heartbeats `n` times, `gap_ms` apart.
+void workload::fail_job(uint32_t actor, const job& j) {
+  for (int i = 0; i < retries_max; ++i) {
+    auto r = begin(op::fail, actor, j.chat, j.id);
+    finish(rec_, r, client_.fail(j.chat, j.id));
+    if (!unknown(r) || !stop_.nap(200))
+      break;
+  }
+}
+
+/// The user cancelled the started job (a heartbeat said so): the worker
+/// aborts (nothing charged), or the provider had done the work and it
+/// commits, or it stopped half-way and commits one unit.
+void workload::honour_cancel(uint32_t actor, const job& j,
+                             std::mt19937_64& rng) {
+  auto p = chance(rng);
+  if (p < 0.5)
+    fail_job(actor, j);
+  else if (p < 0.8)
+    commit_job(actor, j, retries_max, 0);
+  else
+    commit_job(actor, j, retries_max, 1);
+}
+
+/// One job, as the worker's fate has it. `heartbeats` beats `n` times,
+/// `gap_ms` apart, and is true once one answered cancel_requested.
 void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
   auto heartbeats = [&](int64_t n, int64_t gap_ms) {
     for (int64_t i = 0; i < n && stop_.nap(gap_ms); ++i) {
       auto r = begin(op::heartbeat, actor, j.chat, j.id);
       finish(rec_, r, client_.heartbeat(j.chat, j.id));
+      if (r.ok() && r.cancel_requested)
+        return true;
     }
+    return false;
   };
   auto p = chance(rng);
   if (p < 0.05)
@@ -372,7 +402,10 @@ void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
   if (!start_job(actor, j))
     return;
   if (p < 0.60) { // finishes: commit (sometimes twice, as a retry would)
-    heartbeats(uniform(rng, 0, 2), uniform(rng, 50, 500));
+    if (heartbeats(uniform(rng, 0, 3), uniform(rng, 50, 500))) {
+      honour_cancel(actor, j, rng);
+      return;
+    }
     // Half the jobs of several units cost fewer than were held.
     int32_t units = j.units > 1 && chance(rng) < 0.5
                       ? static_cast<int32_t>(uniform(rng, 1, j.units))
@@ -382,12 +415,7 @@ void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
       commit_job(actor, j, 1, units);
   } else if (p < 0.75) { // the job failed
     heartbeats(uniform(rng, 0, 1), uniform(rng, 50, 300));
-    for (int i = 0; i < retries_max; ++i) {
-      auto r = begin(op::fail, actor, j.chat, j.id);
-      finish(rec_, r, client_.fail(j.chat, j.id));
-      if (!unknown(r) || !stop_.nap(200))
-        break;
-    }
+    fail_job(actor, j);
   } else if (p < 0.83) { // hangs: heartbeats, then goes quiet (lease lapses)
     heartbeats(uniform(rng, 1, 3), uniform(rng, 100, 500));
   } else if (p < 0.90) { // dies silently: no heartbeat at all

@@ -94,6 +94,8 @@ private:
   void cancel_job(uint32_t actor, const op_record& reserved);
   void retry_late(uint32_t actor, std::mt19937_64& rng);
   void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
+  void fail_job(uint32_t actor, const job& j);
+  void honour_cancel(uint32_t actor, const job& j, std::mt19937_64& rng);
   bool start_job(uint32_t actor, const job& j);
   void commit_job(uint32_t actor, const job& j, int attempts,
                   int32_t units = 0);

@@ -21,6 +21,7 @@ caf::behavior event_printer() {
   return {
     [](const queue_notice& x) { print_line(to_json(x)); },
     [](const reservation_released& x) { print_line(to_json(x)); },
+    [](const cancel_requested& x) { print_line(to_json(x)); },
     [](const limits_refilled& x) { print_line(to_json(x)); },
   };
 }

@@ -40,6 +40,7 @@ caf::behavior subscriber(caf::event_based_actor* self,
   return {
     [q](const queue_notice& x) { q->push(frame(x)); },
     [q](const reservation_released& x) { q->push(frame(x)); },
+    [q](const cancel_requested& x) { q->push(frame(x)); },
     [q](const limits_refilled& x) { q->push(frame(x)); },
   };
 }

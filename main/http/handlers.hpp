@@ -28,7 +28,8 @@ void set_flags(exchange& x);
 void set_limits(exchange& x);
 
 // -- events (http_events.cpp) ------------------------------------------------
-/// Server-Sent Events: queue_notice, reservation_released, limits_refilled.
+/// Server-Sent Events: queue_notice, reservation_released, cancel_requested,
+/// limits_refilled.
 void events(exchange& x);
 
 // -- operations (http_server.cpp) --------------------------------------------

@@ -90,6 +90,12 @@ server_config::server_config() {
          "premium text is free (10)")
     .add(premium_daily_images, "premium-daily-images",
          "premium plan: daily image quota (10)")
+    .add(text_cancel_after_start, "text-cancel-after-start",
+         "built-in catalog: a cancel of a started text job is refused "
+         "(too_late) or asks its worker to stop: refuse|request (refuse)")
+    .add(image_cancel_after_start, "image-cancel-after-start",
+         "built-in catalog: the same for image jobs: refuse|request "
+         "(refuse)")
     .add(free_max_active_jobs, "free-max-active-jobs",
          "free plan: jobs a chat may run at once unless it has its own limit, "
          "1 to 64 (1)")
@@ -205,16 +211,49 @@ std::string server_config::finalize_http() {
   return {};
 }
 
+namespace {
+
+/// The built-in kinds' cancel_after_start options.
+struct policy_option {
+  const char* name;
+  const std::string* value; ///< empty: not given (refuse)
+};
+
+} // namespace
+
 catalog server_config::builtin_products() const {
-  return builtin_catalog({free_daily_messages, free_daily_images,
-                          premium_daily_messages, premium_daily_images});
+  auto out = builtin_catalog({free_daily_messages, free_daily_images,
+                              premium_daily_messages, premium_daily_images});
+  // finalize() refused a value other than refuse or request.
+  for (auto& spec : out.kinds)
+    if (spec.name == "text")
+      from_string(text_cancel_after_start, spec.cancel_after_start);
+    else if (spec.name == "image")
+      from_string(image_cancel_after_start, spec.cancel_after_start);
+  return out;
 }
 
 std::string server_config::finalize_catalog() {
+  const policy_option policies[] = {
+    {"text-cancel-after-start", &text_cancel_after_start},
+    {"image-cancel-after-start", &image_cancel_after_start}};
+  cancel_policy parsed;
+  for (const auto& option : policies)
+    if (!option.value->empty() && !from_string(*option.value, parsed))
+      return std::string{option.name} + " must be refuse or request, not '"
+             + *option.value + "'";
   if (catalog_path.empty()) {
     products_ = builtin_products();
     return {};
   }
+  // A file's kinds say their own policy: an option beside it would be
+  // silently ignored.
+  for (const auto& option : policies)
+    if (!option.value->empty())
+      return std::string{option.name}
+             + " applies to the built-in catalog only: set cancel_after_start "
+               "in "
+             + catalog_path;
   std::ifstream in{catalog_path};
   std::stringstream text;
   text << in.rdbuf();

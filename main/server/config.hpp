@@ -71,6 +71,10 @@ struct server_config : caf::actor_system_config {
   int32_t free_daily_images = builtin_quotas{}.free_images;
   int32_t premium_daily_messages = builtin_quotas{}.premium_messages;
   int32_t premium_daily_images = builtin_quotas{}.premium_images;
+  /// The built-in kinds' cancel_after_start: `refuse` or `request`; empty
+  /// means refuse, and only an empty one goes with a catalog file.
+  std::string text_cancel_after_start;
+  std::string image_cancel_after_start;
   /// Jobs a chat may run at once unless it has its own limit, per plan.
   int32_t free_max_active_jobs = store_defaults().free_max_active_jobs;
   int32_t premium_max_active_jobs = store_defaults().premium_max_active_jobs;

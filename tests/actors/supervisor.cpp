@@ -237,6 +237,29 @@ TEST_SUITE("supervisor") {
   }
 
   TEST_CASE_FIXTURE(supervisor_fixture,
+                    "cancel_requested: published once when a cancel marks a "
+                    "started job, never for a job deleted while queued") {
+    REQUIRE(ask<reservation>(atom::cancel_v, chat_id{9}));
+    sched.run();
+    CHECK(log->events.empty());
+    log->cancel_requested = true;
+    log->reserve_id = 2;
+    REQUIRE(ask<reservation>(atom::reserve_v, chat_id{9}, kind::image,
+                             std::string{}));
+    auto marked = ask<reservation>(atom::cancel_v, chat_id{9},
+                                   reservation_id{2}, std::string{});
+    REQUIRE(marked);
+    CHECK(marked->cancel_requested);
+    sched.run();
+    CHECK(log->events == std::vector<std::string>{"cancel_requested 9 2"});
+    // A repeated cancel answers the same and tells the worker nothing new.
+    REQUIRE(ask<reservation>(atom::cancel_v, chat_id{9}, reservation_id{2},
+                             std::string{}));
+    sched.run();
+    CHECK(log->events.size() == 1);
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
                     "queue notice: suppressed when the job finished in time") {
     REQUIRE(
       ask<reservation>(atom::reserve_v, chat_id{9}, kind::text, std::string{}));

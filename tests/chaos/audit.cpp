@@ -196,6 +196,7 @@ const std::string cancel_xor_start = invariant_names[5];
 const std::string within_limit = invariant_names[6];
 const std::string holds_within_pockets = invariant_names[7];
 const std::string one_job_per_request_id = invariant_names[8];
+const std::string cancelled_never_charged = invariant_names[9];
 
 } // namespace
 
@@ -391,5 +392,39 @@ TEST_SUITE("chaos.audit") {
     auto result = h.run();
     REQUIRE(result.violations.size() == 1);
     CHECK(result.violations[0].reservation == cancelled);
+  }
+
+  TEST_CASE("10: a job acknowledged as cancelled while queued, then charged, "
+            "is caught") {
+    // What chargeonce-chaos --self-test-cancel-charged forges, with a
+    // commit request and the debit, so that only invariant 10 sees it.
+    history h;
+    h.rec.add(
+      h.answered(op::commit, chat_a, cancelled, 600, {}, code(ec::not_found)));
+    h.snap.ledger.push_back(
+      history::charge(9, cancelled, chat_a, {0, 0, 1}, 601));
+    h.snap.chats[0].available = {0, 0, 7};
+    CHECK(h.failed() == cancelled_never_charged);
+    auto result = h.run();
+    REQUIRE(result.violations.size() == 1);
+    CHECK(result.violations[0].reservation == cancelled);
+  }
+
+  TEST_CASE("6, 10: under the request policy, a started job answered "
+            "cancel_requested and then committed passes; answered as "
+            "cancelled, it is caught") {
+    constexpr reservation_id asked = 14;
+    history h;
+    h.rec.add(h.reserved(chat_a, asked, 700, {0, 0, 1}));
+    h.rec.add(h.answered(op::start, chat_a, asked, 710, {0, 0, 1}));
+    auto cancel = h.answered(op::cancel, chat_a, asked, 720, {0, 0, 1});
+    cancel.cancel_requested = true;
+    h.rec.add(cancel);
+    h.rec.add(h.answered(op::commit, chat_a, asked, 800, {0, 0, 1}));
+    h.snap.ledger.push_back(history::charge(9, asked, chat_a, {0, 0, 1}, 801));
+    h.snap.chats[0].available = {0, 0, 7};
+    CHECK(h.failed() == "");
+    h.find(op::cancel, asked).cancel_requested = false;
+    CHECK(h.failed() == cancel_xor_start + "," + cancelled_never_charged);
   }
 }

@@ -57,6 +57,9 @@ check "the run is clean" '.result == "ok" and .violations_total == 0' \
 check "it did real work" '.operations.total > 1000
   and .operations.by_op.commit.ok > 50 and .operations.by_op.reserve.busy > 0' \
   "$tmp/run.json"
+check "cancels of started jobs asked their workers to stop, and they learnt it" \
+  '.operations.cancel_requested.cancels > 0
+  and .operations.cancel_requested.heartbeats > 0' "$tmp/run.json"
 for fault in kill-server terminate-backend restart-postgres pause-postgres \
   drop-connection kill-worker; do
   check "fault $fault was injected" ".faults.by_type[\"$fault\"] >= 1" \
@@ -127,6 +130,16 @@ status=0
 check "only the check of each charge against its units sees it" '.result == "violations"
   and .invariants["1_charged_exactly_once"].violations >= 1
   and .invariants["2_conservation"].violations == 0' "$tmp/captured.json"
+
+echo "== self-test: a job cancelled while queued, then charged, must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=5 --servers=1 --faults=drop-connection \
+  --self-test-cancel-charged --data-dir="$data" --server="$server" \
+  --json="$tmp/cancelled.json" >"$tmp/cancelled.txt" || status=$?
+((status == 1)) || die "the run with a charged cancelled job exited $status, expected 1"
+check "the charge of a cancelled job is reported" '.result == "violations"
+  and .invariants["10_cancelled_never_charged"].violations >= 1' \
+  "$tmp/cancelled.json"
 
 echo "== usage errors exit 2"
 status=0

@@ -48,7 +48,7 @@ start_server "$tmp/server" --postgres="$dsn" --port=0 --http-port=0 \
   --http-gateway-token="$gw" --http-worker-token-file="$tmp/worker.token" \
   --http-admin-token="$ad" --queue-notice-delay=1s --lease-duration=2s \
   --sweep-interval=1s --http-max-body=4096 --http-timeout=1s \
-  --http-threads=6 --http-max-streams=2
+  --http-threads=6 --http-max-streams=2 --text-cancel-after-start=request
 port=$(port_of http)
 [[ -n $port ]] || die "no http= line in the port file: $(cat "$server_port_file")"
 base=http://127.0.0.1:$port
@@ -425,6 +425,30 @@ check 410 expired POST "$W/$id/heartbeat" "$wk"
 check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 6 && $(field .reservation) == null ]] || die "after release: $out"
 ok "SSE: queue_notice and reservation_released; a released job's commit -> 410"
+
+# Text runs with --text-cancel-after-start=request (image keeps refuse).
+saved_chat=$chat saved_W=$W
+chat=$(random_chat) W=/v1/chats/$chat/reservations
+check 201 - POST /v1/chats "$ad" "{\"chat\":$chat,\"daily_messages\":2}"
+check 200 - POST "$W" "$gw" '{"kind":"text","request_id":"talk-1"}'
+id=$(field .id)
+[[ $(field .cancel_requested) == false ]] || die "reserve: $out"
+check 200 - POST "$W/$id/start" "$wk"
+check 200 - DELETE "/v1/chats/$chat/reservation" "$gw"
+[[ $(field .id) == "$id" && $(field .status) == in_progress &&
+  $(field .cancel_requested) == true ]] || die "cancel after start: $out"
+check 200 - DELETE "$W/$id" "$gw"
+[[ $(field .cancel_requested) == true ]] || die "a repeated cancel: $out"
+poll 5 has_event "$tmp/events" cancel_requested "$id" \
+  || die "no cancel_requested for $id: $(grep -v '^:' "$tmp/events")"
+check 200 - POST "$W/$id/heartbeat" "$wk"
+[[ $(field .cancel_requested) == true ]] || die "heartbeat: $out"
+check 200 - POST "$W/$id/fail" "$wk"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field .daily_messages) == 2 && $(field .reservation) == null ]] \
+  || die "after the worker aborted: $out"
+chat=$saved_chat W=$saved_W
+ok "cancel after start (request): 200 cancel_requested, the event, heartbeats carry it; fail charges nothing"
 
 stream "$tmp/events2"
 poll 5 grep -q '^: subscribed' "$tmp/events2" || die "no second stream"

@@ -331,7 +331,8 @@ std::string summary(const batch_result& x) {
            + to_string(r->status) + " " + r->queue + " " + held(r->held) + " "
            + r->request_id + (r->lease_expires_at ? " leased" : "") + " slot "
            + std::to_string(r->slot) + (r->ended_at ? " ended" : "") + " units "
-           + std::to_string(r->units) + " " + held(r->held_units);
+           + std::to_string(r->units) + " " + held(r->held_units)
+           + (r->cancel_requested ? " cancel_requested" : "");
   if (auto c = std::get_if<receipt>(&x))
     return std::string{"receipt "} + to_string(c->kind) + " " + held(c->charged)
            + " units " + std::to_string(c->units) + " released "
@@ -455,6 +456,8 @@ void differential(const catalog& products, int chats, int rounds,
         a.units = units == 1000001 ? 4 : units;
       } else if (pick == 10 && rng() % 2 == 0) {
         a = op(batch_op::cancel, t.batched); // the chat's only job
+      } else if (pick == 11 && rng() % 2 == 0) {
+        a = op(batch_op::heartbeat, t.batched, b_id);
       } else {
         a = op(pick == 9    ? batch_op::fail
                : pick == 10 ? batch_op::cancel
@@ -485,6 +488,8 @@ void differential(const catalog& products, int chats, int rounds,
       CHECK(summary(out[i]) == summary(theirs));
       ++seen[std::string{to_string(ops[i].op)} + " -> "
              + summary(out[i]).substr(0, summary(out[i]).find(' ', 6))];
+      if (auto r = std::get_if<reservation>(&out[i]); r && r->cancel_requested)
+        ++seen[std::string{to_string(ops[i].op)} + " -> cancel_requested"];
       twins[i].batched_id = id_of(out[i], twins[i].batched_id);
       twins[i].single_id = id_of(theirs, twins[i].single_id);
     }
@@ -498,11 +503,18 @@ void differential(const catalog& products, int chats, int rounds,
     MESSAGE(what, ": ", n);
   // The rounds must have reached the set-based paths and the refusals.
   CHECK(seen.size() >= 15);
+  // And, where a kind asks its worker to stop, a cancel of a started job.
+  if (std::any_of(products.kinds.begin(), products.kinds.end(),
+                  [](const kind_spec& k) {
+                    return k.cancel_after_start == cancel_policy::request;
+                  }))
+    CHECK(seen["cancel -> cancel_requested"] > 0);
 }
 
 /// Four kinds and five pockets, several with prices above 1: voice paid
 /// from daily voice, then daily minutes at 2, then 3 credits; video from
-/// credits only, at 5.
+/// credits only, at 5. A cancel of a started image or voice job asks its
+/// worker to stop; text and video refuse it.
 catalog four_kinds() {
   catalog out;
   auto problem = parse_catalog(R"({
@@ -516,10 +528,12 @@ catalog four_kinds() {
     "kinds": {
       "text": {"pay_from": [{"pocket": "daily_messages"}], "premium_free": true},
       "image": {"pay_from": [{"pocket": "daily_images"},
-                             {"pocket": "balance", "price": 2}]},
+                             {"pocket": "balance", "price": 2}],
+                "cancel_after_start": "request"},
       "voice": {"pay_from": [{"pocket": "daily_voice"},
                              {"pocket": "daily_minutes", "price": 2},
-                             {"pocket": "balance", "price": 3}]},
+                             {"pocket": "balance", "price": 3}],
+                "cancel_after_start": "request"},
       "video": {"pay_from": [{"pocket": "balance", "price": 5}],
                 "premium_free": true, "queue": "video_render"}
     }
@@ -539,7 +553,7 @@ TEST_SUITE("batch") {
   }
 
   TEST_CASE("the same with a catalog of four kinds and five pockets, prices "
-            "of 1 to 5") {
+            "of 1 to 5, and both cancel-after-start policies") {
     differential(four_kinds(), 60, 40, 20261203);
   }
 }

@@ -72,6 +72,16 @@ private:
   size_t waiting_;
 };
 
+/// The built-in catalog with image's cancel_after_start set to `request`
+/// (text keeps `refuse`).
+store_options request_policy_options() {
+  auto opts = options();
+  for (auto& k : opts.products.kinds)
+    if (k.name == "image")
+      k.cancel_after_start = cancel_policy::request;
+  return opts;
+}
+
 caf::timestamp in(std::chrono::seconds dt) {
   return caf::timestamp{std::chrono::system_clock::now() + dt};
 }
@@ -377,6 +387,128 @@ TEST_SUITE("store") {
     }
     MESSAGE("started first: " << started << ", cancelled first: " << cancelled);
     CHECK(started + cancelled == 1000);
+  }
+
+  TEST_CASE("cancel after start under the request policy: the job is marked "
+            "cancel_requested, a repeat answers the same, heartbeats carry "
+            "it, and the worker still decides") {
+    auto opts = request_policy_options();
+    store db{opts};
+    auto chat = make_chat(db, {3, 0, 4});
+    // A queued job is still deleted at once, whatever the policy.
+    auto queued = db.reserve(chat, kind::image, "");
+    REQUIRE(queued);
+    auto deleted = db.cancel(chat);
+    REQUIRE(deleted);
+    CHECK_FALSE(deleted->cancel_requested);
+    CHECK(reservations_of(chat) == 0);
+    // Started: marked, not deleted; the hold stays.
+    auto r = db.reserve(chat, kind::image, "img-1");
+    REQUIRE(r);
+    CHECK_FALSE(r->cancel_requested);
+    REQUIRE(db.start(chat, r->id));
+    auto first = db.cancel(chat);
+    REQUIRE(first);
+    CHECK(first->id == r->id);
+    CHECK(first->status == reservation_status::in_progress);
+    CHECK(first->cancel_requested);
+    CHECK(first->held == pockets{0, 0, 1});
+    auto again = db.cancel(chat, r->id, "");
+    REQUIRE(again);
+    CHECK(again->cancel_requested);
+    CHECK(again->held == first->held);
+    auto by_request = db.cancel(chat, 0, "img-1");
+    REQUIRE(by_request);
+    CHECK(by_request->id == r->id);
+    CHECK(by_request->cancel_requested);
+    CHECK(reservations_of(chat) == 1);
+    auto beat = db.heartbeat(chat, r->id);
+    REQUIRE(beat);
+    CHECK(beat->cancel_requested);
+    auto st = db.status(chat);
+    REQUIRE(st);
+    REQUIRE(st->reservations.size() == 1);
+    CHECK(st->reservations[0].cancel_requested);
+    CHECK(st->active->cancel_requested);
+    // A retried reserve of the request finds the marked job.
+    auto replay = db.reserve(chat, kind::image, "img-1");
+    REQUIRE(replay);
+    CHECK(replay->cancel_requested);
+    // The provider had done the work: the worker commits, and it is charged.
+    auto receipt = db.commit(chat, r->id);
+    REQUIRE(receipt);
+    CHECK(receipt->charged == pockets{0, 0, 1});
+    CHECK(pockets_of(db, chat) == pockets{3, 0, 3});
+    CHECK(db.cancel(chat, r->id, "").error() == ec::invalid_state);
+    // The worker aborts instead: fail charges nothing.
+    auto aborted = db.reserve(chat, kind::image, "");
+    REQUIRE(aborted);
+    REQUIRE(db.start(chat, aborted->id));
+    REQUIRE(db.cancel(chat));
+    auto failed = db.fail(chat, aborted->id);
+    REQUIRE(failed);
+    CHECK(failed->cancel_requested);
+    CHECK(pockets_of(db, chat) == pockets{3, 0, 3});
+    CHECK(ledger_rows_of(chat) == 1);
+    // Text keeps the refuse policy: too_late, and nothing is marked.
+    auto text = db.reserve(chat, kind::text, "");
+    REQUIRE(text);
+    REQUIRE(db.start(chat, text->id));
+    CHECK(db.cancel(chat).error() == ec::too_late);
+    auto text_beat = db.heartbeat(chat, text->id);
+    REQUIRE(text_beat);
+    CHECK_FALSE(text_beat->cancel_requested);
+  }
+
+  TEST_CASE("cancel racing start 1,000 times under the request policy: "
+            "exactly one of cancelled while queued, or started then cancel "
+            "requested") {
+    auto opts = request_policy_options();
+    store setup{opts};
+    store worker{opts};
+    store gateway{opts};
+    auto chat = make_chat(setup, {0, 0, 1000});
+    int started = 0;
+    int cancelled = 0;
+    for (int i = 0; i < 1000; ++i) {
+      auto r = setup.reserve(chat, kind::image, "");
+      REQUIRE(r);
+      starting_line line{2};
+      auto start = std::async(std::launch::async, [&] {
+        line.arrive_and_wait();
+        return worker.start(chat, r->id);
+      });
+      auto cancel = std::async(std::launch::async, [&] {
+        line.arrive_and_wait();
+        return gateway.cancel(chat);
+      });
+      auto s = start.get();
+      auto c = cancel.get();
+      REQUIRE(c);
+      REQUIRE(c->id == r->id);
+      if (s) {
+        // Started first: the cancel marked it, and the job is still there.
+        REQUIRE(c->status == reservation_status::in_progress);
+        REQUIRE(c->cancel_requested);
+        REQUIRE(reservations_of(chat) == 1);
+        auto beat = worker.heartbeat(chat, r->id);
+        REQUIRE(beat);
+        REQUIRE(beat->cancel_requested);
+        ++started;
+        REQUIRE(setup.fail(chat, r->id));
+      } else {
+        // Cancelled while queued: gone, and the worker's start says so.
+        REQUIRE(s.error() == ec::not_found);
+        REQUIRE(c->status == reservation_status::queued);
+        REQUIRE_FALSE(c->cancel_requested);
+        REQUIRE(reservations_of(chat) == 0);
+        ++cancelled;
+      }
+    }
+    MESSAGE("started first: " << started << ", cancelled first: " << cancelled);
+    CHECK(started + cancelled == 1000);
+    CHECK(ledger_rows_of(chat) == 0);
+    CHECK(pockets_of(setup, chat) == pockets{0, 0, 1000});
   }
 
   // -- commit

@@ -2,6 +2,7 @@
 // Leases, sweeping and fencing against a real Postgres. Deadlines are moved
 // into the past with direct SQL instead of waiting for them.
 #include "persistence/store.hpp"
+#include "protocol/catalog.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
 
@@ -133,6 +134,37 @@ TEST_SUITE("sweep") {
           == 0);
     auto stranger = make_chat();
     CHECK(db.commit(stranger, r.id).error() == ec::invalid_argument);
+  }
+
+  TEST_CASE("a cancel-requested job keeps its lease and sweep deadline: its "
+            "silent worker is swept as any other, and charges nothing") {
+    auto opts = options();
+    for (auto& k : opts.products.kinds)
+      k.cancel_after_start = cancel_policy::request;
+    sweep_fixture f;
+    store db{opts};
+    auto chat = f.make_chat();
+    auto r = f.started(chat);
+    REQUIRE(db.heartbeat(chat, r.id));
+    auto marked = db.cancel(chat);
+    REQUIRE(marked);
+    REQUIRE(marked->cancel_requested);
+    lapse_lease(r.id);
+    CHECK(f.found(sweep_phase::lease, r.id));
+    auto released = db.release(chat, r.id);
+    REQUIRE(released);
+    CHECK(released->reason == "lease_expired");
+    CHECK(db.commit(chat, r.id).error() == ec::expired);
+    CHECK(db.cancel(chat, r.id, "").error() == ec::expired);
+    // Without a heartbeat, the age limit frees the chat just the same.
+    auto second = f.started(chat);
+    REQUIRE(db.cancel(chat));
+    age(second.id, "10 minutes");
+    CHECK(f.found(sweep_phase::age, second.id));
+    auto swept = db.release(chat, second.id);
+    REQUIRE(swept);
+    CHECK(swept->reason == "sweep_timeout");
+    CHECK(db.status(chat)->amounts == pockets{0, 0, 5});
   }
 
   TEST_CASE_FIXTURE(sweep_fixture,

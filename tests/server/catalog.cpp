@@ -88,6 +88,38 @@ TEST_SUITE("server.catalog") {
     CHECK(back.find_pocket("daily_messages")->free_daily == 10);
   }
 
+  TEST_CASE("the cancel-after-start options set the built-in kinds' "
+            "policies; a wrong value or one beside a catalog file refuses to "
+            "start") {
+    auto r =
+      run({"--image-cancel-after-start=request", "--print-default-catalog"});
+    CHECK(r.status == 0);
+    catalog back;
+    REQUIRE(parse_catalog(r.out, back).empty());
+    CHECK(back.find_kind("image")->cancel_after_start
+          == cancel_policy::request);
+    CHECK(back.find_kind("text")->cancel_after_start == cancel_policy::refuse);
+    auto both =
+      run({"--text-cancel-after-start=request",
+           "--image-cancel-after-start=refuse", "--print-default-catalog"});
+    REQUIRE(parse_catalog(both.out, back).empty());
+    CHECK(back.find_kind("text")->cancel_after_start == cancel_policy::request);
+    CHECK(back.find_kind("image")->cancel_after_start == cancel_policy::refuse);
+    auto wrong = run({"--text-cancel-after-start=maybe"});
+    CHECK(wrong.status == 2);
+    CHECK(wrong.err.find("text-cancel-after-start must be refuse or request, "
+                         "not 'maybe'")
+          != std::string::npos);
+    catalog_file f{voice_catalog(R"([{"pocket": "daily_voice"}])")};
+    auto beside =
+      run({"--catalog=" + f.path, "--image-cancel-after-start=request"});
+    CHECK(beside.status == 2);
+    CHECK(beside.err.find("image-cancel-after-start applies to the built-in "
+                          "catalog only: set cancel_after_start in "
+                          + f.path)
+          != std::string::npos);
+  }
+
   TEST_CASE("options that do not fit refuse to print, as they refuse to "
             "start") {
     auto r = run({"--print-default-catalog", "--free-daily-images=-1"});

@@ -93,6 +93,11 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
       flag("failed reservation " + str(id) + " was charged");
     if (w.cancelled_applied.count(id) != 0)
       flag("cancelled reservation " + str(id) + " was charged");
+    // Invariant 10: what the user was told was cancelled while queued is
+    // never charged (a cancel_requested job may be: its worker decides).
+    if (acks.cancelled_ok.count(id) != 0)
+      flag("reservation " + str(id)
+           + " was acknowledged as cancelled while queued, and charged");
   }
   for (const auto& [c, chat] : w.chats) {
     const auto& p = chat.available;
@@ -160,6 +165,13 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
   for (auto id : w.started_applied)
     if (w.cancelled_applied.count(id) != 0)
       flag("reservation " + str(id) + " was started and cancelled (db)");
+  // Under the `request` policy the other outcome: started, then cancel
+  // requested; never for a job no start reached.
+  for (auto id : acks.cancel_requested_ok)
+    if (w.started_applied.count(id) == 0)
+      flag("reservation " + str(id)
+           + " was answered cancel_requested but "
+             "never started");
 }
 
 void sim_auditor::audit_drained(const sim_world& w) {

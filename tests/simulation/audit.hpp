@@ -2,8 +2,9 @@
 // The money auditor of the seeded simulation: checks the money invariants
 // (charged exactly once, conservation, at most a chat's limit of active
 // reservations and fencing, no lock left, outage answers, cancel xor start,
-// nothing held twice, one job per request id) against the simulated
-// database and what the callers were told.
+// nothing held twice, one job per request id, a job cancelled while queued
+// never charged) against the simulated database and what the callers were
+// told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -23,7 +24,10 @@ struct sim_acks {
   std::map<reservation_id, int32_t> commit_units; ///< what they named
   std::map<reservation_id, receipt> receipts; ///< first acknowledged receipt
   std::set<reservation_id> started_ok;        ///< start acknowledged
-  std::set<reservation_id> cancelled_ok;      ///< cancel acknowledged
+  /// cancel acknowledged as cancelled while queued (the job deleted)
+  std::set<reservation_id> cancelled_ok;
+  /// cancel acknowledged as cancel_requested (started, the `request` policy)
+  std::set<reservation_id> cancel_requested_ok;
 };
 
 struct sim_auditor {
@@ -45,8 +49,8 @@ struct sim_auditor {
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8 and 9, after every
-  /// step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9 and 10, after
+  /// every step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
 
   /// Invariant 4 at the end: workers quiet, nothing is left.

@@ -17,6 +17,12 @@ simulation::simulation(uint64_t seed, sim_mutant mutant,
     : rng_(seed), kill_reason_(chat_kill_reason) {
   world->rng.seed(seed * 7919 + 1);
   world->products = std::move(products);
+  // Each kind refuses a cancel after start, or asks the worker to stop:
+  // seeded apart from rng_, so the steps' choices do not shift with it.
+  std::mt19937_64 policies{seed * 31 + 3};
+  for (auto& k : world->products.kinds)
+    if (policies() % 2 == 0)
+      k.cancel_after_start = cancel_policy::request;
   world->mutant = mutant;
   options_.connections = 2;
   options_.sweep_interval = 10s;

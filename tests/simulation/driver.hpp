@@ -45,6 +45,9 @@ struct sim_job {
   /// (a buggy worker) one more, which must be refused.
   int32_t commit_units = 0;
   caf::timestamp back_at; ///< a late worker's return
+  /// A heartbeat answered cancel_requested: the user cancelled the started
+  /// job, and the worker aborts (fail) or commits what was done.
+  bool cancel_seen = false;
 };
 
 /// The caller cannot know whether it happened: storage_unavailable, or a
@@ -103,6 +106,9 @@ private:
   void user_taps();
   void user_cancels(bool race_start);
   void worker_acts();
+  /// A worker that learnt of a cancel request: by its fate, it aborts,
+  /// commits anyway, or commits one unit (stopped half-way).
+  void worker_honours_cancel(reservation_id id);
   void late_workers_return();
   void admin_acts();
   void outage();

@@ -131,7 +131,8 @@ TEST_SUITE("simulation") {
           sim_mutant::reserve_ignores_holds, sim_mutant::limit_ignored,
           sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance,
           sim_mutant::commit_units_unchecked,
-          sim_mutant::partial_commit_balance_first}) {
+          sim_mutant::partial_commit_balance_first,
+          sim_mutant::cancel_request_acks_cancelled}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

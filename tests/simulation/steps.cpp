@@ -92,16 +92,28 @@ void simulation::user_cancels(bool race_start) {
     issue_start(id); // the scheduler's seed decides who comes first
   }
   auto record = [this](caf::expected<reservation>& r) {
-    if (r)
+    if (!r)
+      return;
+    if (!r->cancel_requested) {
       acks_.cancelled_ok.insert(r->id);
+      return;
+    }
+    ++stats["cancel_requested"];
+    acks_.cancel_requested_ok.insert(r->id);
+    if (r->status != reservation_status::in_progress)
+      auditor.flag("cancel answered cancel_requested for " + str(r->id)
+                   + " not in progress");
   };
-  // With several jobs a bare cancel names none: cancel one by its id.
-  // A chat with one job at a time is cancelled bare, as before.
+  // With several jobs a bare cancel names none: cancel one by its id, a
+  // queued one or, half the time, any (a started one under the `request`
+  // policy asks its worker to stop). A chat with one job at a time is
+  // cancelled bare, as before.
   auto parallel = world->chats[c].max_active_jobs.value_or(1) > 1;
   reservation_id named = parallel ? raced : 0;
+  bool any = pick(2) == 0;
   if (parallel && named == 0)
     for (const auto& [id, j] : jobs_)
-      if (j.chat == c && !j.started)
+      if (j.chat == c && (any || !j.started))
         named = id;
   if (named == 0)
     call<reservation>("cancel(" + str(c) + ")", c, record, atom::cancel_v, c);
@@ -132,9 +144,31 @@ void simulation::worker_acts() {
     settle();
     return;
   }
-  if (j.heartbeats && pick(2) == 0)
-    ask<reservation>("heartbeat(" + str(id) + ")", j.chat, atom::heartbeat_v,
-                     j.chat, id);
+  if (j.cancel_seen) {
+    worker_honours_cancel(id);
+    settle();
+    return;
+  }
+  if (j.heartbeats && pick(2) == 0) {
+    // The worker reads the heartbeat's answer before it goes on.
+    call<reservation>(
+      "heartbeat(" + str(id) + ")", j.chat,
+      [this, id](caf::expected<reservation>& r) {
+        auto job = jobs_.find(id);
+        if (r && r->cancel_requested && job != jobs_.end())
+          job->second.cancel_seen = true;
+      },
+      atom::heartbeat_v, j.chat, id);
+    settle();
+    auto job = jobs_.find(id);
+    if (job == jobs_.end() || job->second.back_at != caf::timestamp{})
+      return;
+    if (job->second.cancel_seen) {
+      worker_honours_cancel(id);
+      settle();
+      return;
+    }
+  }
   switch (j.fate) {
   case 5:
     ask<reservation>("fail(" + str(id) + ")", j.chat, atom::fail_v, j.chat, id);
@@ -160,6 +194,26 @@ void simulation::worker_acts() {
     break;
   }
   settle();
+}
+
+void simulation::worker_honours_cancel(reservation_id id) {
+  auto& j = jobs_[id];
+  switch (pick(3)) {
+  case 0: // aborts: nothing charged
+    ++stats["aborted_on_cancel_request"];
+    ask<reservation>("fail(" + str(id) + ")", j.chat, atom::fail_v, j.chat, id);
+    jobs_.erase(id);
+    break;
+  case 1: // the provider had done the work
+    ++stats["committed_after_cancel_request"];
+    issue_commit(id);
+    break;
+  default: // stopped half-way: one unit
+    ++stats["partial_after_cancel_request"];
+    j.commit_units = 1;
+    issue_commit(id);
+    break;
+  }
 }
 
 /// Workers that went away come back after a sweep freed their chat: their

@@ -54,6 +54,8 @@ const char* to_string(sim_mutant x) {
     return "commit_units_unchecked";
   case sim_mutant::partial_commit_balance_first:
     return "partial_commit_balance_first";
+  case sim_mutant::cancel_request_acks_cancelled:
+    return "cancel_request_acks_cancelled";
   }
   return "?";
 }
@@ -345,8 +347,19 @@ caf::expected<reservation> sim_world::cancel(chat_id chat, reservation_id id,
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);
   if (i->second.status != reservation_status::queued
-      && mutant != sim_mutant::cancel_in_progress)
-    return err(ec::too_late, "in progress");
+      && mutant != sim_mutant::cancel_in_progress) {
+    const auto* spec = products.find_kind(to_string(i->second.kind));
+    if (spec == nullptr || spec->cancel_after_start != cancel_policy::request)
+      return err(ec::too_late, "in progress");
+    i->second.cancel_requested = true;
+    cancel_requested_applied.insert(id);
+    auto answer = i->second;
+    if (mutant == sim_mutant::cancel_request_acks_cancelled) {
+      answer.status = reservation_status::queued; // the lie
+      answer.cancel_requested = false;
+    }
+    return answer;
+  }
   auto r = i->second;
   reservations.erase(i);
   cancelled_applied.insert(r.id);

@@ -49,6 +49,10 @@ enum class sim_mutant : uint8_t {
   /// A commit of fewer units than held charges balance first, the daily
   /// pockets last (more than those units of the hold cost there).
   partial_commit_balance_first,
+  /// Under the `request` policy, a cancel of a started job marks it but
+  /// answers as if the job had been deleted while queued: the user is told
+  /// "cancelled" of a job that runs on and is charged (10).
+  cancel_request_acks_cancelled,
 };
 
 const char* to_string(sim_mutant x);
@@ -98,6 +102,8 @@ struct sim_world {
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
   std::set<reservation_id> started_applied;  ///< a start changed its status
   std::set<reservation_id> cancelled_applied;
+  /// A cancel marked a started job cancel_requested (the `request` policy).
+  std::set<reservation_id> cancel_requested_applied;
   std::set<reservation_id> failed_applied;
   std::map<chat_id, pockets> refilled; ///< net change made by refills
   std::map<reservation_id, sim_hold_record> made_with; ///< at each reserve

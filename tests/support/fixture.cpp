@@ -41,6 +41,18 @@ reservation make_reservation(chat_id chat, reservation_id id) {
   return r;
 }
 
+/// What cancel answers: the job deleted while queued, or (log's
+/// cancel_requested) started and marked.
+reservation cancelled(const std::shared_ptr<fake_log>& log, chat_id chat,
+                      reservation_id id) {
+  auto x = make_reservation(chat, id);
+  if (log->cancel_requested) {
+    x.status = reservation_status::in_progress;
+    x.cancel_requested = true;
+  }
+  return x;
+}
+
 std::string name(const char* op, chat_id chat) {
   return std::string{op} + " " + std::to_string(chat);
 }
@@ -87,11 +99,11 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("fail", chat), make_reservation(chat, id));
     },
     [=](atom::cancel, chat_id chat) {
-      return answer(self, log, name("cancel", chat), make_reservation(chat, 1));
+      return answer(self, log, name("cancel", chat), cancelled(log, chat, 1));
     },
     [=](atom::cancel, chat_id chat, reservation_id id, const std::string&) {
       return answer(self, log, name("cancel", chat),
-                    make_reservation(chat, id == 0 ? 1 : id));
+                    cancelled(log, chat, id == 0 ? 1 : id));
     },
     [=](atom::limits, chat_id chat, const limits_update& x) {
       chat_status st;
@@ -155,6 +167,9 @@ caf::behavior event_recorder(caf::event_based_actor*,
     [=](const queue_notice& x) { note("queue_notice", x.chat, x.reservation); },
     [=](const reservation_released& x) {
       note("reservation_released", x.chat, x.reservation);
+    },
+    [=](const cancel_requested& x) {
+      note("cancel_requested", x.chat, x.reservation);
     },
     [=](const limits_refilled& x) { note("limits_refilled", x.chat, 0); },
   };

@@ -39,6 +39,9 @@ struct fake_log {
   caf::strong_actor_ptr last_sender; ///< the chat actor that asked
   reservation_id active = 0;         ///< status: the active reservation
   reservation_id reserve_id = 1;     ///< what reserve answers
+  /// cancel answers the job started and marked cancel_requested (the
+  /// `request` policy), instead of deleted while queued.
+  bool cancel_requested = false;
   std::deque<std::vector<sweep_candidate>> pages; ///< sweep answers in order
   std::vector<sweep_cursor> cursors; ///< what each sweep asked after
   std::vector<caf::actor> spawned;   ///< every fake the factory made
