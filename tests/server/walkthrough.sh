@@ -5,10 +5,14 @@
 #
 # usage: walkthrough.sh README.md CHARGEONCE-SERVER CHARGEONCE-CLI
 #
-# The walkthrough is every ```sh fenced line between the README markers
-# `<!-- walkthrough:begin -->` and `<!-- walkthrough:end -->`. Its commands
-# run in one bash process (variables persist), with 127.0.0.1:4242 replaced
-# by the test server's port and build/main/chargeonce-cli by CHARGEONCE-CLI.
+# A walkthrough is every ```sh fenced line between the README markers
+# `<!-- walkthrough:begin -->` and `<!-- walkthrough:end -->`; a begin
+# marker may name server options (`<!-- walkthrough:begin --opt=x -->`),
+# which the README's text asks the reader to start the server with. The
+# walkthroughs run in order, each against the server restarted with its
+# options on the same cluster, its commands in one bash process (variables
+# persist), with 127.0.0.1:4242 replaced by the test server's port and
+# build/main/chargeonce-cli by CHARGEONCE-CLI.
 # Conventions checked for every command:
 #   cmd ...  # exit N     the command must exit with N (default 0)
 #   # => {json}           the line after a command: its stdout must be exactly
@@ -37,16 +41,30 @@ on_exit_stop_postgres "$tmp/pg/data"
 
 # -- the walkthrough as a script ----------------------------------------------
 
-# Prints "README-line<TAB>text" for every fenced sh line between the markers.
+# Prints "README-line<TAB>text" for every fenced sh line of walkthrough $2
+# (1, 2, ...).
 extract_block() {
-  awk '
-    /<!-- walkthrough:begin -->/ { inside = 1; next }
+  awk -v want="$2" '
+    /<!-- walkthrough:begin( .*)? -->/ { n++; inside = (n == want); next }
     /<!-- walkthrough:end -->/ { inside = 0; next }
     inside && !fenced && /^```sh[[:space:]]*$/ { fenced = 1; next }
     inside && fenced && /^```[[:space:]]*$/ { fenced = 0; next }
     inside && fenced { print NR "\t" $0 }
   ' "$1"
 }
+
+# The server options the begin marker of walkthrough $2 names, if any.
+block_options() {
+  awk -v want="$2" '
+    /<!-- walkthrough:begin( .*)? -->/ {
+      if (++n == want) {
+        sub(/^.*<!-- walkthrough:begin */, ""); sub(/ *-->.*$/, ""); print
+      }
+    }
+  ' "$1"
+}
+
+blocks=$(grep -c -- '<!-- walkthrough:begin' "$readme" || true)
 
 # Runtime helpers of the generated script (emitted with declare -f).
 step_begin() {
@@ -132,18 +150,24 @@ generate() {
 socket="$tmp/pg/socket/.s.PGSQL.5432"
 ((${#socket} <= 107)) || die "build dir too deep for a Unix socket: $socket"
 
-start_server "$tmp/server" --port=0 --data-dir="$tmp/pg"
-port=$server_port
-echo "walkthrough: server pid $server_pid listening on 127.0.0.1:$port"
+# -- the walkthroughs ----------------------------------------------------------
 
-# -- the walkthrough -----------------------------------------------------------
-
-block=$(extract_block "$readme")
-[[ -n $block ]] || die "no \`\`\`sh lines between the walkthrough markers"
-[[ $block == *127.0.0.1:4242* && $block == *build/main/chargeonce-cli* ]] \
-  || die "the walkthrough must use build/main/chargeonce-cli and 127.0.0.1:4242"
-generate <<<"$block" >"$tmp/steps.sh"
-(cd "$tmp" && bash steps.sh) || die "the walkthrough failed (see above)"
+((blocks >= 1)) || die "no walkthrough markers in $readme"
+for ((k = 1; k <= blocks; k++)); do
+  read -ra options <<<"$(block_options "$readme" "$k")"
+  start_server "$tmp/server" --port=0 --data-dir="$tmp/pg" ${options[@]+"${options[@]}"}
+  port=$server_port
+  echo "walkthrough $k: server pid $server_pid listening on 127.0.0.1:$port" \
+    "${options[*]+${options[*]}}"
+  block=$(extract_block "$readme" "$k")
+  [[ -n $block ]] || die "no \`\`\`sh lines in walkthrough $k"
+  [[ $block == *127.0.0.1:4242* && $block == *build/main/chargeonce-cli* ]] \
+    || die "walkthrough $k must use build/main/chargeonce-cli and 127.0.0.1:4242"
+  steps=0
+  generate <<<"$block" >"$tmp/steps.sh"
+  (cd "$tmp" && bash steps.sh) || die "walkthrough $k failed (see above)"
+  ((k == blocks)) || stop_server "$server_pid"
+done
 
 # -- shutdown ------------------------------------------------------------------
 
