@@ -67,6 +67,10 @@ reservation_id reservation_of(const reservation_released& x) {
   return x.reservation;
 }
 
+reservation_id reservation_of(const resolution& x) {
+  return x.reservation;
+}
+
 reservation_id reservation_of(const top_up_receipt&) {
   return 0;
 }
@@ -258,6 +262,28 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
            const std::string& request_id) {
       return serialize<reservation>(self, "cancel", id, cancel_hook(self), op,
                                     self->state.id, id, request_id);
+    },
+    [self](atom::uncertain op, chat_id, reservation_id id,
+           const std::string& provider_ref) {
+      // Published after the move committed: a reconciler should ask the
+      // provider and resolve it.
+      auto hook = [self](const reservation& x) {
+        self->state.finished = x.id;
+        if (x.id == self->state.reconcile_published)
+          return;
+        self->state.reconcile_published = x.id;
+        spdlog::info("reconcile_needed chat={} reservation={}", self->state.id,
+                     x.id);
+        self->send(self->state.events,
+                   reconcile_needed{self->state.id, x.id, x.provider_ref});
+      };
+      return serialize<reservation>(self, "uncertain", id, hook, op,
+                                    self->state.id, id, provider_ref);
+    },
+    [self](atom::resolve op, chat_id, reservation_id id,
+           const std::string& outcome, int32_t units) {
+      return serialize<resolution>(self, "resolve", id, no_hook, op,
+                                   self->state.id, id, outcome, units);
     },
     [self](atom::status op, chat_id) {
       return serialize<chat_status>(self, "status", 0, no_hook, op,

@@ -70,6 +70,8 @@ struct chat_state {
   reservation_id finished = 0;
   /// Last reservation whose cancel_requested event this actor published.
   reservation_id cancel_published = 0;
+  /// Last reservation whose reconcile_needed event this actor published.
+  reservation_id reconcile_published = 0;
   caf::response_promise pending; ///< the caller awaiting Postgres, if any
 
   /// A caller never waits for its timeout because this actor went away.

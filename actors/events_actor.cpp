@@ -63,6 +63,10 @@ make_events(events_actor::stateful_pointer<events_state> self) {
       metrics::count_cancel_request();
       publish(self, x);
     },
+    [self](const reconcile_needed& x) {
+      metrics::count_reconcile_needed();
+      publish(self, x);
+    },
     [self](const limits_refilled& x) {
       metrics::count_reactivations(1);
       publish(self, x);

@@ -18,7 +18,8 @@ namespace chargeonce {
 using events_actor = caf::typed_actor<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
   caf::reacts_to<queue_notice>, caf::reacts_to<reservation_released>,
-  caf::reacts_to<cancel_requested>, caf::reacts_to<limits_refilled>>;
+  caf::reacts_to<cancel_requested>, caf::reacts_to<reconcile_needed>,
+  caf::reacts_to<limits_refilled>>;
 
 struct events_state {
   static inline const char* name = "events";

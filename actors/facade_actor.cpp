@@ -39,6 +39,9 @@ constexpr op operation_of(atom::premium) { return op::set_premium; }
 constexpr op operation_of(atom::flags) { return op::set_flags; }
 constexpr op operation_of(atom::subscribe) { return op::subscribe; }
 constexpr op operation_of(atom::limits) { return op::set_limits; }
+constexpr op operation_of(atom::uncertain) { return op::uncertain; }
+constexpr op operation_of(atom::resolve) { return op::resolve; }
+constexpr op operation_of(atom::unresolved) { return op::unresolved; }
 // clang-format on
 
 /// Asks the registry and answers the client itself. Never `delegate`: a
@@ -132,6 +135,17 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::subscribe op, caf::actor who) {
       return relay<bool>(self, api, op, std::move(who));
     },
+    [self, api](atom::uncertain op, chat_id chat, reservation_id id,
+                const std::string& provider_ref) {
+      return relay<reservation>(self, api, op, chat, id, provider_ref);
+    },
+    [self, api](atom::resolve op, chat_id chat, reservation_id id,
+                const std::string& outcome, int32_t units) {
+      return relay<resolution>(self, api, op, chat, id, outcome, units);
+    },
+    [self, api](atom::unresolved op, reservation_id after, uint32_t limit) {
+      return relay<unresolved_page>(self, api, op, after, limit);
+    },
   };
 }
 
@@ -193,6 +207,17 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
     },
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
+    },
+    [self, api](atom::uncertain op, chat_id chat, reservation_id id,
+                const std::string& provider_ref) {
+      return relay<reservation>(self, api, op, chat, id, provider_ref);
+    },
+    [self, api](atom::resolve op, chat_id chat, reservation_id id,
+                const std::string& outcome, int32_t units) {
+      return relay<resolution>(self, api, op, chat, id, outcome, units);
+    },
+    [self, api](atom::unresolved op, reservation_id after, uint32_t limit) {
+      return relay<unresolved_page>(self, api, op, after, limit);
     },
   };
 }

@@ -397,6 +397,25 @@ make_persistence(self_ptr self, persistence::store_options opts,
         self, "create", spec.chat, 0,
         [spec](store& db) { return db.create_chat(spec); });
     },
+    [self](atom::uncertain, chat_id chat, reservation_id id,
+           const std::string& provider_ref) {
+      return enqueue_alone<reservation>(
+        self, "uncertain", chat, id, [chat, id, provider_ref](store& db) {
+          return db.uncertain(chat, id, provider_ref);
+        });
+    },
+    [self](atom::resolve, chat_id chat, reservation_id id,
+           const std::string& outcome, int32_t units) {
+      return enqueue_alone<resolution>(
+        self, "resolve", chat, id, [chat, id, outcome, units](store& db) {
+          return db.resolve(chat, id, outcome, units);
+        });
+    },
+    [self](atom::unresolved, reservation_id after, uint32_t limit) {
+      return enqueue_alone<unresolved_page>(
+        self, "unresolved", 0, after,
+        [after, limit](store& db) { return db.unresolved(after, limit); });
+    },
     [self](atom::release, chat_id chat, reservation_id id) {
       return enqueue_alone<reservation_released>(
         self, "release", chat, id,

@@ -40,6 +40,9 @@ using release_signature =
 /// Owns one Postgres connection; answers after the transaction committed.
 using persistence_actor = billing_actor::extend<
   release_signature,
+  /// Jobs of unknown outcome after an id (store::unresolved).
+  caf::replies_to<atom::unresolved, reservation_id,
+                  uint32_t>::with<unresolved_page>,
   /// The next chunk of reservations past their deadline after a cursor
   /// (keyset pagination, at most `limit` rows).
   caf::replies_to<atom::sweep, sweep_cursor,

@@ -210,6 +210,25 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
         err = validate_job_limit(x.max_active_jobs);
       return to_chat<chat_status>(self, err, chat, op, chat, x);
     },
+    [self](atom::uncertain op, chat_id chat, reservation_id id,
+           const std::string& provider_ref) {
+      return to_chat<reservation>(self,
+                                  validate_uncertain(chat, id, provider_ref),
+                                  chat, op, chat, id, provider_ref);
+    },
+    [self](atom::resolve op, chat_id chat, reservation_id id,
+           const std::string& outcome, int32_t units) {
+      return to_chat<resolution>(self,
+                                 validate_resolve(chat, id, outcome, units),
+                                 chat, op, chat, id, outcome, units);
+    },
+    [self](atom::unresolved op, reservation_id after,
+           uint32_t limit) -> caf::result<unresolved_page> {
+      if (auto err = validate_unresolved(after, limit))
+        return err;
+      // Not of one chat: any partition's connection reads the index.
+      return self->delegate(self->state.pool.front(), op, after, limit);
+    },
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));
     },

@@ -137,6 +137,8 @@ void continue_after(self_ptr self, const sweep_cursor& after, size_t got) {
     next_chunk(self, after);
   else if (after.phase == sweep_phase::lease)
     next_chunk(self, sweep_cursor{sweep_phase::age, 0, 0});
+  else if (after.phase == sweep_phase::age)
+    next_chunk(self, sweep_cursor{sweep_phase::unresolved, 0, 0});
   else
     finish_sweep(self);
 }

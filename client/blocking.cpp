@@ -143,6 +143,29 @@ caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
                                   atom::fail_v, chat, id);
 }
 
+// -- outcome unknown: requests of their own
+// ------------------------------------
+
+caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
+                                             const std::string& provider_ref) {
+  return impl_->call_admin<reservation>(
+    request_type::uncertain, chat, atom::uncertain_v, chat, id, provider_ref);
+}
+
+caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,
+                                          const std::string& outcome,
+                                          int32_t units) {
+  return impl_->call_admin<resolution>(
+    request_type::resolve, chat, atom::resolve_v, chat, id, outcome, units);
+}
+
+caf::expected<unresolved_page> client::unresolved(reservation_id after,
+                                                  uint32_t limit) {
+  // Of every chat: the first server answers from the shared database.
+  return impl_->call_admin<unresolved_page>(request_type::unresolved, 0,
+                                            atom::unresolved_v, after, limit);
+}
+
 // -- administration -----------------------------------------------------------
 
 caf::expected<chat_status> client::create(const chat_spec& spec) {

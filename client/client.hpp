@@ -96,6 +96,16 @@ public:
   /// Charges `units` of the hold (0: all of it) and releases the rest.
   caf::expected<receipt> commit(chat_id chat, reservation_id id, int32_t units);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
+  /// The provider call timed out: outcome_unknown until resolve.
+  caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
+                                       const std::string& provider_ref);
+  /// "succeeded" (charged as a commit of `units`, 0: all held) or "failed".
+  caf::expected<resolution> resolve(chat_id chat, reservation_id id,
+                                    const std::string& outcome,
+                                    int32_t units = 0);
+  /// Jobs of unknown outcome of every chat after id `after`, by id.
+  caf::expected<unresolved_page> unresolved(reservation_id after,
+                                            uint32_t limit);
 
   void touch(chat_id chat, continuation<chat_status> then);
   void reserve(chat_id chat, const kind& k, const std::string& request_id,

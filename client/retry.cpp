@@ -75,6 +75,15 @@ bool retry_safe(request_type x, const std::string& request_id) {
   case request_type::set_limits:
     // Set absolute values: a repeat sets the same ones.
     return true;
+  case request_type::uncertain:
+    // Names its reservation and provider_ref: a repeat answers the same.
+    return true;
+  case request_type::resolve:
+    // Recorded once: a repeat of the same outcome answers the first
+    // resolution and charges nothing more.
+    return true;
+  case request_type::unresolved:
+    return true; // a read
   }
   return false;
 }

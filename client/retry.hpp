@@ -31,6 +31,9 @@ enum class request_type : uint8_t {
   set_premium,
   set_flags,
   set_limits,
+  uncertain,
+  resolve,
+  unresolved,
 };
 
 /// The request an operation of a batch stands for.

@@ -5,6 +5,7 @@
 #include "protocol/validation.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace chargeonce::persistence {
 
@@ -57,6 +58,23 @@ std::vector<reservation> active_of(pqxx::work& tx, chat_id chat) {
                                "chat_id = $1 OFFSET 0) r "
                                "ORDER BY created_at, id",
                            chat);
+  std::vector<reservation> out;
+  for (const auto& r : rs)
+    out.push_back(to_reservation(r));
+  return out;
+}
+
+/// The chat's active reservations and its jobs of unknown outcome (status
+/// outcome_unknown, slot -1), whose holds count too: one statement.
+std::vector<reservation> holding_of(pqxx::work& tx, chat_id chat) {
+  auto rs = tx.exec_params(
+    std::string{"SELECT "} + reservation_columns
+      + " FROM reservations WHERE chat_id = $1 UNION ALL SELECT id, chat_id, "
+        "kind, 'outcome_unknown', queue, held::text, request_id, "
+        "(extract(epoch FROM created_at) * 1000000)::bigint, NULL::bigint, "
+        "-1, units, held_units::text, cancel_requested FROM "
+        "uncertain_reservations WHERE chat_id = $1 AND outcome IS NULL",
+    chat);
   std::vector<reservation> out;
   for (const auto& r : rs)
     out.push_back(to_reservation(r));
@@ -120,7 +138,10 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                            "chat " + std::to_string(chat) + " runs up to "
                              + std::to_string(limit)
                              + " jobs at once: reserve needs a request_id");
-  auto active = active_of(tx, chat);
+  auto holding = holding_of(tx, chat);
+  std::vector<reservation> active;
+  std::copy_if(holding.begin(), holding.end(), std::back_inserter(active),
+               [](const reservation& x) { return is_active(x.status); });
   auto slot = free_slot(active, limit);
   if (slot < 0)
     return caf::make_error(ec::busy, busy_message(chat, active.size(), limit));
@@ -128,7 +149,7 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   const auto& spec = *o.products.find_kind(to_string(k));
   pocket_choice choice;
   if (auto code = choose_pockets(spec, premium,
-                                 left_after(pockets_of(r[0]), held_by(active)),
+                                 left_after(pockets_of(r[0]), held_by(holding)),
                                  std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));

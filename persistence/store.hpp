@@ -41,6 +41,9 @@ struct store_options {
   /// How long a job that ended is still found by its request id: a reserve
   /// retried with it returns the job, never a new hold.
   std::chrono::milliseconds request_retention{std::chrono::hours(24)};
+  /// How long a job of unknown outcome (`uncertain`) keeps its hold before
+  /// the sweep releases it unresolved, nothing charged.
+  std::chrono::milliseconds reconcile_timeout{std::chrono::hours(24)};
   /// The hot operations (reserve, start, heartbeat, commit, fail, cancel,
   /// status) through the server-side functions: one round trip each. Off,
   /// they run as the straightforward lock-select-write statements (what
@@ -99,6 +102,25 @@ public:
 
   caf::expected<chat_status> status(chat_id chat);
 
+  // -- outcome unknown (server-side functions in either mode: rare) ----------
+
+  /// A started job whose provider call timed out: out of its slot, its hold
+  /// kept, until resolve or reconcile_timeout. Repeated with the same
+  /// provider_ref, the same answer; with another, invalid_argument.
+  caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
+                                       const std::string& provider_ref);
+
+  /// "succeeded" charges the hold (of `units`, 0: all held) in one ledger
+  /// row, "failed" releases it; once: a retry answers the first resolution,
+  /// the other outcome is invalid_state, after reconcile_timeout expired.
+  caf::expected<resolution> resolve(chat_id chat, reservation_id id,
+                                    const std::string& outcome, int32_t units);
+
+  /// Up to `limit` jobs of unknown outcome after reservation id `after`, by
+  /// id (an index of the open ones: never a scan of the resolved).
+  caf::expected<unresolved_page> unresolved(reservation_id after,
+                                            uint32_t limit);
+
   /// Applies operations of different chats in one statement and one commit;
   /// the answer i belongs to operation i. Each is decided on its own (a busy
   /// one never fails its neighbours); an outage fails them all with
@@ -150,12 +172,14 @@ public:
 
   /// Deletes the reservation if it is still past its deadline (re-checked:
   /// a heartbeat or a commit may have come first) and records it as
-  /// released, in one transaction. not_found when there was nothing to do.
+  /// released, in one transaction; or releases a job of unknown outcome
+  /// past reconcile_timeout, unless it was resolved meanwhile (reason
+  /// "unresolved"). not_found when there was nothing to do.
   caf::expected<reservation_released> release(chat_id chat, reservation_id id);
 
-  /// Forgets released reservations older than release_retention and ended
-  /// jobs older than request_retention, in chunks; returns how many rows
-  /// were deleted.
+  /// Forgets released reservations and resolved jobs of unknown outcome
+  /// older than release_retention and ended jobs older than
+  /// request_retention, in chunks; returns how many rows were deleted.
   caf::expected<uint64_t> prune();
 
   /// Active reservations in Postgres, of every server, by the chat's plan

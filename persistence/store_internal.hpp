@@ -127,8 +127,12 @@ inline void complete_status(chat_status& x, const store_options& o) {
     x.amounts.set(p.name, x.amounts.get(p.name));
   x.max_active_jobs = job_limit(x.own_max_active_jobs, x.premium, o);
   x.active = caf::none;
-  if (!x.reservations.empty())
-    x.active = x.reservations.front();
+  for (const auto& r : x.reservations)
+    if (is_active(r.status)) {
+      x.active = r;
+      break;
+    }
+  // Jobs of unknown outcome are listed (last) and hold what they held.
   x.held = held_by(x.reservations);
 }
 
@@ -202,62 +206,19 @@ inline std::string describe(chat_id chat, reservation_id id) {
          + std::to_string(chat);
 }
 
-/// The chat a released reservation belonged to, if the sweeper released it
-/// within the retention period.
-inline caf::optional<chat_id> released_owner(pqxx::work& tx,
-                                             reservation_id id) {
-  auto rs = tx.exec_params(
-    "SELECT chat_id FROM released_reservations WHERE id = $1", id);
-  if (rs.empty())
-    return caf::none;
-  return rs[0][0].as<int64_t>();
-}
-
 /// Why reservation `id` is not an active reservation of `chat`: it belongs to
 /// another chat, it was committed already, the sweeper released it (fencing:
 /// expired), or it is simply gone.
 inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
                                   reservation_id id) {
-  auto owner =
-    tx.exec_params("SELECT chat_id FROM reservations WHERE id = $1", id);
-  if (!owner.empty() && owner[0][0].as<int64_t>() != chat)
-    return caf::make_error(ec::invalid_argument, "reservation "
-                                                   + std::to_string(id)
-                                                   + " does not belong to chat "
-                                                   + std::to_string(chat));
-  if (auto done = find_receipt(tx, id)) {
-    if (done->chat != chat)
-      return caf::make_error(ec::invalid_argument,
-                             "reservation " + std::to_string(id)
-                               + " does not belong to chat "
-                               + std::to_string(chat));
-    return caf::make_error(ec::invalid_state,
-                           describe(chat, id) + " was already committed");
-  }
-  if (auto owner = released_owner(tx, id)) {
-    if (*owner != chat)
-      return caf::make_error(ec::invalid_argument,
-                             "reservation " + std::to_string(id)
-                               + " does not belong to chat "
-                               + std::to_string(chat));
-    return caf::make_error(ec::expired,
-                           describe(chat, id) + " was released by the sweeper");
-  }
-  auto ended = tx.exec_params(
-    "SELECT chat_id, status FROM ended_reservations WHERE id = $1", id);
-  if (!ended.empty()) {
-    if (ended[0][0].as<int64_t>() != chat)
-      return caf::make_error(ec::invalid_argument,
-                             "reservation " + std::to_string(id)
-                               + " does not belong to chat "
-                               + std::to_string(chat));
-    return caf::make_error(ec::not_found, describe(chat, id) + " was "
-                                            + ended[0][1].as<std::string>());
-  }
-  if (!chat_exists(tx, chat))
-    return caf::make_error(ec::not_found,
-                           "unknown chat " + std::to_string(chat));
-  return caf::make_error(ec::not_found, describe(chat, id) + " is gone");
+  // The server-side function: one answer for both SQL paths, and an error
+  // path, so one round trip more or less does not matter.
+  auto rs = tx.exec_params(
+    "SELECT outcome, message FROM chargeonce_explain_missing($1, $2)", chat,
+    id);
+  auto code = ec::not_found;
+  from_string(rs[0][0].as<std::string>(), code);
+  return caf::make_error(code, rs[0][1].as<std::string>());
 }
 
 } // namespace detail

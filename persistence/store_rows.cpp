@@ -62,6 +62,9 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
     x.units = j.at("units").get<int32_t>();
     x.held_units = pockets_of(j.at("held_units"));
     x.cancel_requested = j.at("cancel_requested").get<bool>();
+    if (const auto& ref = j.at("provider_ref"); !ref.is_null())
+      x.provider_ref = ref.get<std::string>();
+    x.uncertain_at = optional_micros(j.at("uncertain_us"));
     out.push_back(std::move(x));
   }
   return out;

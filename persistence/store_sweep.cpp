@@ -9,15 +9,21 @@ namespace chargeonce::persistence {
 
 namespace {
 
-/// The keyset query of one sweep phase. Both use their own index: the
+/// The keyset query of one sweep phase. Each uses its own index: the
 /// `>=` bound is an index condition, the row comparison breaks ties.
 std::string sweep_query(sweep_phase phase) {
+  auto after = micros_to_timestamptz("$1::bigint");
+  if (phase == sweep_phase::unresolved)
+    return "SELECT id, chat_id, chargeonce_us(uncertain_at) FROM "
+           "uncertain_reservations WHERE outcome IS NULL AND uncertain_at < "
+           "now() - $4 * interval '1 millisecond' AND uncertain_at >= "
+           + after + " AND (uncertain_at, id) > (" + after
+           + ", $2) ORDER BY uncertain_at, id LIMIT $3";
   const char* column =
     phase == sweep_phase::lease ? "lease_expires_at" : "created_at";
   const char* due = phase == sweep_phase::lease
                       ? "lease_expires_at < now()"
                       : "created_at < now() - $4 * interval '1 millisecond'";
-  auto after = micros_to_timestamptz("$1::bigint");
   return std::string{"SELECT id, chat_id, (extract(epoch FROM "} + column
          + ") * 1000000)::bigint FROM reservations WHERE " + due + " AND "
          + column + " >= " + after + " AND (" + column + ", id) > (" + after
@@ -28,7 +34,10 @@ std::string sweep_query(sweep_phase phase) {
 
 caf::expected<std::vector<sweep_candidate>>
 store::sweep_chunk(const sweep_cursor& after, uint32_t limit) {
-  auto timeout_ms = static_cast<int64_t>(impl_->opts.sweep_timeout.count());
+  auto timeout_ms =
+    static_cast<int64_t>(after.phase == sweep_phase::unresolved
+                           ? impl_->opts.reconcile_timeout.count()
+                           : impl_->opts.sweep_timeout.count());
   using result_type = std::vector<sweep_candidate>;
   return impl_->run<result_type>(
     "sweep", 0, after.reservation,
@@ -73,10 +82,18 @@ caf::expected<reservation_released> store::release(chat_id chat,
       // Deadline re-checked under the row lock: a heartbeat or a commit that
       // came first wins, and the row is left alone.
       auto rs = tx.exec_prepared(release_statement, id, chat, timeout_ms);
-      if (rs.empty())
-        return caf::make_error(ec::not_found, describe(chat, id)
-                                                + " is not past its deadline");
-      return reservation_released{chat, id, rs[0][0].as<std::string>()};
+      if (!rs.empty())
+        return reservation_released{chat, id, rs[0][0].as<std::string>()};
+      // Not active: perhaps a job of unknown outcome past reconcile-timeout
+      // (a second statement only when the first found nothing).
+      auto unresolved = tx.exec_params(
+        "SELECT chargeonce_release_unresolved($1, $2, $3)", chat, id,
+        static_cast<int64_t>(impl_->opts.reconcile_timeout.count()));
+      if (!unresolved[0][0].is_null())
+        return reservation_released{chat, id,
+                                    unresolved[0][0].as<std::string>()};
+      return caf::make_error(ec::not_found,
+                             describe(chat, id) + " is not past its deadline");
     });
 }
 
@@ -136,7 +153,12 @@ caf::expected<uint64_t> store::prune() {
                 static_cast<int64_t>(impl_->opts.request_retention.count()));
   if (!ended)
     return ended;
-  return *released + *ended;
+  auto resolved =
+    prune_table(run, "uncertain_reservations", "resolved_at",
+                static_cast<int64_t>(impl_->opts.release_retention.count()));
+  if (!resolved)
+    return resolved;
+  return *released + *ended + *resolved;
 }
 
 } // namespace chargeonce::persistence

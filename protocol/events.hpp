@@ -28,7 +28,9 @@ typename Inspector::result_type inspect(Inspector& f, queue_notice& x) {
 struct reservation_released {
   chat_id chat = 0;
   reservation_id reservation = 0;
-  std::string reason; ///< "lease_expired" or "sweep_timeout"
+  /// "lease_expired", "sweep_timeout", or "unresolved" (an uncertain job
+  /// released at reconcile-timeout, nothing charged)
+  std::string reason;
 };
 
 template <class Inspector>
@@ -51,6 +53,21 @@ typename Inspector::result_type inspect(Inspector& f, cancel_requested& x) {
   return f(caf::meta::type_name("cancel_requested"), x.chat, x.reservation);
 }
 
+/// A worker could not tell whether its provider did the job
+/// (`uncertain`): a reconciler should ask the provider by `provider_ref`
+/// and `resolve` it before reconcile-timeout releases it.
+struct reconcile_needed {
+  chat_id chat = 0;
+  reservation_id reservation = 0;
+  std::string provider_ref;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reconcile_needed& x) {
+  return f(caf::meta::type_name("reconcile_needed"), x.chat, x.reservation,
+           x.provider_ref);
+}
+
 /// A quiet chat's daily limits were refilled (reactivation).
 struct limits_refilled {
   chat_id chat = 0;
@@ -63,8 +80,9 @@ typename Inspector::result_type inspect(Inspector& f, limits_refilled& x) {
 
 /// Which deadline a sweep pass looks for; each has its own index.
 enum class sweep_phase : uint8_t {
-  lease = 0, ///< a started job's heartbeat lease lapsed
-  age = 1,   ///< older than sweep-timeout, heartbeat or not
+  lease = 0,      ///< a started job's heartbeat lease lapsed
+  age = 1,        ///< older than sweep-timeout, heartbeat or not
+  unresolved = 2, ///< an uncertain job past reconcile-timeout
 };
 
 /// Where a keyset-paginated sweep pass continues: after (at, reservation).

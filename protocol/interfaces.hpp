@@ -49,6 +49,17 @@ using billing_actor = caf::typed_actor<
                   int32_t>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
+  /// A started job whose provider call timed out (chat, id, provider_ref):
+  /// outcome_unknown, its slot freed, its hold kept; a repeat with the same
+  /// provider_ref answers the same.
+  caf::replies_to<atom::uncertain, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  /// What the provider says of an uncertain job (chat, id, "succeeded" or
+  /// "failed", units: 0 for all held): charged as a commit, or released.
+  /// Repeated, the first resolution; the other outcome is invalid_state,
+  /// after reconcile-timeout released it expired.
+  caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
+                  int32_t>::with<resolution>,
   /// Deletes the chat's only active reservation while queued. Once started:
   /// too_late under its kind's `refuse` policy; under `request`, marks it
   /// cancel_requested and answers it (a repeat answers the same). Fails
@@ -76,10 +87,14 @@ using billing_actor = caf::typed_actor<
 
 /// The server's published API: billing plus the event stream. A subscriber
 /// (local or remote) receives queue_notice, reservation_released,
-/// cancel_requested and limits_refilled messages, at most once each, until
-/// it goes down.
+/// cancel_requested, reconcile_needed and limits_refilled messages, at most
+/// once each, until it goes down.
 using api_actor = billing_actor::extend<
-  caf::replies_to<atom::subscribe, caf::actor>::with<bool>>;
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
+  /// Jobs of unknown outcome of every chat after reservation id `after`,
+  /// oldest id first, at most `limit` (1 to 1,000).
+  caf::replies_to<atom::unresolved, reservation_id,
+                  uint32_t>::with<unresolved_page>>;
 
 /// Many operations in one message (client batching). Each is answered as if
 /// it had come alone, in the batch's order; one outside the endpoint's role
@@ -114,7 +129,13 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
   caf::replies_to<atom::commit, chat_id, reservation_id,
                   int32_t>::with<receipt>,
-  caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>>;
+  caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
+  caf::replies_to<atom::uncertain, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
+                  int32_t>::with<resolution>,
+  caf::replies_to<atom::unresolved, reservation_id,
+                  uint32_t>::with<unresolved_page>>;
 
 /// Administration: payments and account changes. A gateway cannot commit.
 using admin_actor = caf::typed_actor<

@@ -28,19 +28,47 @@ nlohmann::json to_json(const pockets& x) {
 }
 
 nlohmann::json to_json(const reservation& x) {
-  return {{"id", x.id},
+  nlohmann::json out = {{"id", x.id},
+                        {"chat", x.chat},
+                        {"kind", to_string(x.kind)},
+                        {"status", to_string(x.status)},
+                        {"queue", x.queue},
+                        {"held", to_json(x.held)},
+                        {"request_id", x.request_id},
+                        {"created_at", format_iso8601(x.created_at)},
+                        {"lease_expires_at", optional_time(x.lease_expires_at)},
+                        {"slot", x.slot},
+                        {"ended_at", optional_time(x.ended_at)},
+                        {"units", x.units},
+                        {"cancel_requested", x.cancel_requested}};
+  if (x.status == reservation_status::outcome_unknown) {
+    out["provider_ref"] = x.provider_ref;
+    out["uncertain_at"] = optional_time(x.uncertain_at);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const resolution& x) {
+  return {{"reservation", x.reservation},
           {"chat", x.chat},
           {"kind", to_string(x.kind)},
-          {"status", to_string(x.status)},
-          {"queue", x.queue},
-          {"held", to_json(x.held)},
-          {"request_id", x.request_id},
-          {"created_at", format_iso8601(x.created_at)},
-          {"lease_expires_at", optional_time(x.lease_expires_at)},
-          {"slot", x.slot},
-          {"ended_at", optional_time(x.ended_at)},
+          {"outcome", x.outcome},
+          {"charged", to_json(x.charged)},
+          {"released", to_json(x.released)},
           {"units", x.units},
-          {"cancel_requested", x.cancel_requested}};
+          {"resolved_at", format_iso8601(x.resolved_at)},
+          {"provider_ref", x.provider_ref}};
+}
+
+nlohmann::json to_json(const unresolved_page& x) {
+  auto jobs = nlohmann::json::array();
+  for (const auto& r : x.jobs)
+    jobs.push_back(to_json(r));
+  // The cursor of the next page: after the last id.
+  nlohmann::json next = nullptr;
+  if (!x.jobs.empty())
+    next = x.jobs.back().id;
+  return {{"reservations", std::move(jobs)}, {"next_after", next}};
 }
 
 nlohmann::json to_json(const receipt& x) {
@@ -105,6 +133,13 @@ nlohmann::json to_json(const cancel_requested& x) {
   return {{"event", "cancel_requested"},
           {"chat", x.chat},
           {"reservation", x.reservation}};
+}
+
+nlohmann::json to_json(const reconcile_needed& x) {
+  return {{"event", "reconcile_needed"},
+          {"chat", x.chat},
+          {"reservation", x.reservation},
+          {"provider_ref", x.provider_ref}};
 }
 
 nlohmann::json to_json(const limits_refilled& x) {

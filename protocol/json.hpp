@@ -21,6 +21,10 @@ nlohmann::json to_json(const top_up_receipt& x);
 nlohmann::json to_json(const queue_notice& x);
 nlohmann::json to_json(const reservation_released& x);
 nlohmann::json to_json(const cancel_requested& x);
+nlohmann::json to_json(const reconcile_needed& x);
+nlohmann::json to_json(const resolution& x);
+/// {"reservations": [...], "next_after": the last id or null}
+nlohmann::json to_json(const unresolved_page& x);
 nlohmann::json to_json(const limits_refilled& x);
 
 /// {"error": "<name>", "message": "<context>"}.

@@ -13,13 +13,14 @@ const std::string& to_string(const kind& x) {
 
 namespace {
 
-constexpr std::array<std::pair<reservation_status, const char*>, 6>
+constexpr std::array<std::pair<reservation_status, const char*>, 7>
   status_names{{{reservation_status::queued, "queued"},
                 {reservation_status::in_progress, "in_progress"},
                 {reservation_status::committed, "committed"},
                 {reservation_status::failed, "failed"},
                 {reservation_status::cancelled, "cancelled"},
-                {reservation_status::released, "released"}}};
+                {reservation_status::released, "released"},
+                {reservation_status::outcome_unknown, "outcome_unknown"}}};
 
 } // namespace
 

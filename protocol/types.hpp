@@ -61,9 +61,13 @@ enum class reservation_status : uint8_t {
   failed = 3,    ///< the worker gave up: nothing charged
   cancelled = 4, ///< cancelled while queued: nothing charged
   released = 5,  ///< the sweeper released it: nothing charged
+  /// The worker's provider call timed out (`uncertain`): no slot, the hold
+  /// kept until `resolve` or reconcile-timeout.
+  outcome_unknown = 6,
 };
 
-/// queued or in_progress: the job holds its price and a slot.
+/// queued or in_progress: the job holds its price and a slot. (An
+/// outcome_unknown job holds its price only.)
 bool is_active(reservation_status x);
 
 const std::string& to_string(const kind& x);
@@ -188,13 +192,54 @@ struct reservation {
   /// Cancel was asked after the job started, under its kind's `request`
   /// policy: the worker should stop (fail), or commit what was done.
   bool cancel_requested = false;
+  /// outcome_unknown: the idempotency key the worker gave its provider,
+  /// and since when nobody knows (reconcile-timeout runs from there).
+  std::string provider_ref;
+  caf::optional<caf::timestamp> uncertain_at;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
            x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at,
-           x.slot, x.ended_at, x.units, x.held_units, x.cancel_requested);
+           x.slot, x.ended_at, x.units, x.held_units, x.cancel_requested,
+           x.provider_ref, x.uncertain_at);
+}
+
+/// The largest provider_ref `uncertain` takes, in bytes.
+inline constexpr size_t provider_ref_max_bytes = 256;
+
+/// What `resolve` recorded for a job of unknown outcome, once: succeeded
+/// (charged as a commit of `units` would) or failed (nothing charged, the
+/// hold released). A retry returns the same.
+struct resolution {
+  reservation_id reservation = 0;
+  chat_id chat = 0;
+  chargeonce::kind kind = kind::text;
+  std::string outcome; ///< "succeeded" or "failed"
+  pockets charged;     ///< what the ledger row took (failed: nothing)
+  pockets released;    ///< what the hold gave back
+  int32_t units = 0;   ///< the units charged (failed: 0)
+  caf::timestamp resolved_at;
+  std::string provider_ref;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resolution& x) {
+  return f(caf::meta::type_name("resolution"), x.reservation, x.chat, x.kind,
+           x.outcome, x.charged, x.released, x.units, x.resolved_at,
+           x.provider_ref);
+}
+
+/// One page of jobs whose outcome is unknown, by id (keyset: the next page
+/// starts after the last id).
+struct unresolved_page {
+  std::vector<reservation> jobs;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unresolved_page& x) {
+  return f(caf::meta::type_name("unresolved_page"), x.jobs);
 }
 
 /// The ledger entry of one commit; a repeated commit returns the same one.

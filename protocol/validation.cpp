@@ -150,6 +150,38 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
   return caf::none;
 }
 
+caf::error validate_uncertain(chat_id chat, reservation_id id,
+                              const std::string& provider_ref) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  if (provider_ref.empty() || provider_ref.size() > provider_ref_max_bytes)
+    return caf::make_error(ec::invalid_argument,
+                           "provider_ref must have 1 to 256 bytes");
+  if (!is_storable_text(provider_ref))
+    return caf::make_error(ec::invalid_argument,
+                           "provider_ref must be UTF-8 without NUL bytes");
+  return caf::none;
+}
+
+caf::error validate_resolve(chat_id chat, reservation_id id,
+                            const std::string& outcome, int32_t units) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  if (outcome != "succeeded" && outcome != "failed")
+    return caf::make_error(ec::invalid_argument,
+                           "outcome must be succeeded or failed");
+  return validate_units(units);
+}
+
+caf::error validate_unresolved(reservation_id after, uint32_t limit) {
+  if (after < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "after must be a reservation id or 0");
+  if (limit == 0 || limit > unresolved_page_max)
+    return caf::make_error(ec::invalid_argument, "limit must be 1 to 1000");
+  return caf::none;
+}
+
 caf::error validate_spec(const chat_spec& spec) {
   if (auto err = validate_chat(spec.chat))
     return err;

@@ -46,6 +46,20 @@ caf::error validate_job_limit(const caf::optional<int32_t>& limit);
 caf::error validate_top_up(chat_id chat, int64_t credits,
                            const std::string& payment_id);
 
+/// A provider_ref of 1 to provider_ref_max_bytes bytes of UTF-8 without NUL.
+caf::error validate_uncertain(chat_id chat, reservation_id id,
+                              const std::string& provider_ref);
+
+/// An outcome of "succeeded" or "failed"; units 0 (all held) or 1 to
+/// units_max (meaningful for succeeded).
+caf::error validate_resolve(chat_id chat, reservation_id id,
+                            const std::string& outcome, int32_t units);
+
+/// A page of 1 to unresolved_page_max jobs after a reservation id (0: from
+/// the first).
+inline constexpr uint32_t unresolved_page_max = 1000;
+caf::error validate_unresolved(reservation_id after, uint32_t limit);
+
 /// A valid chat id, no negative amount, a valid limit of active jobs.
 caf::error validate_spec(const chat_spec& spec);
 

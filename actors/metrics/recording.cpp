@@ -76,6 +76,10 @@ void count_cancel_request() {
   series.cancel_requests.add();
 }
 
+void count_reconcile_needed() {
+  series.reconcile_needed.add();
+}
+
 void count_release(std::string_view reason) {
   size_t i = 0;
   while (i + 1 < release_reasons.size() && reason != release_reasons[i])

@@ -35,6 +35,9 @@ enum class operation : uint8_t {
   set_flags,
   subscribe,
   set_limits,
+  uncertain,
+  resolve,
+  unresolved,
   /// Not an operation but how many there are: keep it last. The label table
   /// is checked against it at compile time.
   count_,
@@ -64,6 +67,9 @@ void count_queue_notice();
 
 /// A cancel_requested event was published: a user cancelled a started job.
 void count_cancel_request();
+
+/// A reconcile_needed event was published: a job's outcome is unknown.
+void count_reconcile_needed();
 
 /// A reservation was released by the sweeper; `reason` as Postgres records
 /// it (`lease_expired`, `sweep_timeout`), anything else counts as `other`.

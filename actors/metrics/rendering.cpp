@@ -127,6 +127,10 @@ void render_background(std::string& out) {
                  "cancel_requested events published: started jobs a user "
                  "cancelled.",
                  series.cancel_requests);
+  render_counter(out, "chargeonce_reconcile_needed_total",
+                 "reconcile_needed events published: jobs whose provider "
+                 "outcome became unknown.",
+                 series.reconcile_needed);
   family(out, "chargeonce_releases_total", "counter",
          "Reservations released by the sweeper, by reason.");
   for (size_t i = 0; i < release_reasons.size(); ++i)

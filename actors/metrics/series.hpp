@@ -84,6 +84,9 @@ inline constexpr std::pair<operation, const char*> operation_labels[] = {
   {operation::set_flags, "set_flags"},
   {operation::subscribe, "subscribe"},
   {operation::set_limits, "set_limits"},
+  {operation::uncertain, "uncertain"},
+  {operation::resolve, "resolve"},
+  {operation::unresolved, "unresolved"},
 };
 
 constexpr bool operation_labels_in_enum_order() {
@@ -110,8 +113,8 @@ inline constexpr size_t outcome_slots = ec_slots_max + 3;
 /// The label of each outcome slot; empty for codes chargeonce does not have.
 const std::array<std::string, outcome_slots>& outcome_names();
 
-inline constexpr std::array<const char*, 3> release_reasons = {
-  "lease_expired", "sweep_timeout", "other"};
+inline constexpr std::array<const char*, 4> release_reasons = {
+  "lease_expired", "sweep_timeout", "unresolved", "other"};
 
 /// From 1 ms (a local Postgres round trip) to the facades' 60 s relay
 /// timeout.
@@ -131,6 +134,7 @@ struct registry {
   std::array<counter, operation_count> internal_errors;
   counter queue_notices;
   counter cancel_requests;
+  counter reconcile_needed;
   std::array<counter, release_reasons.size()> releases;
   counter reactivations;
   counter sweeps;

@@ -2,6 +2,7 @@
 #include "main/cli/commands.hpp"
 
 #include "main/cli/watch.hpp"
+#include "protocol/validation.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -122,6 +123,48 @@ action prepare_cancel(const flag_map& flags) {
   };
 }
 
+/// uncertain: the provider call of a started job timed out.
+action prepare_uncertain(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto id = reservation_flag(flags);
+  auto ref = flags.at("provider-ref");
+  return [=](session& s) {
+    return print_result(s, s.api.uncertain(chat, id, ref));
+  };
+}
+
+/// resolve: what the provider says, succeeded (of --units) or failed.
+action prepare_resolve(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto id = reservation_flag(flags);
+  auto outcome = flags.at("outcome");
+  if (outcome != "succeeded" && outcome != "failed")
+    throw usage_error("--outcome must be succeeded or failed, got '" + outcome
+                      + "'");
+  auto units = units_flag(flags);
+  if (units != 0 && outcome == "failed")
+    throw usage_error("--units goes with --outcome=succeeded");
+  return [=](session& s) {
+    return print_result(s, s.api.resolve(chat, id, outcome, units));
+  };
+}
+
+/// unresolved: one page of jobs of unknown outcome, after --after.
+action prepare_unresolved(const flag_map& flags) {
+  auto after = int_flag<reservation_id>(flags, "after");
+  auto limit = flags.count("limit") != 0 ? int_flag<int64_t>(flags, "limit")
+                                         : int64_t{100};
+  if (after < 0)
+    throw usage_error("--after must be a reservation id");
+  if (limit < 1 || limit > int64_t{unresolved_page_max})
+    throw usage_error("--limit must be 1 to 1000, got "
+                      + std::to_string(limit));
+  return [=](session& s) {
+    return print_result(s,
+                        s.api.unresolved(after, static_cast<uint32_t>(limit)));
+  };
+}
+
 action prepare_set_limits(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto limit = job_limit_flag(flags);
@@ -218,6 +261,24 @@ std::vector<command> make_commands() {
      "drops a started job without a charge",
      step(
        [](api& c, chat_id ch, reservation_id id) { return c.fail(ch, id); })},
+    {"uncertain",
+     {chat, reservation, {"provider-ref", "S"}},
+     {},
+     role::worker,
+     "the provider timed out: frees the slot, keeps the hold",
+     prepare_uncertain},
+    {"resolve",
+     {chat, reservation, {"outcome", "succeeded|failed"}},
+     {{"units", "N"}},
+     role::worker,
+     "records the provider's answer: charge or release the hold",
+     prepare_resolve},
+    {"unresolved",
+     {},
+     {{"limit", "N"}, {"after", "ID"}},
+     role::worker,
+     "jobs of unknown outcome, by id: a page after --after",
+     prepare_unresolved},
     {"cancel",
      {chat},
      {reservation, {"request-id", "S"}},

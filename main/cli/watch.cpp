@@ -22,6 +22,7 @@ caf::behavior event_printer() {
     [](const queue_notice& x) { print_line(to_json(x)); },
     [](const reservation_released& x) { print_line(to_json(x)); },
     [](const cancel_requested& x) { print_line(to_json(x)); },
+    [](const reconcile_needed& x) { print_line(to_json(x)); },
     [](const limits_refilled& x) { print_line(to_json(x)); },
   };
 }

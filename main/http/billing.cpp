@@ -5,6 +5,7 @@
 #include "main/http/handlers.hpp"
 #include "main/http/input.hpp"
 #include "protocol/json.hpp"
+#include "protocol/validation.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -122,6 +123,37 @@ void commit(exchange& x) {
 void fail(exchange& x) {
   ask<reservation>(x, x.be.worker, 200, atom::fail_v, path_chat(x),
                    path_reservation(x));
+}
+
+void uncertain(exchange& x) {
+  auto chat = path_chat(x);
+  auto id = path_reservation(x);
+  auto body = body_object(x, {"provider_ref"});
+  auto ref = string_field(body, "provider_ref");
+  ask<reservation>(x, x.be.worker, 200, atom::uncertain_v, chat, id, ref);
+}
+
+void resolve(exchange& x) {
+  auto chat = path_chat(x);
+  auto id = path_reservation(x);
+  auto body = body_object(x, {"outcome", "units"});
+  auto outcome = string_field(body, "outcome");
+  auto units =
+    static_cast<int32_t>(int_field(body, "units", 1, units_max, int64_t{0}));
+  ask<resolution>(x, x.be.worker, 200, atom::resolve_v, chat, id, outcome,
+                  units);
+}
+
+/// GET /v1/reservations?status=outcome_unknown: the only status listed
+/// across chats (what reconcilers need); keyset pages by ?after=ID.
+void list_reservations(exchange& x) {
+  if (!x.req.has_param("status")
+      || x.req.get_param_value("status") != "outcome_unknown")
+    reject("status must be outcome_unknown (the jobs a reconciler resolves)");
+  auto after = query_int(x, "after", 0, int64_max, 0);
+  auto limit = query_int(x, "limit", 1, unresolved_page_max, 100);
+  ask<unresolved_page>(x, x.be.worker, 200, atom::unresolved_v, after,
+                       static_cast<uint32_t>(limit));
 }
 
 // -- admin --------------------------------------------------------------------

@@ -41,6 +41,7 @@ caf::behavior subscriber(caf::event_based_actor* self,
     [q](const queue_notice& x) { q->push(frame(x)); },
     [q](const reservation_released& x) { q->push(frame(x)); },
     [q](const cancel_requested& x) { q->push(frame(x)); },
+    [q](const reconcile_needed& x) { q->push(frame(x)); },
     [q](const limits_refilled& x) { q->push(frame(x)); },
   };
 }

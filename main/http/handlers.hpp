@@ -19,6 +19,9 @@ void start(exchange& x);
 void heartbeat(exchange& x);
 void commit(exchange& x);
 void fail(exchange& x);
+void uncertain(exchange& x);
+void resolve(exchange& x);
+void list_reservations(exchange& x);
 
 // -- admin (http_billing.cpp) ------------------------------------------------
 void create_chat(exchange& x);
@@ -29,7 +32,7 @@ void set_limits(exchange& x);
 
 // -- events (http_events.cpp) ------------------------------------------------
 /// Server-Sent Events: queue_notice, reservation_released, cancel_requested,
-/// limits_refilled.
+/// reconcile_needed, limits_refilled.
 void events(exchange& x);
 
 // -- operations (http_server.cpp) --------------------------------------------

@@ -34,6 +34,21 @@ int64_t path_int(const exchange& x, const char* name) {
   return out;
 }
 
+int64_t query_int(const exchange& x, const char* name, int64_t lo, int64_t hi,
+                  int64_t fallback) {
+  if (!x.req.has_param(name))
+    return fallback;
+  auto text = x.req.get_param_value(name);
+  int64_t out = 0;
+  auto last = text.data() + text.size();
+  auto res = std::from_chars(text.data(), last, out);
+  if (res.ec != std::errc{} || res.ptr != last || out < lo || out > hi)
+    reject(std::string{name} + " must be an integer between "
+           + std::to_string(lo) + " and " + std::to_string(hi) + ", got '"
+           + text + "'");
+  return out;
+}
+
 nlohmann::json body_object(const exchange& x,
                            std::initializer_list<const char*> allowed) {
   // allow_exceptions=false: a parse error is a discarded value, not a throw.

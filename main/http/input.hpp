@@ -20,6 +20,11 @@ namespace chargeonce::http {
 /// The path parameter `name` as a 64-bit integer (422 otherwise).
 int64_t path_int(const exchange& x, const char* name);
 
+/// The query parameter `name` as an integer within [lo, hi]; `fallback`
+/// when absent (422 otherwise).
+int64_t query_int(const exchange& x, const char* name, int64_t lo, int64_t hi,
+                  int64_t fallback);
+
 /// The body as a JSON object whose keys are all in `allowed` (a misspelt
 /// field is a 422, not silently ignored).
 nlohmann::json body_object(const exchange& x,

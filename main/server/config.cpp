@@ -102,6 +102,9 @@ server_config::server_config() {
     .add(premium_max_active_jobs, "premium-max-active-jobs",
          "premium plan: jobs a chat may run at once unless it has its own "
          "limit, 1 to 64 (1)")
+    .add(reconcile_timeout, "reconcile-timeout",
+         "a job of unknown outcome (uncertain) not resolved this long is "
+         "released, nothing charged (24h)")
     .add(request_retention, "request-retention",
          "how long a job that ended is found by its request id; at least "
          "sweep-timeout (24h)")
@@ -277,6 +280,7 @@ std::string server_config::finalize() {
         std::pair{"queue-notice-delay", queue_notice_delay},
         std::pair{"release-retention", release_retention},
         std::pair{"request-retention", request_retention},
+        std::pair{"reconcile-timeout", reconcile_timeout},
         std::pair{"refill-interval", refill_interval},
         std::pair{"reactivation-after", reactivation_after},
         std::pair{"reactivation-interval", reactivation_interval}})

@@ -80,6 +80,8 @@ struct server_config : caf::actor_system_config {
   int32_t premium_max_active_jobs = store_defaults().premium_max_active_jobs;
   /// How long an ended job is still found by its request id.
   caf::timespan request_retention = store_defaults().request_retention;
+  /// How long a job of unknown outcome keeps its hold, unresolved.
+  caf::timespan reconcile_timeout = store_defaults().reconcile_timeout;
 
   // -- HTTP/JSON adapter (copied into http::http_options by server.cpp) -----
   int32_t http_port = -1;              ///< -1: off; 0: any free port

@@ -155,6 +155,7 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.free_max_active_jobs = cfg.free_max_active_jobs;
   out.premium_max_active_jobs = cfg.premium_max_active_jobs;
   out.request_retention = ms(cfg.request_retention);
+  out.reconcile_timeout = ms(cfg.reconcile_timeout);
   return out;
 }
 

@@ -129,19 +129,20 @@ struct hanging_scan_fixture : deterministic_fixture {
 TEST_SUITE("supervisor") {
 
   TEST_CASE_FIXTURE(supervisor_fixture,
-                    "a sweep walks both phases page by page and releases each "
-                    "candidate through its chat actor") {
+                    "a sweep walks its three phases page by page and releases "
+                    "each candidate through its chat actor") {
     log->pages = {
       {candidate(1, sweep_phase::lease, 100),
        candidate(2, sweep_phase::lease, 200)},
       {candidate(3, sweep_phase::lease, 300)}, // short page: lease phase done
       {candidate(4, sweep_phase::age, 50), candidate(5, sweep_phase::age, 60)},
-      {}, // empty page: age phase done
+      {},                                          // empty page: age phase done
+      {candidate(6, sweep_phase::unresolved, 70)}, // short: unresolved done
     };
     auto released = sweep();
     REQUIRE(released);
-    CHECK(*released == 5);
-    REQUIRE(log->cursors.size() == 4);
+    CHECK(*released == 6);
+    REQUIRE(log->cursors.size() == 5);
     CHECK(log->cursors[0].phase == sweep_phase::lease);
     CHECK(log->cursors[0].reservation == 0);
     CHECK(log->cursors[1].at_us == 200); // continues after the last candidate
@@ -149,11 +150,13 @@ TEST_SUITE("supervisor") {
     CHECK(log->cursors[2].phase == sweep_phase::age);
     CHECK(log->cursors[2].reservation == 0);
     CHECK(log->cursors[3].at_us == 60);
-    for (chat_id chat = 1; chat <= 5; ++chat)
+    CHECK(log->cursors[4].phase == sweep_phase::unresolved);
+    CHECK(log->cursors[4].reservation == 0);
+    for (chat_id chat = 1; chat <= 6; ++chat)
       CHECK(std::count(log->calls.begin(), log->calls.end(),
                        "release " + std::to_string(chat))
             == 1);
-    CHECK(log->events.size() == 5); // published after each delete
+    CHECK(log->events.size() == 6); // published after each delete
   }
 
   TEST_CASE_FIXTURE(supervisor_fixture,

@@ -106,6 +106,21 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
     [self, inner, log](atom::subscribe a, caf::actor who) {
       return pass<bool>(self, inner, *log, 0, {}, false, a, std::move(who));
     },
+    [self, inner, log](atom::uncertain a, chat_id chat, reservation_id id,
+                       const std::string& provider_ref) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id,
+                               provider_ref);
+    },
+    [self, inner, log](atom::resolve a, chat_id chat, reservation_id id,
+                       const std::string& outcome, int32_t units) {
+      return pass<resolution>(self, inner, *log, 1, {}, false, a, chat, id,
+                              outcome, units);
+    },
+    [self, inner, log](atom::unresolved a, reservation_id after,
+                       uint32_t limit) {
+      return pass<unresolved_page>(self, inner, *log, 0, {}, false, a, after,
+                                   limit);
+    },
     [self](caf::close_atom) {
       self->state.hold = true;
       return true;

@@ -447,8 +447,48 @@ check 200 - POST "$W/$id/fail" "$wk"
 check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .daily_messages) == 2 && $(field .reservation) == null ]] \
   || die "after the worker aborted: $out"
-chat=$saved_chat W=$saved_W
 ok "cancel after start (request): 200 cancel_requested, the event, heartbeats carry it; fail charges nothing"
+
+# Outcome unknown: the slot is freed, the hold kept; resolve decides once.
+chat=$(random_chat) W=/v1/chats/$chat/reservations
+check 201 - POST /v1/chats "$ad" "{\"chat\":$chat,\"balance\":2}"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"u-1"}'
+id=$(field .id)
+check 409 invalid_state POST "$W/$id/uncertain" "$wk" '{"provider_ref":"prov-u-1"}'
+check 200 - POST "$W/$id/start" "$wk"
+check 422 invalid_argument POST "$W/$id/uncertain" "$wk" '{}'
+check 422 invalid_argument POST "$W/$id/uncertain" "$wk" '{"provider_ref":""}'
+check 403 forbidden POST "$W/$id/uncertain" "$gw" '{"provider_ref":"prov-u-1"}'
+check 200 - POST "$W/$id/uncertain" "$wk" '{"provider_ref":"prov-u-1"}'
+[[ $(field .status) == outcome_unknown && $(field .slot) == -1 &&
+  $(field .provider_ref) == prov-u-1 && $(field .uncertain_at) != null ]] \
+  || die "uncertain: $out"
+check 422 invalid_argument POST "$W/$id/uncertain" "$wk" '{"provider_ref":"other"}'
+poll 5 has_event "$tmp/events" reconcile_needed "$id" \
+  || die "no reconcile_needed for $id: $(grep -v '^:' "$tmp/events")"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"u-2"}'
+[[ $(field .held.balance) == 1 ]] || die "the freed slot: $out"
+check 200 - GET "/v1/chats/$chat" "$gw"
+[[ $(field '.available.balance') == 0 ]] || die "the uncertain hold is not counted: $out"
+check 200 - GET "/v1/reservations?status=outcome_unknown&limit=1000" "$wk"
+jq -e --argjson id "$id" 'any(.reservations[]; .id == $id and .provider_ref == "prov-u-1")' \
+  <<<"$out" >/dev/null || die "not listed: $out"
+check 422 invalid_argument GET "/v1/reservations?status=queued" "$wk"
+check 422 invalid_argument GET "/v1/reservations?status=outcome_unknown&limit=0" "$wk"
+check 422 invalid_argument GET "/v1/reservations?status=outcome_unknown&after=x" "$wk"
+check 403 forbidden GET "/v1/reservations?status=outcome_unknown" "$gw"
+check 409 invalid_state POST "$W/$id/commit" "$wk"
+check 422 invalid_argument POST "$W/$id/resolve" "$wk" '{"outcome":"maybe"}'
+check 422 invalid_argument POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded","units":2}'
+check 200 - POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded"}'
+resolution=$out
+[[ $(field .outcome) == succeeded && $(field .charged.balance) == 1 ]] \
+  || die "resolve: $out"
+check 200 - POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded"}'
+[[ $out == "$resolution" ]] || die "a repeated resolve differs: $out"
+check 409 invalid_state POST "$W/$id/resolve" "$wk" '{"outcome":"failed"}'
+chat=$saved_chat W=$saved_W
+ok "uncertain (slot freed, hold kept, reconcile_needed), the reconcilers' list, resolve once"
 
 stream "$tmp/events2"
 poll 5 grep -q '^: subscribed' "$tmp/events2" || die "no second stream"

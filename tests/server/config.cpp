@@ -32,5 +32,6 @@ TEST_SUITE("server.config") {
     CHECK(cfg.refill_interval == caf::timespan{store.refill_interval});
     CHECK(cfg.reactivation_after == caf::timespan{store.reactivation_after});
     CHECK(to_json(cfg.builtin_products()) == to_json(store.products));
+    CHECK(cfg.reconcile_timeout == caf::timespan{store.reconcile_timeout});
   }
 }

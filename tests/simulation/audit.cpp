@@ -57,6 +57,25 @@ void sim_auditor::on_receipt(const sim_world& w, sim_acks& acks,
     flag("a retried commit of " + str(id) + " returned another receipt");
 }
 
+void sim_auditor::on_resolution(const sim_world& w, sim_acks& acks,
+                                const resolution& x) {
+  auto id = x.reservation;
+  auto l = w.ledger.find(id);
+  if (x.outcome == "failed") {
+    acks.resolved_failed_ok.insert(id);
+    if (l != w.ledger.end())
+      flag("uncertain job " + str(id) + " resolved failed was charged");
+    return;
+  }
+  if (l == w.ledger.end())
+    flag("resolve succeeded of " + str(id) + " has no ledger row");
+  else if (l->second.charged != x.charged)
+    flag("resolution differs from the ledger for " + str(id));
+  auto held = w.held_of.find(id);
+  if (held == w.held_of.end() || !at_most(x.charged, held->second))
+    flag("resolve of " + str(id) + " charged more than its hold");
+}
+
 void sim_auditor::on_outage_answer(const std::string& what,
                                    const caf::error& err) {
   // Our codes other than storage_unavailable (busy, insufficient_*, ...) or
@@ -98,6 +117,21 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
     if (acks.cancelled_ok.count(id) != 0)
       flag("reservation " + str(id)
            + " was acknowledged as cancelled while queued, and charged");
+    // Invariant 11: a job that went uncertain is charged only by resolve
+    // succeeded (at most once: the ledger keeps one row per job, and
+    // conservation sees a second take), never by a commit.
+    if (w.uncertain_applied.count(id) != 0) {
+      auto by = w.charged_by.find(id);
+      if (by == w.charged_by.end() || by->second != "resolve")
+        flag("uncertain job " + str(id) + " was charged by "
+             + (by == w.charged_by.end() ? std::string{"?"} : by->second)
+             + ", not by resolve succeeded");
+      if (acks.resolve_succeeded_requested.count(id) == 0)
+        flag("uncertain job " + str(id)
+             + " was charged without a resolve succeeded");
+      if (acks.resolved_failed_ok.count(id) != 0)
+        flag("uncertain job " + str(id) + " was resolved failed and charged");
+    }
   }
   for (const auto& [c, chat] : w.chats) {
     const auto& p = chat.available;
@@ -158,6 +192,17 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
       flag("chat " + str(r.chat) + " still locked by " + str(id)
            + " one sweep interval past its deadline");
   }
+  // Invariant 12: nothing stays uncertain past reconcile-timeout plus one
+  // sweep interval (faults excuse it, as for invariant 4).
+  for (const auto& [id, r] : w.uncertain) {
+    auto d = *r.uncertain_at + w.reconcile_timeout;
+    if (now <= d || w.impaired_until >= d - 2 * store_timeout)
+      continue;
+    ++deadline_checks;
+    if (now > d + sweep_interval)
+      flag("uncertain job " + str(id) + " of chat " + str(r.chat)
+           + " still holds one sweep interval past reconcile-timeout");
+  }
   // Invariant 6: cancel and start of one reservation never both succeed.
   for (auto id : acks.started_ok)
     if (acks.cancelled_ok.count(id) != 0)
@@ -178,6 +223,9 @@ void sim_auditor::audit_drained(const sim_world& w) {
   if (!w.reservations.empty())
     flag(str(static_cast<int64_t>(w.reservations.size()))
          + " reservation(s) left after the run, workers quiet");
+  if (!w.uncertain.empty())
+    flag(str(static_cast<int64_t>(w.uncertain.size()))
+         + " job(s) left uncertain after the run, past reconcile-timeout");
 }
 
 } // namespace chargeonce::test

@@ -3,8 +3,9 @@
 // (charged exactly once, conservation, at most a chat's limit of active
 // reservations and fencing, no lock left, outage answers, cancel xor start,
 // nothing held twice, one job per request id, a job cancelled while queued
-// never charged) against the simulated database and what the callers were
-// told.
+// never charged, an uncertain job charged only by resolve succeeded, none
+// left past reconcile-timeout) against the simulated database and what the
+// callers were told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -28,6 +29,11 @@ struct sim_acks {
   std::set<reservation_id> cancelled_ok;
   /// cancel acknowledged as cancel_requested (started, the `request` policy)
   std::set<reservation_id> cancel_requested_ok;
+  /// uncertain acknowledged; resolve sent with "succeeded"; resolve
+  /// acknowledged with "failed"
+  std::set<reservation_id> uncertain_ok;
+  std::set<reservation_id> resolve_succeeded_requested;
+  std::set<reservation_id> resolved_failed_ok;
 };
 
 struct sim_auditor {
@@ -46,14 +52,19 @@ struct sim_auditor {
   /// charges at most the hold, and every retry returns the same receipt.
   void on_receipt(const sim_world& w, sim_acks& acks, const receipt& x);
 
+  /// Invariant 11 for one acknowledged resolution: succeeded is the ledger
+  /// row and charges at most the hold; failed charged nothing.
+  void on_resolution(const sim_world& w, sim_acks& acks, const resolution& x);
+
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9 and 10, after
-  /// every step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11 and 12,
+  /// after every step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
 
-  /// Invariant 4 at the end: workers quiet, nothing is left.
+  /// Invariants 4 and 12 at the end: workers quiet, nothing is left, not
+  /// even uncertain.
   void audit_drained(const sim_world& w);
 };
 

@@ -17,6 +17,7 @@ simulation::simulation(uint64_t seed, sim_mutant mutant,
     : rng_(seed), kill_reason_(chat_kill_reason) {
   world->rng.seed(seed * 7919 + 1);
   world->products = std::move(products);
+  world->reconcile_timeout = 40s;
   // Each kind refuses a cancel after start, or asks the worker to stop:
   // seeded apart from rng_, so the steps' choices do not shift with it.
   std::mt19937_64 policies{seed * 31 + 3};
@@ -133,7 +134,7 @@ void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
         j.chat = c;
         j.id = r->id;
         j.heartbeats = pick(2) == 0;
-        j.fate = pick(10);
+        j.fate = pick(12);
         auto roll = pick(8);
         if (roll == 0)
           j.commit_units = r->units + 1;
@@ -247,6 +248,9 @@ std::string simulation::run() {
   auditor.audit(*world, acks_, now());
   stats["refills"] += world->refills;
   stats["sweep_releases"] += world->released.size();
+  for (const auto& [id, x] : world->resolved)
+    if (x.outcome == "released")
+      ++stats["unresolved_releases"];
   stats["requests"] += calls_.size();
   return auditor.violation;
 }
@@ -258,8 +262,9 @@ void simulation::drain() {
   world->fault_percent = 0;
   world->stall_next = 0;
   jobs_.clear();
-  pass_time(world->sweep_timeout + 2 * options_.sweep_interval
-            + 2 * world->stall_max + options_.restart_backoff_max);
+  pass_time(std::max(world->sweep_timeout, world->reconcile_timeout)
+            + 2 * options_.sweep_interval + 2 * world->stall_max
+            + options_.restart_backoff_max);
   auditor.audit_drained(*world);
   for (const auto& c : calls_)
     if (!c->done)

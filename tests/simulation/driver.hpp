@@ -40,7 +40,9 @@ struct sim_job {
   reservation_id id = 0;
   bool started = false;
   bool heartbeats = false; ///< keeps its lease alive while running
-  int fate = 0;            ///< finish, fail, hang, die, come back late
+  /// finish, fail, hang, die, come back late, or its provider times out
+  /// (uncertain: 10 resolved later, 11 never)
+  int fate = 0;
   /// What its commit names: 0 (the whole hold), fewer units than held, or
   /// (a buggy worker) one more, which must be refused.
   int32_t commit_units = 0;
@@ -109,6 +111,13 @@ private:
   /// A worker that learnt of a cancel request: by its fate, it aborts,
   /// commits anyway, or commits one unit (stopped half-way).
   void worker_honours_cancel(reservation_id id);
+  /// The provider call timed out: uncertain, and (fate 10) a reconciler
+  /// will resolve it.
+  void worker_uncertain(reservation_id id);
+  /// A reconciler asks the provider and resolves one uncertain job: either
+  /// way, twice, both ways at once, or while the worker's stale commit
+  /// arrives.
+  void reconciler_acts();
   void late_workers_return();
   void admin_acts();
   void outage();
@@ -132,6 +141,8 @@ private:
   std::vector<std::shared_ptr<sim_call>> calls_;
   std::vector<std::function<void()>> completed_; ///< answers to act upon
   std::map<reservation_id, sim_job> jobs_;
+  /// Uncertain jobs a reconciler will resolve (chat, units its commit names).
+  std::map<reservation_id, std::pair<chat_id, int32_t>> to_resolve_;
   std::map<chat_id, caf::timestamp> last_answer_;
   sim_acks acks_;
   uint64_t payments_ = 0;

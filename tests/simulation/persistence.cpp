@@ -250,6 +250,21 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<reservation>(self, c,
                                  [=] { return w->cancel(c, id, rid); });
     },
+    [=](atom::uncertain, chat_id c, reservation_id id, const std::string& ref) {
+      return submit<reservation>(
+        self, c, [=] { return w->uncertain_of(c, id, ref, now()); });
+    },
+    [=](atom::resolve, chat_id c, reservation_id id, const std::string& outcome,
+        int32_t units) {
+      return submit<resolution>(
+        self, c, [=] { return w->resolve(c, id, outcome, units, now()); });
+    },
+    [=](atom::unresolved, reservation_id after, uint32_t limit) {
+      return submit<unresolved_page>(self, 0,
+                                     [=]() -> caf::expected<unresolved_page> {
+                                       return w->unresolved(after, limit);
+                                     });
+    },
     [=](atom::status, chat_id c) {
       return submit<chat_status>(self, c, [=] { return w->status(c, now()); });
     },

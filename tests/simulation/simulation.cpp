@@ -132,7 +132,9 @@ TEST_SUITE("simulation") {
           sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance,
           sim_mutant::commit_units_unchecked,
           sim_mutant::partial_commit_balance_first,
-          sim_mutant::cancel_request_acks_cancelled}) {
+          sim_mutant::cancel_request_acks_cancelled,
+          sim_mutant::commit_of_uncertain,
+          sim_mutant::unresolved_never_released}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

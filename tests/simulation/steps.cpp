@@ -43,6 +43,8 @@ void simulation::step() {
     kill_chat(false);
   else if (roll < 78)
     passivation_race();
+  else if (roll < 82)
+    reconciler_acts();
   else { // time passes: leases lapse, sweeps, refills and passivations run
     trail << " time";
     pass_time(std::chrono::milliseconds(500 + pick(7500)));
@@ -189,6 +191,10 @@ void simulation::worker_acts() {
     issue_commit(id);
     issue_commit(id);
     break;
+  case 10:
+  case 11:
+    worker_uncertain(id);
+    break;
   default:
     issue_commit(id);
     break;
@@ -214,6 +220,83 @@ void simulation::worker_honours_cancel(reservation_id id) {
     issue_commit(id);
     break;
   }
+}
+
+void simulation::worker_uncertain(reservation_id id) {
+  auto& j = jobs_[id];
+  ++stats["provider_timeouts"];
+  auto resolves = j.fate == 10;
+  auto units = j.commit_units;
+  call<reservation>(
+    "uncertain(" + str(id) + ")", j.chat,
+    [this, id, resolves, units](caf::expected<reservation>& r) {
+      auto job = jobs_.find(id);
+      if (!r && sim_unknown_outcome(r.error()))
+        return; // the worker tries again on its next move
+      if (r) {
+        acks_.uncertain_ok.insert(id);
+        if (r->status != reservation_status::outcome_unknown)
+          auditor.flag("uncertain answered " + std::string{to_string(r->status)}
+                       + " for " + str(id));
+        if (resolves && job != jobs_.end())
+          to_resolve_[id] = {job->second.chat, units};
+        // Sometimes the worker's own commit retry was still on its way.
+        if (job != jobs_.end() && pick(4) == 0) {
+          ++stats["stale_commit_after_uncertain"];
+          issue_commit(id);
+        }
+      }
+      jobs_.erase(id);
+    },
+    atom::uncertain_v, j.chat, id, "prov-" + str(id));
+}
+
+void simulation::reconciler_acts() {
+  if (to_resolve_.empty())
+    return;
+  auto i = to_resolve_.begin();
+  std::advance(i, pick(static_cast<int>(to_resolve_.size())));
+  auto id = i->first;
+  auto [chat, units] = i->second;
+  auto resolve = [this, id, chat, units](const std::string& outcome) {
+    if (outcome == "succeeded") {
+      acks_.resolve_succeeded_requested.insert(id);
+      acks_.commit_requested.insert(id);
+      acks_.commit_units.emplace(id, units);
+    }
+    call<resolution>(
+      "resolve(" + str(id) + "," + outcome + ")", chat,
+      [this, id](caf::expected<resolution>& x) {
+        if (x) {
+          ++stats[x->outcome == "succeeded" ? "resolved_succeeded"
+                                            : "resolved_failed"];
+          auditor.on_resolution(*world, acks_, *x);
+        }
+        if (x || !sim_unknown_outcome(x.error()))
+          to_resolve_.erase(id); // else the reconciler asks again later
+        if (!x && x.error() == ec::expired)
+          ++stats["resolved_too_late"];
+      },
+      atom::resolve_v, chat, id, outcome, outcome == "succeeded" ? units : 0);
+  };
+  switch (pick(4)) {
+  case 0: // the provider did the work
+    resolve("succeeded");
+    break;
+  case 1: // it did not
+    resolve("failed");
+    break;
+  case 2: // two reconcilers, or a retry
+    resolve("succeeded");
+    resolve("succeeded");
+    break;
+  default: // two reconcilers that disagree: one outcome wins
+    ++stats["resolves_racing"];
+    resolve("succeeded");
+    resolve("failed");
+    break;
+  }
+  settle();
 }
 
 /// Workers that went away come back after a sweep freed their chat: their

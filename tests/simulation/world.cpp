@@ -56,6 +56,10 @@ const char* to_string(sim_mutant x) {
     return "partial_commit_balance_first";
   case sim_mutant::cancel_request_acks_cancelled:
     return "cancel_request_acks_cancelled";
+  case sim_mutant::commit_of_uncertain:
+    return "commit_of_uncertain";
+  case sim_mutant::unresolved_never_released:
+    return "unresolved_never_released";
   }
   return "?";
 }
@@ -80,6 +84,14 @@ std::vector<reservation> sim_world::active_in(chat_id chat) const {
   return out;
 }
 
+std::vector<reservation> sim_world::uncertain_in(chat_id chat) const {
+  std::vector<reservation> out;
+  for (const auto& [id, r] : uncertain)
+    if (r.chat == chat)
+      out.push_back(r);
+  return out;
+}
+
 int32_t sim_world::job_limit(const sim_chat& c, caf::timestamp now) const {
   if (c.max_active_jobs)
     return *c.max_active_jobs;
@@ -92,6 +104,9 @@ sim_world::find_request(chat_id chat, const std::string& request_id) const {
   if (request_id.empty())
     return caf::none;
   for (const auto& [id, r] : reservations)
+    if (r.chat == chat && r.request_id == request_id)
+      return r;
+  for (const auto& [id, r] : uncertain)
     if (r.chat == chat && r.request_id == request_id)
       return r;
   if (mutant == sim_mutant::request_id_forgotten)
@@ -120,6 +135,16 @@ caf::error sim_world::explain_missing(chat_id chat, reservation_id id) const {
   if (auto i = released.find(id); i != released.end())
     return i->second == chat ? err(ec::expired, "released")
                              : err(ec::invalid_argument, "another chat's");
+  if (auto i = uncertain.find(id); i != uncertain.end())
+    return i->second.chat == chat ? err(ec::invalid_state, "resolve it")
+                                  : err(ec::invalid_argument, "another chat's");
+  if (auto i = resolved.find(id); i != resolved.end()) {
+    if (i->second.chat != chat)
+      return err(ec::invalid_argument, "another chat's");
+    return i->second.outcome == "released"
+             ? err(ec::expired, "released unresolved")
+             : err(ec::not_found, "resolved failed");
+  }
   if (auto i = ended.find(id); i != ended.end())
     return i->second.chat == chat ? err(ec::not_found, "ended")
                                   : err(ec::invalid_argument, "another chat's");
@@ -183,7 +208,10 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
         slot = s;
   if (slot < 0 && mutant != sim_mutant::no_unique_index)
     return err(ec::busy, "every slot taken");
-  auto held = held_by(active);
+  auto holding = active;
+  auto open = uncertain_in(chat);
+  holding.insert(holding.end(), open.begin(), open.end());
+  auto held = held_by(holding);
   auto left = mutant == sim_mutant::reserve_ignores_holds
                 ? c->second.available // the bug: other holds not counted
                 : left_after(c->second.available, held);
@@ -209,8 +237,8 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   reservations[r.id] = r;
   held_of[r.id] = r.held;
   units_of[r.id] = {r.units, r.held_units};
-  active.push_back(r);
-  made_with[r.id] = {chat, c->second.available, held_by(active), limit};
+  holding.push_back(r);
+  made_with[r.id] = {chat, c->second.available, held_by(holding), limit};
   if (!request_id.empty())
     named[{chat, request_id}].insert(r.id);
   return r;
@@ -258,6 +286,18 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     ledger[id] = x;
     return x;
   }
+  if (auto u = uncertain.find(id);
+      u != uncertain.end() && u->second.chat == chat
+      && mutant == sim_mutant::commit_of_uncertain) {
+    // the bug: the stale commit is not fenced off by `uncertain`
+    receipt x{id, chat, u->second.kind, charge(u->second.held), now};
+    x.units = u->second.units;
+    ledger[id] = x;
+    charged_by[id] = "commit";
+    remember_end(u->second, reservation_status::committed);
+    uncertain.erase(u);
+    return x;
+  }
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);
@@ -300,9 +340,92 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     take_clamped(p, from_balance);
   }
   ledger[id] = x;
+  charged_by[id] = "commit";
   remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
   return x;
+}
+
+caf::expected<reservation>
+sim_world::uncertain_of(chat_id chat, reservation_id id,
+                        const std::string& provider_ref, caf::timestamp now) {
+  if (auto u = uncertain.find(id);
+      u != uncertain.end() && u->second.chat == chat) {
+    if (u->second.provider_ref != provider_ref)
+      return err(ec::invalid_argument, "another provider_ref");
+    return u->second;
+  }
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return explain_missing(chat, id);
+  if (i->second.status != reservation_status::in_progress)
+    return err(ec::invalid_state, "never started");
+  auto r = i->second;
+  reservations.erase(i);
+  r.status = reservation_status::outcome_unknown;
+  r.slot = -1;
+  r.lease_expires_at = caf::none;
+  r.provider_ref = provider_ref;
+  r.uncertain_at = now;
+  uncertain[id] = r;
+  uncertain_applied.insert(id);
+  return r;
+}
+
+caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
+                                             const std::string& outcome,
+                                             int32_t units,
+                                             caf::timestamp now) {
+  auto c = chats.find(chat);
+  if (c == chats.end())
+    return err(ec::not_found, "unknown chat");
+  if (auto d = resolved.find(id); d != resolved.end()) {
+    if (d->second.chat != chat)
+      return err(ec::invalid_argument, "another chat's");
+    if (d->second.outcome == "released")
+      return err(ec::expired, "released unresolved");
+    if (d->second.outcome != outcome)
+      return err(ec::invalid_state, "resolved otherwise");
+    return d->second;
+  }
+  auto u = uncertain.find(id);
+  if (u == uncertain.end() || u->second.chat != chat) {
+    if (auto i = reservations.find(id);
+        i != reservations.end() && i->second.chat == chat)
+      return err(ec::invalid_state, "not uncertain");
+    return explain_missing(chat, id);
+  }
+  const auto& r = u->second;
+  resolution x{id, chat, r.kind, outcome, {}, r.held, 0, now, r.provider_ref};
+  if (outcome == "succeeded") {
+    if (units > r.units)
+      return err(ec::invalid_argument, "more units than held");
+    auto nominal = captured(r.held, r.held_units, r.units, units);
+    x.charged = take_clamped(c->second.available, nominal);
+    auto rest = r.held;
+    rest -= nominal;
+    x.released = without_zeros(rest);
+    x.units = units == 0 ? r.units : units;
+    receipt l{id, chat, r.kind, x.charged, now};
+    l.units = x.units;
+    l.released = x.released;
+    ledger[id] = l;
+    charged_by[id] = "resolve";
+  }
+  remember_end(r, outcome == "succeeded" ? reservation_status::committed
+                                         : reservation_status::failed);
+  resolved[id] = x;
+  uncertain.erase(u);
+  return x;
+}
+
+unresolved_page sim_world::unresolved(reservation_id after,
+                                      uint32_t limit) const {
+  unresolved_page out;
+  for (auto i = uncertain.upper_bound(after);
+       i != uncertain.end() && out.jobs.size() < limit; ++i)
+    out.jobs.push_back(i->second);
+  return out;
 }
 
 void sim_world::charge_again(chat_id chat, reservation_id id) {
@@ -382,6 +505,8 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
   st.reservations = active_in(chat);
   if (!st.reservations.empty())
     st.active = st.reservations.front();
+  auto open = uncertain_in(chat);
+  st.reservations.insert(st.reservations.end(), open.begin(), open.end());
   st.held = held_by(st.reservations);
   st.own_max_active_jobs = c->second.max_active_jobs;
   st.max_active_jobs = job_limit(c->second, now);
@@ -429,6 +554,17 @@ caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
 
 caf::expected<reservation_released>
 sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
+  if (auto u = uncertain.find(id); u != uncertain.end()) {
+    if (u->second.chat != chat
+        || !(*u->second.uncertain_at < now - reconcile_timeout))
+      return err(ec::not_found, "not past its deadline");
+    resolved[id] = {id,         chat, u->second.kind,
+                    "released", {},   u->second.held,
+                    0,          now,  u->second.provider_ref};
+    remember_end(u->second, reservation_status::released);
+    uncertain.erase(u);
+    return reservation_released{chat, id, "unresolved"};
+  }
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat || !due(i->second, now))
     return err(ec::not_found, "not past its deadline");
@@ -445,6 +581,23 @@ std::vector<sweep_candidate> sim_world::sweep(const sweep_cursor& after,
                                               uint32_t limit,
                                               caf::timestamp now) {
   std::vector<sweep_candidate> out;
+  if (after.phase == sweep_phase::unresolved) {
+    if (mutant == sim_mutant::unresolved_never_released)
+      return out; // the bug: nobody looks for them
+    for (const auto& [id, r] : uncertain) {
+      auto at_us = micros(*r.uncertain_at);
+      if (*r.uncertain_at < now - reconcile_timeout
+          && std::tie(at_us, id) > std::tie(after.at_us, after.reservation))
+        out.push_back({r.chat, sweep_cursor{after.phase, at_us, id}});
+    }
+    std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.cursor.at_us, x.cursor.reservation)
+             < std::tie(y.cursor.at_us, y.cursor.reservation);
+    });
+    if (out.size() > limit)
+      out.resize(limit);
+    return out;
+  }
   bool lease = after.phase == sweep_phase::lease;
   if (lease && mutant == sim_mutant::sweep_blind)
     return out; // the bug: lapsed leases wait for the age limit

@@ -53,6 +53,12 @@ enum class sim_mutant : uint8_t {
   /// answers as if the job had been deleted while queued: the user is told
   /// "cancelled" of a job that runs on and is charged (10).
   cancel_request_acks_cancelled,
+  /// A worker's stale commit of a job it declared uncertain charges it,
+  /// outside resolve (11).
+  commit_of_uncertain,
+  /// The sweep never finds a job of unknown outcome past reconcile-timeout:
+  /// its hold stays forever (12).
+  unresolved_never_released,
 };
 
 const char* to_string(sim_mutant x);
@@ -97,6 +103,11 @@ struct sim_world {
   int32_t premium_max_jobs = 1;
   /// Jobs with a request id after they ended (ended_reservations).
   std::map<reservation_id, reservation> ended;
+  /// Jobs of unknown outcome, open (status outcome_unknown, no slot).
+  std::map<reservation_id, reservation> uncertain;
+  /// How each was settled: succeeded, failed, or released (the timeout).
+  std::map<reservation_id, resolution> resolved;
+  caf::timespan reconcile_timeout = std::chrono::seconds(60);
 
   // -- what the auditor needs beyond the tables --
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
@@ -104,6 +115,10 @@ struct sim_world {
   std::set<reservation_id> cancelled_applied;
   /// A cancel marked a started job cancel_requested (the `request` policy).
   std::set<reservation_id> cancel_requested_applied;
+  /// Went outcome_unknown; and what charged each ledger row ("commit" or
+  /// "resolve").
+  std::set<reservation_id> uncertain_applied;
+  std::map<reservation_id, std::string> charged_by;
   std::set<reservation_id> failed_applied;
   std::map<chat_id, pockets> refilled; ///< net change made by refills
   std::map<reservation_id, sim_hold_record> made_with; ///< at each reserve
@@ -151,6 +166,13 @@ struct sim_world {
   caf::expected<reservation> cancel(chat_id chat);
   caf::expected<reservation> cancel(chat_id chat, reservation_id id,
                                     const std::string& request_id);
+  caf::expected<reservation> uncertain_of(chat_id chat, reservation_id id,
+                                          const std::string& provider_ref,
+                                          caf::timestamp now);
+  caf::expected<resolution> resolve(chat_id chat, reservation_id id,
+                                    const std::string& outcome, int32_t units,
+                                    caf::timestamp now);
+  unresolved_page unresolved(reservation_id after, uint32_t limit) const;
   caf::expected<chat_status> status(chat_id chat, caf::timestamp now);
   caf::expected<chat_status> touch(chat_id chat, caf::timestamp now);
   caf::expected<reservation_released> release(chat_id chat, reservation_id id,
@@ -181,6 +203,9 @@ struct sim_world {
 
   /// The chat's active reservations, oldest first.
   std::vector<reservation> active_in(chat_id chat) const;
+
+  /// The chat's jobs of unknown outcome, whose holds count too.
+  std::vector<reservation> uncertain_in(chat_id chat) const;
 
   /// The chat's own limit, else its plan's now.
   int32_t job_limit(const sim_chat& c, caf::timestamp now) const;

@@ -171,6 +171,9 @@ caf::behavior event_recorder(caf::event_based_actor*,
     [=](const cancel_requested& x) {
       note("cancel_requested", x.chat, x.reservation);
     },
+    [=](const reconcile_needed& x) {
+      note("reconcile_needed", x.chat, x.reservation);
+    },
     [=](const limits_refilled& x) { note("limits_refilled", x.chat, 0); },
   };
 }
