@@ -83,6 +83,19 @@ void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
                                          r[3].as<int64_t>()});
 }
 
+void read_uncertain(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                    audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT id, chat_id, coalesce(outcome, ''), " + micros_of("uncertain_at")
+      + " FROM uncertain_reservations WHERE chat_id > $1 AND chat_id <= $2 "
+        "ORDER BY id",
+    first, first + count);
+  for (const auto& r : rs)
+    out.uncertain.push_back(
+      audit_uncertain{r[0].as<int64_t>(), r[1].as<int64_t>(),
+                      r[2].as<std::string>(), r[3].as<int64_t>()});
+}
+
 } // namespace
 
 caf::expected<audit_snapshot>
@@ -95,6 +108,7 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     read_ledger(tx, first, count, out);
     read_reservations(tx, first, count, out);
     read_releases(tx, first, count, out);
+    read_uncertain(tx, first, count, out);
     tx.commit();
     return out;
   } catch (...) {
@@ -107,9 +121,11 @@ caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
   try {
     pqxx::connection conn{dsn};
     pqxx::nontransaction tx{conn};
-    auto rs = tx.exec_params("SELECT count(*) FROM reservations WHERE "
-                             "chat_id > $1 AND chat_id <= $2",
-                             first, first + count);
+    auto rs = tx.exec_params(
+      "SELECT (SELECT count(*) FROM reservations WHERE chat_id > $1 AND "
+      "chat_id <= $2) + (SELECT count(*) FROM uncertain_reservations WHERE "
+      "chat_id > $1 AND chat_id <= $2 AND outcome IS NULL)",
+      first, first + count);
     return rs[0][0].as<int64_t>();
   } catch (...) {
     return failed("counting reservations");
@@ -195,6 +211,27 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
     return caf::none;
   } catch (...) {
     return failed("forging a charge beyond its units");
+  }
+}
+
+caf::error forge_reopen_uncertain(const std::string& dsn, chat_id first,
+                                  int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto reopened = tx.exec_params(
+      "UPDATE uncertain_reservations SET outcome = NULL, resolved_at = NULL "
+      "WHERE id = (SELECT id FROM uncertain_reservations WHERE chat_id > $1 "
+      "AND chat_id <= $2 AND outcome IN ('failed', 'released') ORDER BY id "
+      "LIMIT 1)",
+      first, first + count);
+    tx.commit();
+    if (reopened.affected_rows() == 0)
+      return caf::make_error(ec::not_found,
+                             "no job of unknown outcome in the range");
+    return caf::none;
+  } catch (...) {
+    return failed("reopening an uncertain job");
   }
 }
 

@@ -50,6 +50,14 @@ struct audit_release {
   int64_t released_us = 0; ///< the releasing transaction's start
 };
 
+/// A job of unknown outcome (uncertain_reservations), open or settled.
+struct audit_uncertain {
+  reservation_id id = 0;
+  chat_id chat = 0;
+  std::string outcome; ///< "" while open; succeeded, failed, released
+  int64_t uncertain_us = 0;
+};
+
 /// Everything the auditor compares with its record, for chats in
 /// (first, first + count].
 struct audit_snapshot {
@@ -57,6 +65,7 @@ struct audit_snapshot {
   std::vector<audit_ledger_row> ledger;
   std::vector<audit_reservation> reservations;
   std::vector<audit_release> releases;
+  std::vector<audit_uncertain> uncertain;
 };
 
 /// Reads chats, ledger, reservations and releases of the chat range in one
@@ -64,7 +73,8 @@ struct audit_snapshot {
 caf::expected<audit_snapshot> read_audit_snapshot(const std::string& dsn,
                                                   chat_id first, int64_t count);
 
-/// How many reservations the chat range still has.
+/// How many reservations the chat range still has, jobs of unknown outcome
+/// not yet settled included.
 caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
                                           int64_t count);
 
@@ -84,6 +94,12 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
 /// ec::not_found when no chat of the range has a balance.
 caf::error forge_pocket_move(const std::string& dsn, chat_id first,
                              int64_t count, const std::string& to);
+
+/// Self-test of the auditor only: the first settled job of unknown outcome
+/// of the range is made open again, as if the sweep had never released it
+/// nor anyone resolved it. ec::not_found when the range has none.
+caf::error forge_reopen_uncertain(const std::string& dsn, chat_id first,
+                                  int64_t count);
 
 /// Self-test of the auditor only: the first commit of fewer units than held
 /// in the range is made to have charged its whole hold (its ledger row and

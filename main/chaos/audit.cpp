@@ -12,11 +12,18 @@
 namespace chargeonce::chaos {
 
 const char* const invariant_names[invariant_count] = {
-  "1_charged_exactly_once",   "2_conservation",
-  "3_one_active_and_fencing", "4_no_lock_left",
-  "5_outage_answers",         "6_cancel_xor_start",
-  "7_active_within_limit",    "8_holds_within_pockets",
-  "9_one_job_per_request_id", "10_cancelled_never_charged",
+  "1_charged_exactly_once",
+  "2_conservation",
+  "3_one_active_and_fencing",
+  "4_no_lock_left",
+  "5_outage_answers",
+  "6_cancel_xor_start",
+  "7_active_within_limit",
+  "8_holds_within_pockets",
+  "9_one_job_per_request_id",
+  "10_cancelled_never_charged",
+  "11_uncertain_charged_by_resolve",
+  "12_nothing_left_uncertain",
 };
 
 namespace {
@@ -51,7 +58,13 @@ bool cancelled_while_queued(const op_record& r) {
 
 bool returns_reservation(op what) {
   return what == op::reserve || what == op::start || what == op::heartbeat
-         || what == op::fail || what == op::cancel;
+         || what == op::fail || what == op::cancel || what == op::uncertain;
+}
+
+/// A resolve that reports the provider did the work: it charges, as a
+/// commit does.
+bool resolves_succeeded(const op_record& r) {
+  return r.what == op::resolve && r.resolution == "succeeded";
 }
 
 /// What we know of one reservation from the record.
@@ -62,6 +75,7 @@ struct known_reservation {
   int32_t units = 1;  ///< what the hold pays for
   pockets held_units; ///< per pocket
   int32_t named = 0;  ///< the units its commits named (0: all held)
+  bool named_by_resolve = false;
   int64_t created_us = 0;
   int64_t first_ack_us = forever; ///< an ok reserve answer returned it
   bool commit_requested = false;
@@ -91,6 +105,8 @@ public:
     holds_within_pockets();
     one_job_per_request_id();
     cancelled_never_charged();
+    uncertain_charged_by_resolve();
+    nothing_left_uncertain();
     return std::move(out_);
   }
 
@@ -107,7 +123,9 @@ private:
 
   void index() {
     for (const auto& r : rec_.ops) {
-      if (r.id != 0 && (r.ok() || r.what == op::commit || r.what == op::fail)) {
+      if (r.id != 0
+          && (r.ok() || r.what == op::commit || r.what == op::fail
+              || r.what == op::uncertain || r.what == op::resolve)) {
         auto& k = res_[r.id];
         k.chat = r.chat;
         if (r.ok() && returns_reservation(r.what)) {
@@ -119,15 +137,26 @@ private:
         }
         if (r.what == op::reserve && r.ok() && !r.ended)
           k.first_ack_us = std::min(k.first_ack_us, r.acked_us);
-        if (r.what == op::commit) {
+        if (r.what == op::commit || resolves_succeeded(r)) {
           k.commit_requested = true;
-          k.named = r.units; // every commit of one job names the same
+          // Every commit of one job names the same units; of an uncertain
+          // job, what resolve names counts (a stale commit charged nothing).
+          if (resolves_succeeded(r) || !k.named_by_resolve)
+            k.named = r.units;
+          k.named_by_resolve = k.named_by_resolve || resolves_succeeded(r);
         }
-        // A commit or fail that succeeded, or may have: R may be gone from
-        // the moment it was sent.
-        if ((r.what == op::commit || r.what == op::fail)
+        // A commit, fail or uncertain (which frees the slot) that
+        // succeeded, or may have: R may be gone from the moment it was sent.
+        if ((r.what == op::commit || r.what == op::fail
+             || r.what == op::uncertain)
             && (r.ok() || unknown(r)))
           k.deleter_sent_us = std::min(k.deleter_sent_us, r.sent_us);
+        if (r.what == op::uncertain && r.ok())
+          uncertain_.insert(r.id);
+        if (resolves_succeeded(r))
+          resolve_succeeded_sent_.insert(r.id);
+        if (r.what == op::resolve && r.ok() && r.resolution == "failed")
+          resolved_failed_.insert(r.id);
       }
       if (cancelled_while_queued(r))
         cancelled_[r.id] = std::min(
@@ -382,7 +411,10 @@ private:
     // An answer proves the reservation still existed when it was sent: a
     // late worker must find it released, not commit it.
     for (const auto& r : rec_.ops) {
-      if (!r.ok() || r.what == op::reserve || r.id == 0)
+      // A resolve comes up to reconcile-timeout after the job went
+      // uncertain, when no lease or sweep deadline applies any more.
+      if (!r.ok() || r.what == op::reserve || r.what == op::resolve
+          || r.id == 0)
         continue;
       auto k = res_.find(r.id);
       if (k == res_.end() || k->second.created_us == 0)
@@ -541,6 +573,52 @@ private:
     }
   }
 
+  // -- 11: an uncertain job is charged only by resolve succeeded, once ------
+
+  void uncertain_charged_by_resolve() {
+    for (auto id : uncertain_) {
+      check(11);
+      auto row = ledger_.find(id);
+      if (row == ledger_.end())
+        continue;
+      if (resolve_succeeded_sent_.count(id) == 0)
+        fail(11, row->second->chat, id,
+             "went uncertain and was charged " + text(row->second->charged)
+               + " without any resolve succeeded");
+      if (resolved_failed_.count(id) != 0)
+        fail(11, row->second->chat, id,
+             "was resolved failed and charged " + text(row->second->charged));
+    }
+    // Each acknowledged resolution is what Postgres holds.
+    for (const auto& r : rec_.ops) {
+      if (r.what != op::resolve || !r.ok())
+        continue;
+      check(11);
+      auto row = ledger_.find(r.id);
+      if (r.resolution == "succeeded"
+          && (row == ledger_.end() || row->second->charged != r.amounts))
+        fail(11, r.chat, r.id,
+             "resolve succeeded answered " + text(r.amounts)
+               + ", the ledger has "
+               + (row == ledger_.end() ? std::string{"no row"}
+                                       : text(row->second->charged)));
+      if (r.resolution == "failed" && row != ledger_.end())
+        fail(11, r.chat, r.id, "resolve failed answered, yet charged");
+    }
+  }
+
+  // -- 12: nothing is left uncertain after the run (past its timeout) -------
+
+  void nothing_left_uncertain() {
+    for (const auto& x : snap_.uncertain) {
+      check(12);
+      if (x.outcome.empty())
+        fail(12, x.chat, x.id,
+             "still uncertain after the run (reconcile-timeout and the "
+             "sweeps waited for)");
+    }
+  }
+
   std::string request_id(uint64_t key) const {
     return "chaos-" + seed_ + "-" + std::to_string(key);
   }
@@ -552,7 +630,10 @@ private:
   audit_result out_;
   std::string seed_;
   std::unordered_map<reservation_id, known_reservation> res_;
-  std::map<reservation_id, int64_t> cancelled_; ///< ok cancel: first sent
+  std::map<reservation_id, int64_t> cancelled_;     ///< ok cancel: first sent
+  std::set<reservation_id> uncertain_;              ///< ok uncertain answers
+  std::set<reservation_id> resolve_succeeded_sent_; ///< answered or not
+  std::set<reservation_id> resolved_failed_;        ///< ok resolve failed
   std::map<chat_id, std::vector<int64_t>> unknown_cancels_; ///< sent, sorted
   std::vector<const op_record*> by_sent_;
   std::set<uint64_t> payments_requested_;

@@ -48,7 +48,7 @@ audit_result audit(const recorder& rec,
                    const persistence::audit_snapshot& snapshot,
                    const audit_limits& limits);
 
-inline constexpr size_t invariant_count = 10;
+inline constexpr size_t invariant_count = 12;
 
 /// Invariant names, as the summary and the JSON show them.
 extern const char* const invariant_names[invariant_count];

@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -160,6 +161,20 @@ caf::error charge_a_cancelled_job(const std::string& dsn, const recorder& rec) {
   return caf::make_error(ec::not_found, "no cancel was acknowledged");
 }
 
+/// --self-test-uncertain-charged: a ledger charge for the first job that
+/// went uncertain and that no resolve succeeded was sent for.
+caf::error charge_an_uncertain_job(const std::string& dsn,
+                                   const recorder& rec) {
+  std::set<reservation_id> succeeded;
+  for (const auto& r : rec.ops)
+    if (r.what == op::resolve && r.resolution == "succeeded")
+      succeeded.insert(r.id);
+  for (const auto& r : rec.ops)
+    if (r.what == op::uncertain && r.ok() && succeeded.count(r.id) == 0)
+      return persistence::forge_charge(dsn, r.chat, r.id);
+  return caf::make_error(ec::not_found, "no job went uncertain unresolved");
+}
+
 /// The run itself: servers, clients, workload and faults; fills `rec`.
 std::string run(const chaos_options& o, setup& s, recorder& rec,
                 const catalog& products, const std::string& catalog_path,
@@ -278,6 +293,13 @@ int chaos_main(chaos_options& o) {
     if (o.self_test_cancel_charged)
       if (auto err = charge_a_cancelled_job(s.dsn, rec))
         error = "cannot charge a cancelled job: " + error_message(err);
+    if (o.self_test_uncertain_charged)
+      if (auto err = charge_an_uncertain_job(s.dsn, rec))
+        error = "cannot charge an uncertain job: " + error_message(err);
+    if (o.self_test_uncertain_left)
+      if (auto err =
+            persistence::forge_reopen_uncertain(s.dsn, s.first_chat, o.chats))
+        error = "cannot reopen an uncertain job: " + error_message(err);
     if (o.self_test_over_capture)
       if (auto err =
             persistence::forge_over_capture(s.dsn, s.first_chat, o.chats))
@@ -292,7 +314,9 @@ int chaos_main(chaos_options& o) {
   if (s.pg)
     s.pg->shutdown();
   bool self_test = o.self_test_violation || o.self_test_pocket_move
-                   || o.self_test_over_capture || o.self_test_cancel_charged;
+                   || o.self_test_over_capture || o.self_test_cancel_charged
+                   || o.self_test_uncertain_charged
+                   || o.self_test_uncertain_left;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

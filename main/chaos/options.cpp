@@ -17,6 +17,8 @@ const char* const usage_text =
                         [--self-test-violation] [--self-test-pocket-move]
                         [--self-test-over-capture]
                         [--self-test-cancel-charged]
+                        [--self-test-uncertain-charged]
+                        [--self-test-uncertain-left]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -50,12 +52,19 @@ against its record of every request and answer.
   --self-test-cancel-charged   write a ledger charge for one job a cancel
                acknowledged as cancelled while queued: the check that such
                a job is never charged must see it
+  --self-test-uncertain-charged   write a ledger charge for one job that
+               went uncertain and was never resolved succeeded
+  --self-test-uncertain-left   reopen one settled job of unknown outcome
+               after the drain: nothing may be left uncertain
 
 The servers refuse a cancel of a started job (too_late) for some kinds and
 ask its worker to stop for others (cancel_after_start: request): image of
 the built-in catalog; the last kind of a generated one and every other
 kind before it. Workers that learn of a request abort, commit anyway, or
-commit one unit.
+commit one unit. A tenth of the jobs' provider calls time out: the worker
+calls uncertain, and a reconciler resolves two in three of them (either
+way, twice, both ways at once, some after the servers' 6 s
+reconcile-timeout); the sweep releases the rest.
 
 DURATION: a number of seconds (90) or a number with a unit, as the server
 takes durations: 1500ms, 90s, 3min, 1h (also ns, us), in whole seconds.
@@ -150,6 +159,14 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-cancel-charged") {
       o.self_test_cancel_charged = true;
+      continue;
+    }
+    if (arg == "--self-test-uncertain-charged") {
+      o.self_test_uncertain_charged = true;
+      continue;
+    }
+    if (arg == "--self-test-uncertain-left") {
+      o.self_test_uncertain_left = true;
       continue;
     }
     if (arg == "--self-test-violation") {

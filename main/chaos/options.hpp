@@ -32,6 +32,8 @@ struct chaos_options {
   bool self_test_pocket_move = false;
   bool self_test_over_capture = false;
   bool self_test_cancel_charged = false;
+  bool self_test_uncertain_charged = false;
+  bool self_test_uncertain_left = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

@@ -157,6 +157,7 @@ bool server_set::start(size_t i) {
     "--lease-duration=" + ms(timings_.lease_duration_ms),
     "--store-timeout=" + ms(timings_.store_timeout_ms),
     "--statement-timeout=" + ms(timings_.statement_timeout_ms),
+    "--reconcile-timeout=" + ms(timings_.reconcile_timeout_ms),
     // Refills are not in the ledger: keep them out of a run's reach, so
     // that pockets change only by top-ups and charges (conservation).
     "--refill-interval=24h",

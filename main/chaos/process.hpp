@@ -36,6 +36,8 @@ struct server_timings {
   int64_t lease_duration_ms = 2000;
   int64_t store_timeout_ms = 2000;
   int64_t statement_timeout_ms = 2000;
+  /// Short, so that a run sees uncertain jobs released unresolved.
+  int64_t reconcile_timeout_ms = 6000;
 };
 
 /// The chargeonce-server processes and their proxies.

@@ -15,8 +15,8 @@ int64_t now_us() {
 
 const char* to_string(op x) {
   static constexpr const char* names[] = {
-    "touch",  "reserve", "cancel", "status", "start",   "heartbeat",
-    "commit", "fail",    "create", "top_up", "premium",
+    "touch", "reserve", "cancel", "status",  "start",     "heartbeat", "commit",
+    "fail",  "create",  "top_up", "premium", "uncertain", "resolve",
   };
   return names[static_cast<size_t>(x)];
 }

@@ -32,8 +32,10 @@ enum class op : uint8_t {
   create,
   top_up,
   premium,
+  uncertain,
+  resolve,
 };
-constexpr size_t op_count = 11;
+constexpr size_t op_count = 13;
 const char* to_string(op x);
 
 /// The answer: ok, one of our error codes (ec, 1…), or a transport problem
@@ -67,6 +69,8 @@ struct op_record {
   /// The returned reservation is marked cancel_requested: a cancel of a
   /// started job under the `request` policy (the job lives on).
   bool cancel_requested = false;
+  /// A resolve: what it said the provider did ("succeeded" or "failed").
+  std::string resolution;
 
   bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
 };

@@ -44,6 +44,11 @@ void fill(op_record& r, const reservation& x) {
   r.cancel_requested = x.cancel_requested;
 }
 
+void fill(op_record& r, const resolution& x) {
+  r.amounts = x.charged;
+  r.job = x.kind;
+}
+
 void fill(op_record& r, const receipt& x) {
   r.amounts = x.charged;
   r.job = x.kind;
@@ -186,6 +191,8 @@ void workload::start() {
   for (size_t i = 0; i < opts_.workers; ++i, ++actor)
     threads_.emplace_back([this, actor, s = seeds()] { worker(actor, s); });
   threads_.emplace_back([this, actor, s = seeds()] { admin(actor, s); });
+  ++actor;
+  threads_.emplace_back([this, actor, s = seeds()] { reconciler(actor, s); });
 }
 
 void workload::stop() {
@@ -401,6 +408,11 @@ void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
     return; // died before it started the job
   if (!start_job(actor, j))
     return;
+  if (p < 0.10) { // the provider timed out: nobody knows what it did
+    heartbeats(uniform(rng, 0, 1), uniform(rng, 50, 300));
+    job_uncertain(actor, j, rng);
+    return;
+  }
   if (p < 0.60) { // finishes: commit (sometimes twice, as a retry would)
     if (heartbeats(uniform(rng, 0, 3), uniform(rng, 50, 500))) {
       honour_cancel(actor, j, rng);
@@ -436,6 +448,86 @@ void workload::worker(uint32_t actor, uint64_t seed) {
     job j;
     if (pop(j))
       run_job(actor, j, rng);
+  }
+}
+
+// -- outcome unknown
+// ------------------------------------------------------------
+
+void workload::job_uncertain(uint32_t actor, const job& j,
+                             std::mt19937_64& rng) {
+  auto ref = "prov-" + std::to_string(opts_.seed) + "-" + std::to_string(j.id);
+  for (int i = 0; i < retries_max; ++i) {
+    auto r = begin(op::uncertain, actor, j.chat, j.id);
+    finish(rec_, r, client_.uncertain(j.chat, j.id, ref));
+    if (r.ok())
+      break;
+    if (!unknown(r) || !stop_.nap(200))
+      return;
+  }
+  // A commit retry of the worker's own that was still under way: refused.
+  if (chance(rng) < 0.2)
+    commit_job(actor, j, 1);
+  // Two in three are resolved, some after reconcile-timeout (expired); the
+  // rest stay unresolved until the sweep releases them.
+  if (chance(rng) < 0.67) {
+    std::lock_guard<std::mutex> guard{reconcile_mtx_};
+    reconcile_.push_back({j, now_us() + uniform(rng, 0, 8000) * 1000});
+  }
+}
+
+void workload::resolve(uint32_t actor, const job& j, const std::string& outcome,
+                       int32_t units) {
+  for (int i = 0; i < retries_max; ++i) {
+    auto r = begin(op::resolve, actor, j.chat, j.id);
+    r.resolution = outcome;
+    r.units = units;
+    finish(rec_, r, client_.resolve(j.chat, j.id, outcome, units));
+    if (!unknown(r) || !stop_.nap(200))
+      return;
+  }
+}
+
+/// Asks "the provider" (a coin) about each uncertain job when it is due,
+/// and resolves it: succeeded (all or fewer units), failed, twice, or by
+/// two reconcilers that disagree at once. Also pages through `unresolved`,
+/// as a reconciler that was down would.
+void workload::reconciler(uint32_t actor, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  while (stop_.nap(uniform(rng, 50, 200))) {
+    if (chance(rng) < 0.05) {
+      auto page = client_.unresolved(0, 1000);
+      if (!page)
+        spdlog::debug("chaos: unresolved failed error={}",
+                      error_name(page.error()));
+    }
+    to_reconcile next;
+    {
+      std::lock_guard<std::mutex> guard{reconcile_mtx_};
+      if (reconcile_.empty() || reconcile_.front().due_us > now_us())
+        continue;
+      next = reconcile_.front();
+      reconcile_.pop_front();
+    }
+    const auto& j = next.of;
+    auto units = j.units > 1 && chance(rng) < 0.5
+                   ? static_cast<int32_t>(uniform(rng, 1, j.units))
+                   : 0;
+    auto p = chance(rng);
+    if (p < 0.4) {
+      resolve(actor, j, "succeeded", units);
+    } else if (p < 0.7) {
+      resolve(actor, j, "failed", 0);
+    } else if (p < 0.85) {
+      resolve(actor, j, "succeeded", units);
+      resolve(actor, j, "succeeded", units);
+    } else {
+      std::thread other{[this, actor, j] {
+        resolve(actor, j, "failed", 0);
+      }};
+      resolve(actor, j, "succeeded", units);
+      other.join();
+    }
   }
 }
 

@@ -2,7 +2,9 @@
 // chargeonce-chaos's simulated users: gateways (touch, reserve with double
 // and triple taps, cancel at random moments, status), workers (start,
 // heartbeat or not, commit, fail, time out, die silently, come back late
-// after a sweep) and an admin (top-ups retried by payment id, premium
+// after a sweep, call uncertain when their provider timed out), a
+// reconciler (resolves uncertain jobs either way, twice, both ways at once,
+// late or never) and an admin (top-ups retried by payment id, premium
 // changes). Every request and answer goes to the recorder.
 #pragma once
 
@@ -60,6 +62,12 @@ struct job {
   int32_t units = 1; ///< what it may cost at most
 };
 
+/// An uncertain job handed from a worker to the reconciler.
+struct to_reconcile {
+  job of;
+  int64_t due_us = 0; ///< when the reconciler gets to it
+};
+
 class workload {
 public:
   workload(client::client& c, recorder& rec, workload_options opts);
@@ -87,6 +95,12 @@ private:
   void gateway(uint32_t actor, uint64_t seed);
   void worker(uint32_t actor, uint64_t seed);
   void admin(uint32_t actor, uint64_t seed);
+  void reconciler(uint32_t actor, uint64_t seed);
+  /// The provider timed out: uncertain (retried while the outcome of that
+  /// is unknown); sometimes the worker's stale commit follows.
+  void job_uncertain(uint32_t actor, const job& j, std::mt19937_64& rng);
+  void resolve(uint32_t actor, const job& j, const std::string& outcome,
+               int32_t units);
   op_record reserve(uint32_t actor, chat_id chat, const kind& k,
                     uint64_t request);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
@@ -120,6 +134,8 @@ private:
   /// Recent reserves (chat, kind, request key), for retries that come late.
   std::mutex recent_mtx_;
   std::deque<op_record> recent_;
+  std::mutex reconcile_mtx_;
+  std::deque<to_reconcile> reconcile_;
   std::vector<std::thread> threads_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 using namespace chargeonce;
@@ -19,13 +20,15 @@ constexpr chat_id chat_b = 1002; ///< a killed worker's job, swept
 constexpr chat_id chat_c = 1003; ///< a commit sent while Postgres is paused
 constexpr chat_id chat_d = 1004; ///< no operation (a lock left behind)
 constexpr chat_id chat_e = 1005; ///< limit 2: two image jobs side by side
+constexpr chat_id chat_f = 1006; ///< a job whose provider timed out
 
-constexpr reservation_id committed = 11; ///< chat_a, started and committed
-constexpr reservation_id cancelled = 12; ///< chat_a, cancelled while queued
-constexpr reservation_id swept = 13;     ///< chat_b, released lease_expired
-constexpr reservation_id paused = 17;    ///< chat_c, commit during the outage
-constexpr reservation_id daily = 21;     ///< chat_e, holds the daily image
-constexpr reservation_id bought = 22;    ///< chat_e, beside it, holds balance
+constexpr reservation_id committed = 11;   ///< chat_a, started and committed
+constexpr reservation_id cancelled = 12;   ///< chat_a, cancelled while queued
+constexpr reservation_id swept = 13;       ///< chat_b, released lease_expired
+constexpr reservation_id paused = 17;      ///< chat_c, commit during the outage
+constexpr reservation_id daily = 21;       ///< chat_e, holds the daily image
+constexpr reservation_id bought = 22;      ///< chat_e, beside it, holds balance
+constexpr reservation_id unknown_job = 31; ///< chat_f, uncertain, resolved
 
 /// The Postgres pause: [outage_from_ms, outage_to_ms] after t0.
 constexpr int64_t outage_from_ms = 5000;
@@ -82,12 +85,16 @@ struct history {
   }
 
   history() {
-    initial = {{chat_a, {0, 1, 5}},
-               {chat_b, {0, 0, 2}},
-               {chat_c, {0, 1, 0}},
-               {chat_d, {0, 0, 1}},
-               {chat_e, {1, 1, 1}}};
+    initial = {{chat_a, {0, 1, 5}}, {chat_b, {0, 0, 2}}, {chat_c, {0, 1, 0}},
+               {chat_d, {0, 0, 1}}, {chat_e, {1, 1, 1}}, {chat_f, {0, 0, 2}}};
     limits.max_active_jobs[chat_e] = 2;
+    // chat_f: the provider timed out; a reconciler resolved it succeeded.
+    rec.add(reserved(chat_f, unknown_job, 4000, {0, 0, 1}));
+    rec.add(answered(op::start, chat_f, unknown_job, 4010, {0, 0, 1}));
+    rec.add(answered(op::uncertain, chat_f, unknown_job, 4100, {0, 0, 1}));
+    auto resolved = answered(op::resolve, chat_f, unknown_job, 4500, {0, 0, 1});
+    resolved.resolution = "succeeded";
+    rec.add(resolved);
     // chat_a: reserve, start, commit; a top-up of 3; a reserve cancelled.
     rec.add(reserved(chat_a, committed, 0, {0, 1, 0}));
     rec.add(answered(op::start, chat_a, committed, 10, {0, 1, 0}));
@@ -128,14 +135,14 @@ struct history {
     rec.add(
       answered(op::status, chat_a, 0, 6000, {}, code(ec::storage_unavailable)));
 
-    snap.chats = {{chat_a, {0, 0, 8}},
-                  {chat_b, {0, 0, 2}},
-                  {chat_c, {0, 0, 0}},
-                  {chat_d, {0, 0, 1}},
-                  {chat_e, {1, 1, 1}}};
+    snap.chats = {{chat_a, {0, 0, 8}}, {chat_b, {0, 0, 2}},
+                  {chat_c, {0, 0, 0}}, {chat_d, {0, 0, 1}},
+                  {chat_e, {1, 1, 1}}, {chat_f, {0, 0, 1}}};
+    snap.uncertain = {{unknown_job, chat_f, "succeeded", at(4100)}};
     snap.ledger = {charge(1, committed, chat_a, {0, 1, 0}, 103),
                    top_up_row(2, chat_a, 3, "pay-1-7", 203),
-                   charge(3, paused, chat_c, {0, 1, 0}, outage_to_ms + 100)};
+                   charge(3, paused, chat_c, {0, 1, 0}, outage_to_ms + 100),
+                   charge(4, unknown_job, chat_f, {0, 0, 1}, 4501)};
     snap.releases = {{swept, chat_b, "lease_expired", at(3000)}};
   }
 
@@ -197,6 +204,8 @@ const std::string within_limit = invariant_names[6];
 const std::string holds_within_pockets = invariant_names[7];
 const std::string one_job_per_request_id = invariant_names[8];
 const std::string cancelled_never_charged = invariant_names[9];
+const std::string uncertain_charged_by_resolve = invariant_names[10];
+const std::string nothing_left_uncertain = invariant_names[11];
 
 } // namespace
 
@@ -426,5 +435,40 @@ TEST_SUITE("chaos.audit") {
     CHECK(h.failed() == "");
     h.find(op::cancel, asked).cancel_requested = false;
     CHECK(h.failed() == cancel_xor_start + "," + cancelled_never_charged);
+  }
+
+  TEST_CASE("11: an uncertain job charged by anything but resolve succeeded "
+            "is caught") {
+    history h;
+    // The worker's stale commit instead of the reconciler's resolve.
+    auto& r = h.find(op::resolve, unknown_job);
+    r.what = op::commit;
+    r.resolution.clear();
+    CHECK(h.failed() == uncertain_charged_by_resolve);
+  }
+
+  TEST_CASE("11: an uncertain job resolved failed and charged is caught") {
+    history h;
+    auto failed = h.answered(op::resolve, chat_f, unknown_job, 4600, {});
+    failed.resolution = "failed";
+    h.rec.add(failed);
+    CHECK(h.failed() == uncertain_charged_by_resolve);
+  }
+
+  TEST_CASE("11: a resolve succeeded without its ledger row is caught") {
+    history h;
+    auto& ledger = h.snap.ledger;
+    ledger.erase(std::remove_if(
+                   ledger.begin(), ledger.end(),
+                   [](const auto& l) { return l.reservation == unknown_job; }),
+                 ledger.end());
+    h.snap.chats.back().available = {0, 0, 2};
+    CHECK(h.failed() == uncertain_charged_by_resolve);
+  }
+
+  TEST_CASE("12: a job still uncertain after the run is caught") {
+    history h;
+    h.snap.uncertain.push_back({32, chat_f, "", at(4700)});
+    CHECK(h.failed() == nothing_left_uncertain);
   }
 }

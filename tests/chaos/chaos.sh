@@ -60,6 +60,9 @@ check "it did real work" '.operations.total > 1000
 check "cancels of started jobs asked their workers to stop, and they learnt it" \
   '.operations.cancel_requested.cancels > 0
   and .operations.cancel_requested.heartbeats > 0' "$tmp/run.json"
+check "provider timeouts went uncertain and were resolved both ways" \
+  '.operations.by_op.uncertain.ok > 0 and .operations.by_op.resolve.ok > 0
+  and (.operations.by_op.resolve.invalid_state // 0) > 0' "$tmp/run.json"
 for fault in kill-server terminate-backend restart-postgres pause-postgres \
   drop-connection kill-worker; do
   check "fault $fault was injected" ".faults.by_type[\"$fault\"] >= 1" \
@@ -140,6 +143,26 @@ status=0
 check "the charge of a cancelled job is reported" '.result == "violations"
   and .invariants["10_cancelled_never_charged"].violations >= 1' \
   "$tmp/cancelled.json"
+
+echo "== self-test: an uncertain job charged without resolve succeeded must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=8 --servers=1 --faults=drop-connection \
+  --self-test-uncertain-charged --data-dir="$data" --server="$server" \
+  --json="$tmp/uncertain.json" >"$tmp/uncertain.txt" || status=$?
+((status == 1)) || die "the run with a charged uncertain job exited $status, expected 1"
+check "the charge of an uncertain job is reported" '.result == "violations"
+  and .invariants["11_uncertain_charged_by_resolve"].violations >= 1' \
+  "$tmp/uncertain.json"
+
+echo "== self-test: a job left uncertain after the run must be caught"
+status=0
+"$chaos" --seed="$seed" --duration=8 --servers=1 --faults=drop-connection \
+  --self-test-uncertain-left --data-dir="$data" --server="$server" \
+  --json="$tmp/left.json" >"$tmp/left.txt" || status=$?
+((status == 1)) || die "the run with a job left uncertain exited $status, expected 1"
+check "the job left uncertain is reported" '.result == "violations"
+  and .invariants["12_nothing_left_uncertain"].violations >= 1' \
+  "$tmp/left.json"
 
 echo "== usage errors exit 2"
 status=0

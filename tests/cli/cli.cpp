@@ -302,6 +302,35 @@ TEST_SUITE("cli") {
     }
   }
 
+  TEST_CASE("resolve takes --outcome=succeeded|failed, --units with "
+            "succeeded only; unresolved a --limit of 1 to 1000") {
+    auto usage = [](std::vector<std::string> args, const std::string& why) {
+      args.insert(args.begin(), "--server=127.0.0.1:1");
+      auto r = run(args);
+      CHECK(r.status == 2);
+      CHECK(r.out == "{\"error\":\"usage\",\"message\":\"" + why + "\"}\n");
+    };
+    usage({"resolve", "--chat=1", "--reservation=2", "--outcome=maybe"},
+          "--outcome must be succeeded or failed, got 'maybe'");
+    usage({"resolve", "--chat=1", "--reservation=2", "--outcome=failed",
+           "--units=2"},
+          "--units goes with --outcome=succeeded");
+    usage({"resolve", "--chat=1", "--reservation=2", "--outcome=succeeded",
+           "--units=0"},
+          "--units must be 1 or more, got 0");
+    usage({"unresolved", "--limit=0"}, "--limit must be 1 to 1000, got 0");
+    usage({"unresolved", "--limit=1001"},
+          "--limit must be 1 to 1000, got 1001");
+    usage({"unresolved", "--after=-1"}, "--after must be a reservation id");
+    usage({"uncertain", "--chat=1", "--reservation=2"},
+          "uncertain needs --provider-ref");
+    // Valid: as far as connecting (port 1 refuses).
+    auto r = run({"--server=127.0.0.1:1", "resolve", "--chat=1",
+                  "--reservation=2", "--outcome=succeeded", "--units=3"});
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("{\"error\":\"connection\"", 0) == 0);
+  }
+
   TEST_CASE("cancel names its job by --reservation or --request-id, not "
             "both; set-limits takes a number or `default`") {
     auto r = run({"--server=127.0.0.1:1", "cancel", "--chat=1",

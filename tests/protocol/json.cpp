@@ -47,6 +47,49 @@ TEST_SUITE("json") {
     CHECK(to_json(r)["lease_expires_at"] == "1970-01-01T00:00:01.000000Z");
   }
 
+  TEST_CASE("the job lifecycle's fields: cancel_requested always, "
+            "provider_ref and uncertain_at for outcome_unknown only; the "
+            "resolution, the unresolved page and their events") {
+    reservation r;
+    r.id = 4;
+    r.chat = 42;
+    r.created_at = from_unix_micros(0);
+    r.status = reservation_status::in_progress;
+    r.cancel_requested = true;
+    auto running = to_json(r);
+    CHECK(running["cancel_requested"] == true);
+    CHECK_FALSE(running.contains("provider_ref"));
+    r.status = reservation_status::outcome_unknown;
+    r.slot = -1;
+    r.provider_ref = "prov-1";
+    r.uncertain_at = from_unix_micros(1'000'000);
+    auto unknown = to_json(r);
+    CHECK(unknown["status"] == "outcome_unknown");
+    CHECK(unknown["slot"] == -1);
+    CHECK(unknown["provider_ref"] == "prov-1");
+    CHECK(unknown["uncertain_at"] == "1970-01-01T00:00:01.000000Z");
+    resolution x{4,         42, kind::image,         "succeeded", {0, 0, 1},
+                 {0, 0, 2}, 1,  from_unix_micros(0), "prov-1"};
+    auto resolved = to_json(x);
+    CHECK(resolved["outcome"] == "succeeded");
+    CHECK(resolved["charged"]["balance"] == 1);
+    CHECK(resolved["released"]["balance"] == 2);
+    CHECK(resolved["units"] == 1);
+    CHECK(resolved["provider_ref"] == "prov-1");
+    CHECK(to_json(unresolved_page{})
+          == nlohmann::json{{"reservations", nlohmann::json::array()},
+                            {"next_after", nullptr}});
+    CHECK(to_json(unresolved_page{{r}})["next_after"] == 4);
+    CHECK(to_json(reconcile_needed{42, 4, "prov-1"})
+          == nlohmann::json{{"event", "reconcile_needed"},
+                            {"chat", 42},
+                            {"reservation", 4},
+                            {"provider_ref", "prov-1"}});
+    CHECK(to_json(cancel_requested{42, 4})
+          == nlohmann::json{
+            {"event", "cancel_requested"}, {"chat", 42}, {"reservation", 4}});
+  }
+
   TEST_CASE("a chat shows pockets, plan, window and its reservation") {
     chat_status st;
     st.chat = 8;
