@@ -11,6 +11,7 @@
 #include <atomic>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <thread>
 
 using namespace chargeonce;
@@ -93,9 +94,110 @@ caf::behavior failing_subscriber() {
   };
 }
 
+/// What a gateway of the lifecycle events receives, for one reservation.
+struct lifecycle_log {
+  std::mutex mtx;
+  std::vector<std::string> events;
+};
+
+caf::behavior lifecycle_recorder(caf::event_based_actor*,
+                                 std::shared_ptr<lifecycle_log> log,
+                                 reservation_id id) {
+  auto note = [log](std::string what) {
+    std::lock_guard<std::mutex> guard{log->mtx};
+    log->events.push_back(std::move(what));
+  };
+  return {
+    [=](const reconcile_needed& x) {
+      if (x.reservation == id)
+        note("reconcile_needed " + x.provider_ref);
+    },
+    [=](const reservation_released& x) {
+      if (x.reservation == id)
+        note("reservation_released " + x.reason);
+    },
+    [](const queue_notice&) {},
+    [](const cancel_requested&) {},
+    [](const limits_refilled&) {},
+  };
+}
+
+/// The counter's value in the metrics text, 0 when absent.
+double counter(const std::string& series) {
+  auto text = metrics::render();
+  auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos)
+    return 0;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
 } // namespace
 
 TEST_SUITE("actors.sweep") {
+
+  TEST_CASE("a job of unknown outcome through the real actors: "
+            "reconcile_needed, its slot free at once, and released "
+            "unresolved by the sweep past reconcile-timeout, counted") {
+    auto opts = options();
+    opts.reconcile_timeout = 1s;
+    test::threaded_server server{opts};
+    auto chat = test::fresh_chat();
+    REQUIRE(server.ask<chat_status>(
+      atom::create_v, chat_spec{chat, {0, 0, 2}, caf::none, caf::none}));
+    auto r = server.ask<reservation>(atom::reserve_v, chat, kind::image,
+                                     std::string{"job-1"});
+    REQUIRE(r);
+    auto log = std::make_shared<lifecycle_log>();
+    auto recorder = server.sys.spawn(lifecycle_recorder, log, r->id);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, recorder));
+    REQUIRE(server.ask<reservation>(atom::start_v, chat, r->id));
+    auto u = server.ask<reservation>(atom::uncertain_v, chat, r->id,
+                                     std::string{"prov-1"});
+    REQUIRE(u);
+    CHECK(u->status == reservation_status::outcome_unknown);
+    // One job at a time, yet the next one starts: the slot is free.
+    auto next = server.ask<reservation>(atom::reserve_v, chat, kind::image,
+                                        std::string{"job-2"});
+    REQUIRE(next);
+    REQUIRE(server.ask<reservation>(atom::fail_v, chat, next->id));
+    auto page = server.ask<unresolved_page>(
+      atom::unresolved_v, reservation_id{r->id - 1}, uint32_t{10});
+    REQUIRE(page);
+    REQUIRE_FALSE(page->jobs.empty());
+    CHECK(page->jobs.front().id == r->id);
+    auto before = counter("chargeonce_releases_total{reason=\"unresolved\"}");
+    std::this_thread::sleep_for(1200ms);
+    auto released = server.sweep();
+    REQUIRE(released);
+    CHECK(*released >= 1);
+    CHECK(server
+            .ask<resolution>(atom::resolve_v, chat, r->id,
+                             std::string{"succeeded"}, int32_t{0})
+            .error()
+          == ec::expired);
+    auto st = server.ask<chat_status>(atom::status_v, chat);
+    REQUIRE(st);
+    CHECK(st->amounts == pockets{0, 0, 2});
+    CHECK(st->held == pockets{});
+    for (int i = 0; i < 50; ++i) { // events trail the writes
+      {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        if (log->events.size() >= 2)
+          break;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      CHECK(log->events
+            == std::vector<std::string>{"reconcile_needed prov-1",
+                                        "reservation_released unresolved"});
+    }
+    // At least this one (the database is shared with other suites' jobs).
+    CHECK(counter("chargeonce_releases_total{reason=\"unresolved\"}")
+          >= before + 1);
+    caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
+  }
 
   TEST_CASE("10,000 stuck reservations are all released within two sweep "
             "intervals, with bounded memory") {
