@@ -102,6 +102,11 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
   for (const auto& [id, r] : w.ledger) {
     auto& e = expected[r.chat];
     e -= r.charged;
+    // Invariant 10: what the user was told was cancelled while queued is
+    // never charged (a cancel_requested job may be: its worker decides).
+    if (acks.cancelled_ok.count(id) != 0)
+      flag("reservation " + str(id)
+           + " was acknowledged as cancelled while queued, and charged");
     // Invariant 1: nothing charged without a commit request.
     if (acks.commit_requested.count(id) == 0)
       flag("reservation " + str(id) + " charged without a commit request");
@@ -112,11 +117,6 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
       flag("failed reservation " + str(id) + " was charged");
     if (w.cancelled_applied.count(id) != 0)
       flag("cancelled reservation " + str(id) + " was charged");
-    // Invariant 10: what the user was told was cancelled while queued is
-    // never charged (a cancel_requested job may be: its worker decides).
-    if (acks.cancelled_ok.count(id) != 0)
-      flag("reservation " + str(id)
-           + " was acknowledged as cancelled while queued, and charged");
     // Invariant 11: a job that went uncertain is charged only by resolve
     // succeeded (at most once: the ledger keeps one row per job, and
     // conservation sees a second take), never by a commit.

@@ -150,16 +150,33 @@ void simulation::issue_start(reservation_id id) {
   auto c = jobs_[id].chat;
   call<reservation>(
     "start(" + str(id) + ")", c,
-    [this, id](caf::expected<reservation>& r) {
+    [this, id, c](caf::expected<reservation>& r) {
       if (r) {
         acks_.started_ok.insert(id);
         if (auto j = jobs_.find(id); j != jobs_.end())
           j->second.started = true;
       } else if (!sim_unknown_outcome(r.error())) {
-        jobs_.erase(id); // cancelled, released or gone: the worker moves on
+        // Cancelled, released or gone: the worker moves on; a buggy one
+        // commits anyway, which must be refused.
+        if (r.error() == ec::not_found && pick(8) == 0)
+          stale_commit(id, c);
+        jobs_.erase(id);
       }
     },
     atom::start_v, c, id);
+}
+
+void simulation::stale_commit(reservation_id id, chat_id c) {
+  ++stats["commit_after_not_found"];
+  acks_.commit_requested.insert(id);
+  acks_.commit_units.emplace(id, 0);
+  call<receipt>(
+    "stale-commit(" + str(id) + ")", c,
+    [this](caf::expected<receipt>& x) {
+      if (x)
+        auditor.on_receipt(*world, acks_, *x);
+    },
+    atom::commit_v, c, id, int32_t{0});
 }
 
 void simulation::issue_commit(reservation_id id) {

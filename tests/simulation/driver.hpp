@@ -96,6 +96,8 @@ private:
   void issue_reserve(chat_id c, kind k, const std::string& rid);
   void issue_start(reservation_id id);
   void issue_commit(reservation_id id);
+  /// A buggy worker's commit of a job whose start answered not_found.
+  void stale_commit(reservation_id id, chat_id c);
   /// A request whose answer nobody acts upon (the auditor still sees it).
   template <class T, class... Ts>
   void ask(std::string what, chat_id chat, Ts... xs) {

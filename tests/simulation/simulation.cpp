@@ -133,6 +133,7 @@ TEST_SUITE("simulation") {
           sim_mutant::commit_units_unchecked,
           sim_mutant::partial_commit_balance_first,
           sim_mutant::cancel_request_acks_cancelled,
+          sim_mutant::cancelled_job_committable,
           sim_mutant::commit_of_uncertain,
           sim_mutant::unresolved_never_released}) {
       std::string name = test::to_string(m);

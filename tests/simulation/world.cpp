@@ -56,6 +56,8 @@ const char* to_string(sim_mutant x) {
     return "partial_commit_balance_first";
   case sim_mutant::cancel_request_acks_cancelled:
     return "cancel_request_acks_cancelled";
+  case sim_mutant::cancelled_job_committable:
+    return "cancelled_job_committable";
   case sim_mutant::commit_of_uncertain:
     return "commit_of_uncertain";
   case sim_mutant::unresolved_never_released:
@@ -284,6 +286,16 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       && released[id] == chat) { // the bug: no fencing by the release
     receipt x{id, chat, kind::image, charge(held_of[id]), now};
     ledger[id] = x;
+    return x;
+  }
+  if (auto e = ended.find(id);
+      e != ended.end() && e->second.chat == chat
+      && e->second.status == reservation_status::cancelled
+      && mutant == sim_mutant::cancelled_job_committable) {
+    // the bug: what a cancel deleted can still be committed
+    receipt x{id, chat, e->second.kind, charge(e->second.held), now};
+    ledger[id] = x;
+    charged_by[id] = "commit";
     return x;
   }
   if (auto u = uncertain.find(id);

@@ -53,6 +53,9 @@ enum class sim_mutant : uint8_t {
   /// answers as if the job had been deleted while queued: the user is told
   /// "cancelled" of a job that runs on and is charged (10).
   cancel_request_acks_cancelled,
+  /// A commit of a job cancelled while queued (a buggy worker's, told the
+  /// job was gone) charges it (10).
+  cancelled_job_committable,
   /// A worker's stale commit of a job it declared uncertain charges it,
   /// outside resolve (11).
   commit_of_uncertain,
