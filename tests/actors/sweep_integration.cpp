@@ -155,6 +155,9 @@ TEST_SUITE("actors.sweep") {
                                      std::string{"prov-1"});
     REQUIRE(u);
     CHECK(u->status == reservation_status::outcome_unknown);
+    // A retry answers the same and tells the reconcilers nothing new.
+    REQUIRE(server.ask<reservation>(atom::uncertain_v, chat, r->id,
+                                    std::string{"prov-1"}));
     // One job at a time, yet the next one starts: the slot is free.
     auto next = server.ask<reservation>(atom::reserve_v, chat, kind::image,
                                         std::string{"job-2"});
