@@ -170,6 +170,10 @@ caf::error validate_resolve(chat_id chat, reservation_id id,
   if (outcome != "succeeded" && outcome != "failed")
     return caf::make_error(ec::invalid_argument,
                            "outcome must be succeeded or failed");
+  // Units say what the work cost: a failed job cost nothing.
+  if (outcome == "failed" && units != 0)
+    return caf::make_error(ec::invalid_argument,
+                           "units go with outcome succeeded");
   return validate_units(units);
 }
 

@@ -50,8 +50,8 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
 caf::error validate_uncertain(chat_id chat, reservation_id id,
                               const std::string& provider_ref);
 
-/// An outcome of "succeeded" or "failed"; units 0 (all held) or 1 to
-/// units_max (meaningful for succeeded).
+/// An outcome of "succeeded" or "failed"; units 0 (all held) or, with
+/// succeeded only, 1 to units_max.
 caf::error validate_resolve(chat_id chat, reservation_id id,
                             const std::string& outcome, int32_t units);
 

@@ -479,6 +479,7 @@ check 422 invalid_argument GET "/v1/reservations?status=outcome_unknown&after=x"
 check 403 forbidden GET "/v1/reservations?status=outcome_unknown" "$gw"
 check 409 invalid_state POST "$W/$id/commit" "$wk"
 check 422 invalid_argument POST "$W/$id/resolve" "$wk" '{"outcome":"maybe"}'
+check 422 invalid_argument POST "$W/$id/resolve" "$wk" '{"outcome":"failed","units":1}'
 check 422 invalid_argument POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded","units":2}'
 check 200 - POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded"}'
 resolution=$out

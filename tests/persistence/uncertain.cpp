@@ -157,6 +157,8 @@ TEST_SUITE("uncertain") {
     REQUIRE(db.commit(chat, started(chat).id));
     CHECK(db.resolve(chat, queued->id, "maybe", 0).error()
           == ec::invalid_argument);
+    CHECK(db.resolve(chat, queued->id, "failed", 1).error()
+          == ec::invalid_argument);
   }
 
   TEST_CASE_FIXTURE(uncertain_fixture,
