@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "actors/metrics/rendering.hpp"
 
+#include "actors/metrics/process.hpp"
 #include "actors/metrics/series.hpp"
 
 #include <array>
@@ -186,6 +187,10 @@ std::string render() {
   render_operations(out);
   render_background(out);
   render_persistence(out);
+  render_process(out, read_process());
+  family(out, "chargeonce_build_info", "gauge",
+         "Always 1; the version of the running chargeonce-server.");
+  sample(out, "chargeonce_build_info", {{"version", CHARGEONCE_VERSION}}, "1");
   return out;
 }
 

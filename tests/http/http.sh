@@ -373,7 +373,24 @@ ok "16 racing reserves: one wins; 16 racing commits: one charge, one receipt"
 curl -s "$base/metrics" >"$tmp/metrics"
 grep -Eq '^chargeonce_operations_total\{operation="commit",outcome="ok"\} [1-9]' \
   "$tmp/metrics" || die "commits over HTTP are not in /metrics"
-ok "operations over HTTP appear in /metrics"
+# The scrape as Prometheus' own Python client parses it (counters lose
+# their _total there): the standard process metrics and the build info.
+# Debian's interpreter, which has Debian's python3-prometheus-client.
+/usr/bin/python3 - "$tmp/metrics" <<'PY' || die "the Prometheus client cannot read /metrics"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+families = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+want = ["process_cpu_seconds", "process_resident_memory_bytes",
+        "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+        "process_start_time_seconds", "chargeonce_build_info",
+        "chargeonce_operations", "chargeonce_releases"]
+missing = [w for w in want if w not in families]
+assert not missing, missing
+info = families["chargeonce_build_info"].samples[0]
+assert info.labels["version"] and info.value == 1, info
+assert families["process_open_fds"].samples[0].value >= 3
+PY
+ok "operations over HTTP appear in /metrics; the Prometheus client parses it"
 
 check 200 - POST "$T" "$ad" '{"credits":5,"payment_id":"pay-1"}'
 first=$out

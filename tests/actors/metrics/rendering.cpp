@@ -103,21 +103,55 @@ TEST_SUITE("metrics") {
     CHECK(
       value_of(text, "chargeonce_persistence_batch_size_bucket{le=\"+Inf\"}")
       >= 2);
-    for (const char* family :
-         {"chargeonce_operations_total",
-          "chargeonce_operation_duration_seconds",
-          "chargeonce_internal_errors_total", "chargeonce_queue_notices_total",
-          "chargeonce_cancel_requests_total", "chargeonce_releases_total",
-          "chargeonce_reactivations_total", "chargeonce_sweeps_total",
-          "chargeonce_persistence_restarts_total",
-          "chargeonce_storage_errors_total", "chargeonce_chat_actors",
-          "chargeonce_passivations_total", "chargeonce_persistence_batch_size",
-          "chargeonce_persistence_queue_depth",
-          "chargeonce_active_reservations",
-          "chargeonce_active_reservations_by_plan"})
+    for (const char* family : {"chargeonce_operations_total",
+                               "chargeonce_operation_duration_seconds",
+                               "chargeonce_internal_errors_total",
+                               "chargeonce_queue_notices_total",
+                               "chargeonce_cancel_requests_total",
+                               "chargeonce_releases_total",
+                               "chargeonce_reactivations_total",
+                               "chargeonce_sweeps_total",
+                               "chargeonce_persistence_restarts_total",
+                               "chargeonce_storage_errors_total",
+                               "chargeonce_chat_actors",
+                               "chargeonce_passivations_total",
+                               "chargeonce_persistence_batch_size",
+                               "chargeonce_persistence_queue_depth",
+                               "chargeonce_active_reservations",
+                               "chargeonce_active_reservations_by_plan",
+                               "chargeonce_reconcile_needed_total",
+                               "chargeonce_build_info",
+                               "process_cpu_seconds_total",
+                               "process_resident_memory_bytes",
+                               "process_virtual_memory_bytes",
+                               "process_open_fds",
+                               "process_max_fds",
+                               "process_start_time_seconds"})
       CHECK_MESSAGE(text.find(std::string{"# TYPE "} + family + " ")
                       != std::string::npos,
                     family);
+  }
+
+  TEST_CASE("the standard process metrics describe this process, and "
+            "chargeonce_build_info names the version") {
+    auto text = metrics::render();
+    INFO(text);
+    auto now = std::chrono::duration<double>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+    auto started = value_of(text, "process_start_time_seconds");
+    CHECK(started > now - 86400); // a test process is younger than a day
+    CHECK(started <= now + 1);
+    auto cpu = value_of(text, "process_cpu_seconds_total");
+    CHECK(cpu >= 0);
+    CHECK(cpu <= (now - started + 1) * 64); // no more than 64 cores' worth
+    auto fds = value_of(text, "process_open_fds");
+    CHECK(fds >= 3); // stdin, stdout, stderr
+    CHECK(value_of(text, "process_max_fds") >= fds);
+    auto rss = value_of(text, "process_resident_memory_bytes");
+    CHECK(rss > 1024 * 1024);
+    CHECK(value_of(text, "process_virtual_memory_bytes") >= rss);
+    CHECK(value_of(text, "chargeonce_build_info{version=\"0.1.0\"}") == 1);
   }
 
   TEST_CASE("an internal answer is counted by operation in "
