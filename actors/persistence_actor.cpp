@@ -344,6 +344,7 @@ make_persistence(self_ptr self, persistence::store_options opts,
   install_log_handlers(self);
   auto& st = self->state;
   st.limits = limits;
+  metrics::set_persistence_queue_max(limits.queue_operations_max);
   st.job = std::make_shared<connection_job>(std::move(opts));
   st.connection = self->spawn<caf::detached + caf::linked>(
     make_connection, st.job, caf::actor_cast<connection_owner>(self));

@@ -128,6 +128,10 @@ void queue_depth_share::set(int64_t depth) {
   current_ = depth;
 }
 
+void set_persistence_queue_max(size_t operations) {
+  series.queue_max.set(static_cast<int64_t>(operations));
+}
+
 void set_active_reservations(const active_count& n) {
   series.active_reservations.set(n.free + n.premium);
   series.active_reservations_free.set(n.free);

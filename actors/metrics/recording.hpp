@@ -101,6 +101,10 @@ void chat_actor_stopped();
 /// One Postgres round trip carried `operations` client operations.
 void observe_persistence_batch(size_t operations);
 
+/// persistence-queue-max: operations one persistence actor lets wait before
+/// it answers overloaded (the same for every actor of the server).
+void set_persistence_queue_max(size_t operations);
+
 /// One persistence actor's share of chargeonce_persistence_queue_depth (the
 /// sum over the pool): `set` replaces this share, the destructor withdraws it,
 /// so a dead actor never leaves its backlog in the gauge. Keep one in the

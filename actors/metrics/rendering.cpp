@@ -165,6 +165,10 @@ void render_persistence(std::string& out) {
   render_gauge(out, "chargeonce_persistence_queue_depth",
                "Operations waiting in persistence actors for Postgres.",
                series.queue_depth);
+  render_gauge(out, "chargeonce_persistence_queue_max",
+               "persistence-queue-max: operations one persistence actor lets "
+               "wait before it answers overloaded.",
+               series.queue_max);
   if (!series.active_reservations_known.load(relaxed))
     return;
   render_gauge(out, "chargeonce_active_reservations",

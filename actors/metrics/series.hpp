@@ -144,6 +144,7 @@ struct registry {
   gauge chat_actors;
   histogram<batch_bounds.size()> batch_sizes;
   gauge queue_depth;
+  gauge queue_max; ///< 0 until a persistence actor set it
   gauge active_reservations;
   gauge active_reservations_free;
   gauge active_reservations_premium;

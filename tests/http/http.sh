@@ -390,7 +390,25 @@ info = families["chargeonce_build_info"].samples[0]
 assert info.labels["version"] and info.value == 1, info
 assert families["process_open_fds"].samples[0].value >= 3
 PY
-ok "operations over HTTP appear in /metrics; the Prometheus client parses it"
+# Every metric the Grafana dashboard queries is one this server exports.
+/usr/bin/python3 - "$tmp/metrics" "$src/packaging/grafana/chargeonce.json" <<'PY' \
+  || die "the dashboard queries metrics the server does not export"
+import json, re, sys
+exported = set(re.findall(r"^# TYPE (\S+) ", open(sys.argv[1]).read(), re.M))
+dash = json.load(open(sys.argv[2]))
+assert dash["panels"], "no panels"
+used = set()
+for panel in dash["panels"]:
+    assert panel["title"] and panel["targets"], panel
+    for target in panel["targets"]:
+        for name in re.findall(r"\b((?:chargeonce|process)_[a-z_]+)", target["expr"]):
+            used.add(re.sub(r"_(bucket|sum|count)$", "", name)
+                     if name not in exported else name)
+unknown = sorted(used - exported)
+assert not unknown, unknown
+print("dashboard: %d panels query %d metrics, all exported" % (len(dash["panels"]), len(used)))
+PY
+ok "operations over HTTP appear in /metrics; the Prometheus client parses it; the dashboard's metrics exist"
 
 check 200 - POST "$T" "$ad" '{"credits":5,"payment_id":"pay-1"}'
 first=$out

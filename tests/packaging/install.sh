@@ -46,7 +46,9 @@ done
 
 conf=$prefix/etc/chargeonce/chargeonce.conf
 unit=$prefix/lib/systemd/system/chargeonce-server.service
-for f in "$conf" "$unit" "$prefix/share/doc/chargeonce/README.md"; do
+for f in "$conf" "$unit" "$prefix/share/doc/chargeonce/README.md" \
+  "$prefix/share/doc/chargeonce/prometheus/alerts.yml" \
+  "$prefix/share/doc/chargeonce/grafana/chargeonce.json"; do
   [[ -f $f ]] || die "${f#"$prefix"/} not installed"
 done
 

@@ -117,6 +117,7 @@ TEST_SUITE("metrics") {
                                "chargeonce_passivations_total",
                                "chargeonce_persistence_batch_size",
                                "chargeonce_persistence_queue_depth",
+                               "chargeonce_persistence_queue_max",
                                "chargeonce_active_reservations",
                                "chargeonce_active_reservations_by_plan",
                                "chargeonce_reconcile_needed_total",
