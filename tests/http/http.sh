@@ -18,7 +18,7 @@ src=$3
 ok() { echo "http: ok: $*"; }
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
-for tool in curl jq python3 psql; do
+for tool in curl jq python3 psql php; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 
@@ -562,6 +562,32 @@ echo "$job_chat $id fail" | CHARGEONCE_TOKEN=$wk timeout 20 python3 \
 check 200 - GET "/v1/chats/$job_chat" "$gw"
 [[ $(field .daily_images) == 0 && $(field .balance) == 1 ]] || die "after the examples: $out"
 ok "examples/gateway.py and examples/worker.py (commit and fail)"
+
+# The same with the PHP examples (php-cli, php-curl); a redelivered update
+# of the same message and button names the same job.
+php_chat=$(random_chat)
+check 201 - POST /v1/chats "$ad" "{\"chat\":$php_chat,\"daily_images\":1,\"balance\":1}"
+php_gateway() {
+  CHARGEONCE_TOKEN=$gw timeout 40 php "$src/examples/php/gateway.php" "$php_chat" \
+    image "$1" upscale >"$tmp/gateway-php.out" || die "gateway.php: $(cat "$tmp/gateway-php.out")"
+  grep -q '"step":"notice"' "$tmp/gateway-php.out" || die "gateway.php saw no notice"
+  jq -s -r '.[] | select(.step == "reserve") | .reservation' "$tmp/gateway-php.out"
+}
+php_worker() {
+  echo "$php_chat $1 $2" | CHARGEONCE_TOKEN=$wk timeout 20 php \
+    "$src/examples/php/worker.php" >"$tmp/worker-php.out" || die "worker.php failed"
+}
+id=$(php_gateway 18)
+[[ $(jq -s -r '.[] | select(.step == "reserve") | .request_id' "$tmp/gateway-php.out") == msg-18-upscale ]] \
+  || die "gateway.php's request id: $(cat "$tmp/gateway-php.out")"
+php_worker "$id" ""
+[[ $(jq -r .committed "$tmp/worker-php.out") == true ]] || die "worker.php: $(cat "$tmp/worker-php.out")"
+id=$(php_gateway 19)
+php_worker "$id" fail
+[[ $(jq -r .failed "$tmp/worker-php.out") == true ]] || die "worker.php: $(cat "$tmp/worker-php.out")"
+check 200 - GET "/v1/chats/$php_chat" "$gw"
+[[ $(field .daily_images) == 0 && $(field .balance) == 1 ]] || die "after the PHP examples: $out"
+ok "examples/php/gateway.php and worker.php (commit and fail)"
 
 # -- readiness --------------------------------------------------------------------
 
