@@ -306,10 +306,12 @@ TEST_SUITE("uncertain") {
       "SET LOCAL enable_seqscan = off; EXPLAIN (FORMAT JSON) SELECT id FROM "
       "uncertain_reservations WHERE outcome IS NULL AND id > 0 ORDER BY id "
       "LIMIT 100");
-    // The partial index of the open ones, or the primary key by id: the
-    // planner picks by its statistics of the moment; never a scan.
-    CHECK((plan.find("uncertain_reservations_unresolved") != std::string::npos
-           || plan.find("uncertain_reservations_pkey") != std::string::npos));
+    // One of the table's indexes (the partial one of the open rows, or the
+    // primary key by id): the planner picks by its statistics of the
+    // moment; never a sequential scan.
+    INFO(plan);
+    CHECK(plan.find("\"Index Name\": \"uncertain_reservations_")
+          != std::string::npos);
     CHECK(plan.find("Seq Scan") == std::string::npos);
   }
 
