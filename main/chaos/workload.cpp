@@ -476,17 +476,27 @@ void workload::job_uncertain(uint32_t actor, const job& j,
   }
 }
 
-void workload::resolve(uint32_t actor, const job& j, const std::string& outcome,
-                       int32_t units) {
+op_record workload::resolve(uint32_t actor, const job& j,
+                            const std::string& outcome, int32_t units) {
+  op_record r;
   for (int i = 0; i < retries_max; ++i) {
-    auto r = begin(op::resolve, actor, j.chat, j.id);
+    r = begin(op::resolve, actor, j.chat, j.id);
     r.resolution = outcome;
     r.units = units;
     finish(rec_, r, client_.resolve(j.chat, j.id, outcome, units));
     if (!unknown(r) || !stop_.nap(200))
-      return;
+      break;
   }
+  return r;
 }
+
+namespace {
+
+bool refused(const op_record& r) {
+  return r.result == static_cast<uint8_t>(ec::invalid_state);
+}
+
+} // namespace
 
 /// Asks "the provider" (a coin) about each uncertain job when it is due,
 /// and resolves it: succeeded (all or fewer units), failed, twice, or by
@@ -513,7 +523,7 @@ void workload::reconciler(uint32_t actor, uint64_t seed) {
     auto units = j.units > 1 && chance(rng) < 0.5
                    ? static_cast<int32_t>(uniform(rng, 1, j.units))
                    : 0;
-    auto p = chance(rng);
+    auto p = disagreed_ ? chance(rng) : 1.0;
     if (p < 0.4) {
       resolve(actor, j, "succeeded", units);
     } else if (p < 0.7) {
@@ -522,11 +532,14 @@ void workload::reconciler(uint32_t actor, uint64_t seed) {
       resolve(actor, j, "succeeded", units);
       resolve(actor, j, "succeeded", units);
     } else {
-      std::thread other{[this, actor, j] {
-        resolve(actor, j, "failed", 0);
+      op_record failed;
+      std::thread other{[this, actor, j, &failed] {
+        failed = resolve(actor, j, "failed", 0);
       }};
-      resolve(actor, j, "succeeded", units);
+      auto succeeded = resolve(actor, j, "succeeded", units);
       other.join();
+      if (refused(failed) || refused(succeeded))
+        disagreed_ = true;
     }
   }
 }

@@ -99,8 +99,9 @@ private:
   /// The provider timed out: uncertain (retried while the outcome of that
   /// is unknown); sometimes the worker's stale commit follows.
   void job_uncertain(uint32_t actor, const job& j, std::mt19937_64& rng);
-  void resolve(uint32_t actor, const job& j, const std::string& outcome,
-               int32_t units);
+  /// The last attempt's record.
+  op_record resolve(uint32_t actor, const job& j, const std::string& outcome,
+                    int32_t units);
   op_record reserve(uint32_t actor, chat_id chat, const kind& k,
                     uint64_t request);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
@@ -136,6 +137,9 @@ private:
   std::deque<op_record> recent_;
   std::mutex reconcile_mtx_;
   std::deque<to_reconcile> reconcile_;
+  /// Two reconcilers disagreed and one was refused (`invalid_state`): until
+  /// then every resolve is such a pair, so each run covers that answer.
+  std::atomic<bool> disagreed_{false};
   std::vector<std::thread> threads_;
 };
 
