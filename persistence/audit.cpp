@@ -38,21 +38,28 @@ void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
                  audit_snapshot& out) {
   auto rs = tx.exec_params(
-    "SELECT id, entry = 'charge', coalesce(reservation_id, 0), chat_id, "
+    "SELECT id, entry, coalesce(reservation_id, 0), chat_id, "
     "charged::text, credited_balance, coalesce(payment_id, ''), "
       + micros_of("committed_at")
-      + " FROM ledger WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
+      + ", changed::text, coalesce(detail, ''), pockets::text FROM ledger "
+        "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
     first, first + count);
   for (const auto& r : rs) {
     audit_ledger_row x;
     x.id = r[0].as<int64_t>();
-    x.charge = r[1].as<bool>();
+    x.entry = r[1].as<std::string>();
+    x.charge = x.entry == "charge";
     x.reservation = r[2].as<int64_t>();
     x.chat = r[3].as<int64_t>();
     x.charged = pockets_of(r[4]);
     x.credited = r[5].as<int32_t>();
     x.payment_id = r[6].as<std::string>();
     x.at_us = r[7].as<int64_t>();
+    x.changed = pockets_of(r[8]);
+    x.detail = r[9].as<std::string>();
+    x.has_after = !r[10].is_null();
+    if (x.has_after)
+      x.after = pockets_of(r[10]);
     out.ledger.push_back(std::move(x));
   }
 }
@@ -97,6 +104,18 @@ void read_uncertain(pqxx::transaction_base& tx, chat_id first, int64_t count,
 }
 
 } // namespace
+
+pockets audit_ledger_row::change() const {
+  pockets out;
+  if (entry == "charge") {
+    out -= charged;
+  } else if (entry == "top_up") {
+    out.add(pocket::balance, credited);
+  } else {
+    out = changed;
+  }
+  return out;
+}
 
 caf::expected<audit_snapshot>
 read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
@@ -199,7 +218,16 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
       "               SET charged = chargeonce_pockets_add(l.charged,"
       "                                                     x.released),"
       "                   released = '{}'"
-      "              FROM x WHERE l.reservation_id = x.reservation_id)"
+      "              FROM x WHERE l.reservation_id = x.reservation_id"
+      "              RETURNING l.id),"
+      // The pockets recorded from that row on lose it too: the ledger's
+      // chain stays whole, as every total does.
+      " chained AS (UPDATE ledger l"
+      "                SET pockets = chargeonce_pockets_take(l.pockets,"
+      "                                                      x.released)"
+      "               FROM x, booked b"
+      "              WHERE l.chat_id = x.chat_id AND l.id >= b.id"
+      "                AND l.pockets IS NOT NULL)"
       " UPDATE chats c SET pockets = chargeonce_pockets_take(c.pockets,"
       "                                                      x.released)"
       "   FROM x WHERE c.chat_id = x.chat_id",
@@ -211,6 +239,32 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
     return caf::none;
   } catch (...) {
     return failed("forging a charge beyond its units");
+  }
+}
+
+caf::error forge_ledger_after(const std::string& dsn, chat_id first,
+                              int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto forged = tx.exec_params(
+      "UPDATE ledger SET pockets = pockets || jsonb_build_object('balance',"
+      "    chargeonce_amount(pockets, 'balance') + 1)"
+      " WHERE id = (SELECT l.id FROM ledger l"
+      "              WHERE l.chat_id > $1 AND l.chat_id <= $2"
+      "                AND l.pockets IS NOT NULL AND l.entry <> 'admin'"
+      "                AND EXISTS (SELECT 1 FROM ledger n"
+      "                             WHERE n.chat_id = l.chat_id"
+      "                               AND n.id > l.id)"
+      "              ORDER BY l.id LIMIT 1)",
+      first, first + count);
+    tx.commit();
+    if (forged.affected_rows() == 0)
+      return caf::make_error(ec::not_found,
+                             "no chat of the range has two ledger rows");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a ledger row's pockets");
   }
 }
 

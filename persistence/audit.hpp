@@ -21,16 +21,26 @@ struct audit_chat {
   pockets available;
 };
 
-/// One ledger row: a charge (reservation set) or a top-up (payment_id set).
+/// One ledger row: a charge (reservation set), a top-up (payment_id set),
+/// a refill or an admin change (changed and detail set).
 struct audit_ledger_row {
   int64_t id = 0;
-  bool charge = true;             ///< entry = 'charge'; false: 'top_up'
+  std::string entry = "charge";   ///< charge, top_up, refill or admin
+  bool charge = true;             ///< entry = 'charge'
   reservation_id reservation = 0; ///< charges only
   chat_id chat = 0;
   pockets charged;        ///< charges only
   int32_t credited = 0;   ///< top-ups only
   std::string payment_id; ///< top-ups only
+  pockets changed;        ///< refills and admin changes: signed, per pocket
+  std::string detail;     ///< refills and admin changes
+  bool has_after = false; ///< rows written before the ledger kept pockets: no
+  pockets after;          ///< the chat's pockets after this row's change
   int64_t at_us = 0;      ///< committed_at, microseconds since the epoch
+
+  /// The row's change of the pockets: -charged, +credited in balance, or
+  /// changed.
+  pockets change() const;
 };
 
 /// A reservation still in the table.
@@ -94,6 +104,16 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
 /// ec::not_found when no chat of the range has a balance.
 caf::error forge_pocket_move(const std::string& dsn, chat_id first,
                              int64_t count, const std::string& to);
+
+/// Self-test of the auditor only: the pockets recorded in one ledger row of
+/// the range (not an admin row: create-chat's is checked against what the
+/// chaos tool asked for) that has a row after it (of the same chat) gain
+/// one unit of balance, as if that row's "after" were not the next row's
+/// "before". Every change and every current pocket stays as it was: only the
+/// check of the ledger's chain sees it. ec::not_found when no chat has two
+/// rows.
+caf::error forge_ledger_after(const std::string& dsn, chat_id first,
+                              int64_t count);
 
 /// Self-test of the auditor only: the first settled job of unknown outcome
 /// of the range is made open again, as if the sweep had never released it

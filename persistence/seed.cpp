@@ -19,6 +19,15 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
                      "jsonb_build_object('balance', $3::integer) "
                      "FROM generate_series(1::bigint, $2::bigint) AS g",
                      first, count, balance);
+      // Each chat's ledger opens with what it was seeded with; the chats
+      // were just inserted, so the per-row reference check can be skipped.
+      tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
+      tx.exec_params("INSERT INTO ledger (entry, detail, chat_id, changed, "
+                     "pockets) SELECT 'admin', 'seed', chat_id, "
+                     "chargeonce_pockets_change('{}', pockets), "
+                     "pockets FROM chats WHERE chat_id > $1 AND chat_id <= "
+                     "$1::bigint + $2::bigint ORDER BY chat_id",
+                     first, count);
       tx.commit();
     }
     pqxx::nontransaction tx{conn};

@@ -213,6 +213,7 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
         return caf::make_error(ec::already_exists, "chat "
                                                      + std::to_string(spec.chat)
                                                      + " already exists");
+      record_opening(tx, spec.chat, "admin", "create_chat");
       return read_status(tx, spec.chat, impl_->opts);
     });
 }
@@ -334,10 +335,11 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
                      chat, pockets_text(amounts));
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, "
-        "released) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb) "
+        "released, pockets) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, "
+        "$7::jsonb) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
         id, chat, to_string(held.kind), pockets_text(charged), charged_units,
-        pockets_text(released));
+        pockets_text(released), pockets_text(amounts));
       delete_and_remember(tx, "id = $1", "committed", id);
       receipt x{id, chat, held.kind, charged,
                 from_unix_micros(written[0][0].as<int64_t>())};

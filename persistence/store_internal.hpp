@@ -175,6 +175,30 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
   return x;
 }
 
+/// The ledger row of a refill or an admin change of `chat` (entry and
+/// detail as in 008_ledger_of_every_change.sql), its pockets as they are
+/// now in this transaction and its change from `before` (JSON; nullptr:
+/// nothing changed, only the plan did).
+inline void record_change(pqxx::work& tx, chat_id chat, const char* entry,
+                          const char* detail, const char* before) {
+  tx.exec_params("INSERT INTO ledger (entry, detail, chat_id, changed, "
+                 "pockets) SELECT $2, $3, chat_id, "
+                 "chargeonce_pockets_change(coalesce($4::jsonb, pockets), "
+                 "pockets), pockets FROM chats WHERE chat_id = $1",
+                 chat, entry, detail, before);
+}
+
+/// A chat's first ledger row: everything it has came with this change.
+inline void record_opening(pqxx::work& tx, chat_id chat, const char* entry,
+                           const char* detail) {
+  record_change(tx, chat, entry, detail, "{}");
+}
+
+/// An admin change that changed no amount.
+inline void record_admin(pqxx::work& tx, chat_id chat, const char* detail) {
+  record_change(tx, chat, "admin", detail, nullptr);
+}
+
 inline bool chat_exists(pqxx::work& tx, chat_id chat) {
   return !tx.exec_params("SELECT 1 FROM chats WHERE chat_id = $1", chat)
             .empty();

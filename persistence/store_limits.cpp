@@ -13,6 +13,17 @@ namespace chargeonce::persistence {
 
 namespace {
 
+/// The ledger row of a refill, as the end of a statement whose CTEs `b`
+/// (pockets before) and `a` (pockets after, of chat `chat`) are given:
+/// nothing when no pocket changed.
+std::string record_refill(const char* detail, const char* chat) {
+  return std::string{"INSERT INTO ledger (entry, detail, chat_id, changed, "
+                     "pockets) SELECT 'refill', '"}
+         + detail + "', " + chat
+         + ", chargeonce_pockets_change(b.pockets, a.pockets), a.pockets "
+           "FROM a, b WHERE a.pockets <> b.pockets";
+}
+
 /// Every daily pocket at the quota of the chat's plan now, as an UPDATE's
 /// SET item; $n is the free plan's quotas, $n+1 the premium plan's (jsonb).
 /// Other pockets (balance) keep their amounts.
@@ -34,12 +45,16 @@ caf::expected<chat_status> store::touch(chat_id chat) {
   const auto& premium_quotas = impl_->premium_quotas_text;
   return impl_->run<chat_status>(
     "touch", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
-      // A new chat starts on the free plan with its first window open.
-      tx.exec_params("INSERT INTO chats (chat_id, pockets, "
-                     "window_started_at, last_activity_at) "
-                     "VALUES ($1, $2::jsonb, now(), now()) "
-                     "ON CONFLICT (chat_id) DO NOTHING",
-                     chat, free_quotas);
+      // A new chat starts on the free plan with its first window open: its
+      // ledger opens with that window's refill.
+      auto created = tx.exec_params("INSERT INTO chats (chat_id, pockets, "
+                                    "window_started_at, last_activity_at) "
+                                    "VALUES ($1, $2::jsonb, now(), now()) "
+                                    "ON CONFLICT (chat_id) DO NOTHING "
+                                    "RETURNING chat_id",
+                                    chat, free_quotas);
+      if (!created.empty())
+        record_opening(tx, chat, "refill", "window");
       auto rs = tx.exec_params(
         "SELECT (extract(epoch FROM window_started_at) * 1000000)::bigint, "
         "(extract(epoch FROM now()) * 1000000)::bigint "
@@ -61,10 +76,13 @@ caf::expected<chat_status> store::touch(chat_id chat) {
                        chat);
         break;
       case window_action::refill:
-        tx.exec_params("UPDATE chats SET last_activity_at = now(), "
-                       "window_started_at = now(), "
-                         + refill_to_quota(2) + " WHERE chat_id = $1",
-                       chat, free_quotas, premium_quotas);
+        tx.exec_params(
+          "WITH b AS (SELECT pockets FROM chats WHERE chat_id = $1), "
+          "a AS (UPDATE chats SET last_activity_at = now(), "
+          "window_started_at = now(), "
+            + refill_to_quota(2) + " WHERE chat_id = $1 RETURNING pockets) "
+            + record_refill("window", "$1"),
+          chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
         break;
       }
@@ -108,17 +126,18 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
         return caf::make_error(ec::invalid_argument, "balance of chat "
                                                        + std::to_string(chat)
                                                        + " would overflow");
-      tx.exec_params("UPDATE chats SET pockets = pockets || "
-                     "jsonb_build_object('balance', "
-                     "chargeonce_amount(pockets, 'balance') + $2::integer) "
-                     "WHERE chat_id = $1",
-                     chat, credits);
+      auto after =
+        tx.exec_params("UPDATE chats SET pockets = pockets || "
+                       "jsonb_build_object('balance', "
+                       "chargeonce_amount(pockets, 'balance') + $2::integer) "
+                       "WHERE chat_id = $1 RETURNING pockets::text",
+                       chat, credits);
       try {
         auto written = tx.exec_params(
-          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance) "
-          "VALUES ('top_up', $1, $2, $3) "
+          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
+          "pockets) VALUES ('top_up', $1, $2, $3, $4::jsonb) "
           "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-          chat, payment_id, credits);
+          chat, payment_id, credits, after[0][0].c_str());
         spdlog::info("top_up chat={} payment_id={} credits={}", chat,
                      payment_id, credits);
         return top_up_receipt{chat, payment_id, static_cast<int32_t>(credits),
@@ -147,6 +166,8 @@ caf::expected<chat_status> store::set_premium(chat_id chat,
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
+      // No amount changes, the plan does: support reads it in the history.
+      record_admin(tx, chat, "set_premium");
       return read_status(tx, chat, impl_->opts);
     });
 }
@@ -208,18 +229,27 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
   // planner walks that index; FOR UPDATE re-checks each row, so a chat
   // touched meanwhile is skipped.
   auto query =
-    "WITH due AS (SELECT chat_id, last_activity_at FROM chats "
+    "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
+    "FROM chats "
     "WHERE started AND NOT blocked AND NOT banned "
     "AND last_activity_at IS NOT NULL "
     "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
     "AND last_activity_at < now() - $3 * interval '1 millisecond' "
     "AND last_activity_at >= "
     + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
-    + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE) "
-      "UPDATE chats c SET reactivated_at = now(), window_started_at = NULL, "
+    + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
+      "refilled AS (UPDATE chats c SET reactivated_at = now(), "
+      "window_started_at = NULL, "
     + refill_to_quota(5)
     + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
-      "(extract(epoch FROM due.last_activity_at) * 1000000)::bigint";
+      "due.last_activity_at, due.before, c.pockets AS after), "
+      "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
+      "pockets) SELECT 'refill', 'reactivation', chat_id, "
+      "chargeonce_pockets_change(before, after), after FROM refilled "
+      "WHERE after <> before ORDER BY chat_id) "
+      "SELECT chat_id, "
+      "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
+      "FROM refilled";
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {

@@ -98,8 +98,8 @@ constexpr const char* commit_sql =
   "      FROM jsonb_each_text(r.held) AS e) x),"
   "u AS ("
   "  UPDATE chats SET pockets = m.after FROM m WHERE chats.chat_id = m.chat_id)"
-  "INSERT INTO ledger (reservation_id, chat_id, kind, charged)"
-  "SELECT id, chat_id, kind, charged FROM m "
+  "INSERT INTO ledger (reservation_id, chat_id, kind, charged, pockets)"
+  "SELECT id, chat_id, kind, charged, after FROM m "
   "RETURNING kind, charged,"
   "          (extract(epoch FROM committed_at) * 1000000)::bigint";
 

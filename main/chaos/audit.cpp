@@ -24,6 +24,7 @@ const char* const invariant_names[invariant_count] = {
   "10_cancelled_never_charged",
   "11_uncertain_charged_by_resolve",
   "12_nothing_left_uncertain",
+  "13_ledger_chain",
 };
 
 namespace {
@@ -107,6 +108,9 @@ public:
     cancelled_never_charged();
     uncertain_charged_by_resolve();
     nothing_left_uncertain();
+    ledger_chain();
+    for (const auto& l : snap_.ledger)
+      ++out_.ledger_entries[l.entry];
     return std::move(out_);
   }
 
@@ -211,14 +215,14 @@ private:
              "charged " + text(row->charged) + " without any commit request");
         continue;
       }
-      // No refill or other debit runs during chaos (refills are off), so a
-      // hold is always there to take: the clamp never applies. A commit of
-      // fewer units takes what they cost, daily pockets first.
+      // A commit of fewer units takes what they cost, daily pockets first;
+      // a pocket that a refill lowered below the hold meanwhile pays what
+      // it has and stops at zero (the clamp), and no other way is less.
       const auto& kr = k->second;
       if (!kr.held_known)
         continue;
       auto due = captured(kr.held, kr.held_units, kr.units, kr.named);
-      if (due != row->charged)
+      if (!charged_as_due(*row, due))
         fail(1, row->chat, id,
              "charged " + text(row->charged) + " but the reservation held "
                + text(kr.held)
@@ -229,19 +233,49 @@ private:
     }
   }
 
-  // -- 2: final pockets = initial + top-ups - charges, never negative -------
+  /// Each pocket charged what `due` says of it, or less when the charge
+  /// emptied it.
+  static bool charged_as_due(const persistence::audit_ledger_row& row,
+                             const pockets& due) {
+    if (row.charged == due)
+      return true;
+    pockets names = due;
+    names += row.charged;
+    for (const auto& [name, ignored] : names.items()) {
+      auto got = row.charged.get(name);
+      auto owed = due.get(name);
+      if (got != owed
+          && !(got < owed && row.has_after && row.after.get(name) == 0))
+        return false;
+    }
+    return true;
+  }
+
+  /// The admin row create-chat opened a chat's ledger with.
+  static bool opening(const persistence::audit_ledger_row& l) {
+    return l.entry == "admin" && l.detail == "create_chat";
+  }
+
+  // -- 2: final pockets = initial + every change the ledger has, never
+  //       negative; the ledger opens with the initial pockets -------------
 
   void conservation() {
     std::map<chat_id, pockets> expected = initial_;
     std::map<std::string, const persistence::audit_ledger_row*> top_ups;
     for (const auto& l : snap_.ledger) {
-      auto& e = expected[l.chat];
-      if (l.charge) {
-        e -= l.charged;
-      } else {
-        e.add(pocket::balance, l.credited);
-        top_ups[l.payment_id] = &l;
+      if (opening(l)) {
+        check(2);
+        auto i = initial_.find(l.chat);
+        if (i == initial_.end() || !l.has_after || l.after != i->second)
+          fail(2, l.chat, 0,
+               "the ledger opens with " + text(l.after)
+                 + ", create-chat was asked for "
+                 + (i == initial_.end() ? "nothing" : text(i->second)));
+        continue;
       }
+      expected[l.chat] += l.change();
+      if (l.entry == "top_up")
+        top_ups[l.payment_id] = &l;
     }
     for (const auto& c : snap_.chats) {
       check(2);
@@ -250,8 +284,9 @@ private:
         continue;
       if (c.available != e->second)
         fail(2, c.chat, 0,
-             "pockets are " + text(c.available) + ", initial + top-ups - "
-               + "charges = " + text(e->second));
+             "pockets are " + text(c.available)
+               + ", initial + top-ups - charges + refills = "
+               + text(e->second));
       if (c.available.any_negative())
         fail(2, c.chat, 0, "negative pocket " + text(c.available));
     }
@@ -498,17 +533,20 @@ private:
   // -- 8: the holds of active jobs fit in the pockets they were made from ---
 
   /// The most a chat's pockets can have held when `id` was inserted:
-  /// refills are off, so initial + every top-up that may have committed
-  /// before `id`'s answer - every charge surely committed before it began.
+  /// initial + every top-up and every refill's increase that may have
+  /// committed before `id`'s answer - every charge surely committed before
+  /// it began.
   pockets pockets_at_most(chat_id chat, const known_reservation& j) const {
     pockets out;
     if (auto i = initial_.find(chat); i != initial_.end())
       out = i->second;
     for (const auto& l : snap_.ledger) {
-      if (l.chat != chat)
+      if (l.chat != chat || opening(l))
         continue;
       if (!l.charge && l.at_us <= j.first_ack_us) {
-        out.add(pocket::balance, l.credited);
+        auto change = l.change();
+        for (const auto& [name, amount] : change.items())
+          out.add(name, std::max(amount, 0));
       } else if (l.charge) {
         auto c = commit_acked_.find(l.reservation);
         if (c != commit_acked_.end() && c->second < j.created_us) {
@@ -616,6 +654,43 @@ private:
         fail(12, x.chat, x.id,
              "still uncertain after the run (reconcile-timeout and the "
              "sweeps waited for)");
+    }
+  }
+
+  // -- 13: each ledger row starts where the chat's row before it ended, and
+  //        the last ends at the chat's pockets ------------------------------
+
+  void ledger_chain() {
+    std::map<chat_id, const persistence::audit_ledger_row*> last;
+    for (const auto& l : snap_.ledger) {
+      check(13);
+      if (!l.has_after) {
+        fail(13, l.chat, l.reservation,
+             "ledger row " + std::to_string(l.id) + " (" + l.entry
+               + ") records no pockets after it");
+        continue;
+      }
+      auto before = l.after;
+      before -= l.change();
+      auto prev = last.find(l.chat);
+      pockets ended = prev == last.end() ? pockets{} : prev->second->after;
+      if (before != ended)
+        fail(13, l.chat, l.reservation,
+             "ledger row " + std::to_string(l.id) + " (" + l.entry + ") "
+               + "starts at " + text(before) + ", the row before it ended at "
+               + text(ended));
+      last[l.chat] = &l;
+    }
+    for (const auto& c : snap_.chats) {
+      check(13);
+      auto l = last.find(c.chat);
+      if (l == last.end())
+        fail(13, c.chat, 0, "the chat has no ledger row");
+      else if (l->second->after != c.available)
+        fail(13, c.chat, 0,
+             "pockets are " + text(c.available) + ", the last ledger row ("
+               + std::to_string(l->second->id) + ") says "
+               + text(l->second->after));
     }
   }
 

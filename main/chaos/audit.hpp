@@ -41,6 +41,8 @@ struct audit_result {
   std::vector<invariant_tally> invariants; ///< in invariant_names order
   std::vector<violation> violations;       ///< the first few thousand
   uint64_t violations_total = 0;
+  /// The audited ledger's rows by entry (charge, top_up, refill, admin).
+  std::map<std::string, uint64_t> ledger_entries;
 };
 
 audit_result audit(const recorder& rec,
@@ -48,7 +50,7 @@ audit_result audit(const recorder& rec,
                    const persistence::audit_snapshot& snapshot,
                    const audit_limits& limits);
 
-inline constexpr size_t invariant_count = 12;
+inline constexpr size_t invariant_count = 13;
 
 /// Invariant names, as the summary and the JSON show them.
 extern const char* const invariant_names[invariant_count];

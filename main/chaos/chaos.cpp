@@ -304,6 +304,10 @@ int chaos_main(chaos_options& o) {
       if (auto err =
             persistence::forge_over_capture(s.dsn, s.first_chat, o.chats))
         error = "cannot over-capture a commit: " + error_message(err);
+    if (o.self_test_ledger_chain)
+      if (auto err =
+            persistence::forge_ledger_after(s.dsn, s.first_chat, o.chats))
+        error = "cannot forge a ledger row's pockets: " + error_message(err);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)
@@ -316,7 +320,7 @@ int chaos_main(chaos_options& o) {
   bool self_test = o.self_test_violation || o.self_test_pocket_move
                    || o.self_test_over_capture || o.self_test_cancel_charged
                    || o.self_test_uncertain_charged
-                   || o.self_test_uncertain_left;
+                   || o.self_test_uncertain_left || o.self_test_ledger_chain;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

@@ -19,6 +19,7 @@ const char* const usage_text =
                         [--self-test-cancel-charged]
                         [--self-test-uncertain-charged]
                         [--self-test-uncertain-left]
+                        [--self-test-ledger-chain]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -56,6 +57,9 @@ against its record of every request and answer.
                went uncertain and was never resolved succeeded
   --self-test-uncertain-left   reopen one settled job of unknown outcome
                after the drain: nothing may be left uncertain
+  --self-test-ledger-chain   add a credit to the pockets one ledger row
+               records, no change and no pocket touched: the check that
+               each row starts where the one before it ended must see it
 
 The servers refuse a cancel of a started job (too_late) for some kinds and
 ask its worker to stop for others (cancel_after_start: request): image of
@@ -167,6 +171,10 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-uncertain-left") {
       o.self_test_uncertain_left = true;
+      continue;
+    }
+    if (arg == "--self-test-ledger-chain") {
+      o.self_test_ledger_chain = true;
       continue;
     }
     if (arg == "--self-test-violation") {

@@ -34,6 +34,7 @@ struct chaos_options {
   bool self_test_cancel_charged = false;
   bool self_test_uncertain_charged = false;
   bool self_test_uncertain_left = false;
+  bool self_test_ledger_chain = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

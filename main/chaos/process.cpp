@@ -158,9 +158,10 @@ bool server_set::start(size_t i) {
     "--store-timeout=" + ms(timings_.store_timeout_ms),
     "--statement-timeout=" + ms(timings_.statement_timeout_ms),
     "--reconcile-timeout=" + ms(timings_.reconcile_timeout_ms),
-    // Refills are not in the ledger: keep them out of a run's reach, so
-    // that pockets change only by top-ups and charges (conservation).
-    "--refill-interval=24h",
+    // Refills write ledger rows like every other change: a run sees many
+    // windows refilled, which the auditor replays. Reactivation needs
+    // chats a user has started, which the workload never marks.
+    "--refill-interval=3s",
     "--reactivation-after=24h",
     "--log-level=warn",
   };

@@ -76,6 +76,7 @@ nlohmann::json summarize(const run_facts& facts, const recorder& rec,
           {"operations", operations(rec)},
           {"faults", faults(facts, rec)},
           {"invariants", inv},
+          {"ledger", result.ledger_entries},
           {"violations_total", result.violations_total},
           {"violations", violations},
           {"harness_error", facts.harness_error},
@@ -98,7 +99,10 @@ std::string render(const nlohmann::json& s) {
       << s["faults"]["postgres_down_ms"] << " ms)\n";
   for (const auto& [name, n] : s["faults"]["by_type"].items())
     out << "  " << name << ": " << n << '\n';
-  out << "\ninvariants:\n";
+  out << "\nledger rows:";
+  for (const auto& [entry, n] : s["ledger"].items())
+    out << ' ' << entry << '=' << n;
+  out << "\n\ninvariants:\n";
   for (const auto& [name, t] : s["invariants"].items())
     out << "  " << name << ": checked " << t["checked"] << ", violations "
         << t["violations"] << '\n';

@@ -110,8 +110,9 @@ TEST_SUITE("two_servers") {
     auto st = a.ask<chat_status>(atom::status_v, chat);
     REQUIRE(st);
     CHECK(st->amounts.get(pocket::balance) == 500 - started);
-    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                        + std::to_string(chat))
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
           == started);
   }
 

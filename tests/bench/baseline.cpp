@@ -152,8 +152,9 @@ TEST_SUITE("main.bench_baseline") {
     REQUIRE(st);
     CHECK(st->amounts == pockets{0, 1, 5});
     CHECK_FALSE(st->active);
-    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                        + std::to_string(chat))
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
           == 1);
   }
 
@@ -251,8 +252,9 @@ TEST_SUITE("main.bench_baseline") {
     racer.join();
     CHECK(failures == 0);
     CHECK(cycles > 0);
-    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                        + std::to_string(chat))
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
           == cycles);
   }
 }

@@ -164,12 +164,63 @@ struct history {
                                                   int64_t at_ms) {
     persistence::audit_ledger_row l;
     l.id = row;
+    l.entry = "top_up";
     l.charge = false;
     l.chat = chat;
     l.credited = credits;
     l.payment_id = std::move(payment);
     l.at_us = at(at_ms);
     return l;
+  }
+
+  /// A refill of the daily window that changed the pockets by `changed`.
+  static persistence::audit_ledger_row
+  refill_row(int64_t row, chat_id chat, pockets changed, int64_t at_ms) {
+    persistence::audit_ledger_row l;
+    l.id = row;
+    l.entry = "refill";
+    l.detail = "window";
+    l.charge = false;
+    l.chat = chat;
+    l.changed = std::move(changed);
+    l.at_us = at(at_ms);
+    return l;
+  }
+
+  /// What create-chat's admin row opened each chat's ledger with; the
+  /// initial pockets unless a test says otherwise.
+  std::map<chat_id, pockets> opened;
+
+  /// The snapshot as the server writes it: each chat's ledger opens with
+  /// create-chat's row, and a row that names no pockets after it gets the
+  /// ones its change leads to (a test that sets them forges them).
+  persistence::audit_snapshot chained() const {
+    persistence::audit_snapshot out = snap;
+    out.ledger.clear();
+    std::map<chat_id, pockets> now;
+    for (const auto& [chat, amounts] : initial) {
+      persistence::audit_ledger_row l;
+      l.entry = "admin";
+      l.detail = "create_chat";
+      l.charge = false;
+      l.chat = chat;
+      auto i = opened.find(chat);
+      now[chat] = i == opened.end() ? amounts : i->second;
+      l.changed = now[chat];
+      l.has_after = true;
+      l.after = now[chat];
+      out.ledger.push_back(l);
+    }
+    for (auto l : snap.ledger) {
+      now[l.chat] += l.change();
+      if (!l.has_after) {
+        l.has_after = true;
+        l.after = now[l.chat];
+      }
+      now[l.chat] = l.after;
+      out.ledger.push_back(l);
+    }
+    return out;
   }
 
   /// The record's entry for `what` of reservation `id`.
@@ -181,7 +232,10 @@ struct history {
     return rec.ops.front();
   }
 
-  audit_result run() const { return audit(rec, initial, snap, limits); }
+  audit_result run() const {
+    auto chain = chained();
+    return audit(rec, initial, chain, limits);
+  }
 
   /// The invariants with at least one violation, in order, comma-separated
   /// (a string, so that a failed CHECK shows it).
@@ -206,6 +260,7 @@ const std::string one_job_per_request_id = invariant_names[8];
 const std::string cancelled_never_charged = invariant_names[9];
 const std::string uncertain_charged_by_resolve = invariant_names[10];
 const std::string nothing_left_uncertain = invariant_names[11];
+const std::string ledger_chain = invariant_names[12];
 
 } // namespace
 
@@ -242,23 +297,23 @@ TEST_SUITE("chaos.audit") {
     CHECK(h.failed() == charged_once);
   }
 
-  TEST_CASE("1, 2: a ledger charge that no commit requested is caught") {
+  TEST_CASE("1, 2, 13: a ledger charge that no commit requested is caught") {
     // What chargeonce-chaos --self-test-violation forges in Postgres.
     history h;
     h.snap.ledger.push_back(history::charge(9, 99, chat_a, {0, 0, 1}, 900));
-    CHECK(h.failed() == charged_once + "," + conservation);
+    CHECK(h.failed() == charged_once + "," + conservation + "," + ledger_chain);
   }
 
-  TEST_CASE("2: a forged top-up amount is caught") {
+  TEST_CASE("2, 13: a forged top-up amount is caught") {
     history h;
     h.snap.ledger[1].credited = 30;
-    CHECK(h.failed() == conservation);
+    CHECK(h.failed() == conservation + "," + ledger_chain);
   }
 
-  TEST_CASE("2: pockets that do not match the ledger are caught") {
+  TEST_CASE("2, 13: pockets that do not match the ledger are caught") {
     history h;
     h.snap.chats[1].available.set(pocket::balance, 3); // chat_b: from nowhere
-    CHECK(h.failed() == conservation);
+    CHECK(h.failed() == conservation + "," + ledger_chain);
   }
 
   TEST_CASE("2: a status answer with a negative pocket is caught") {
@@ -470,5 +525,62 @@ TEST_SUITE("chaos.audit") {
     history h;
     h.snap.uncertain.push_back({32, chat_f, "", at(4700)});
     CHECK(h.failed() == nothing_left_uncertain);
+  }
+
+  TEST_CASE("2, 13: refills in the ledger are conserved; a refill with no "
+            "row is caught") {
+    // chat_b's window refilled 2 credits away and one daily message in;
+    // chat_d's 1 credit stayed.
+    history h;
+    h.snap.ledger.push_back(history::refill_row(5, chat_b, {1, 0, -2}, 6100));
+    h.snap.chats[1].available = {1, 0, 0};
+    CHECK(h.failed() == "");
+    h.snap.ledger.pop_back(); // the refill changed the pockets, no row says so
+    CHECK(h.failed() == conservation + "," + ledger_chain);
+  }
+
+  TEST_CASE("2: a ledger that opens with other pockets than create-chat was "
+            "asked for is caught") {
+    history h;
+    h.opened[chat_d] = {0, 0, 2};
+    h.snap.chats[3].available = {0, 0, 2}; // the chain itself is whole
+    CHECK(h.failed() == conservation);
+  }
+
+  TEST_CASE("13: a row whose pockets do not follow from the row before it is "
+            "caught, and so is one that records none") {
+    history h;
+    auto& row = h.snap.ledger[0]; // chat_a's charge: {0, 1, 5} -> {0, 0, 5}
+    row.has_after = true;
+    row.after = {0, 0, 6};
+    CHECK(h.failed() == ledger_chain);
+    auto result = h.run();
+    // The forged row does not start where create-chat's row ended, and the
+    // chat's pockets are not where its last row (chained to the forged
+    // one) ends.
+    CHECK(result.invariants[12].violations == 2);
+    h.snap.ledger[0].after = {0, 0, 5};
+    CHECK(h.failed() == "");
+    auto chain = h.chained();
+    chain.ledger[6].has_after = false; // the first row after the openings
+    CHECK(audit(h.rec, h.initial, chain, h.limits).invariants[12].violations
+          >= 1);
+  }
+
+  TEST_CASE("1: a charge that a refill cut short passes only when it emptied "
+            "the pocket") {
+    // A refill took chat_a's daily image before the commit took it: the
+    // commit charged nothing of it (it had none), as the clamp says.
+    history h;
+    h.snap.ledger.insert(h.snap.ledger.begin(),
+                         history::refill_row(0, chat_a, {0, -1, 0}, 90));
+    h.snap.ledger[1].charged = {0, 0, 0};
+    h.find(op::commit, committed).amounts = {0, 0, 0};
+    h.snap.chats[0].available = {0, 0, 8};
+    CHECK(h.failed() == "");
+    // The same charge with the image still there is a charge cut short.
+    h.snap.ledger.erase(h.snap.ledger.begin());
+    h.snap.chats[0].available = {0, 1, 8};
+    CHECK(h.failed() == charged_once);
   }
 }

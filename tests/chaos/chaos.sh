@@ -73,6 +73,9 @@ check "the faults were felt" '[.operations.by_op[] |
   "$tmp/run.json"
 check "every invariant was checked" \
   '[.invariants[] | .checked > 0] | all' "$tmp/run.json"
+check "windows were refilled during the run, each in the ledger" \
+  '.ledger.refill > 0 and .ledger.admin > 0 and .ledger.charge > 0' \
+  "$tmp/run.json"
 jq -c '{operations: .operations.total, faults: .faults.by_type,
   checked: (.invariants | map_values(.checked))}' "$tmp/run.json"
 
@@ -163,6 +166,17 @@ status=0
 check "the job left uncertain is reported" '.result == "violations"
   and .invariants["12_nothing_left_uncertain"].violations >= 1' \
   "$tmp/left.json"
+
+echo "== self-test: a ledger row that does not start where the one before ended"
+status=0
+"$chaos" --seed="$seed" --duration=5 --servers=1 --faults=drop-connection \
+  --self-test-ledger-chain --data-dir="$data" --server="$server" \
+  --json="$tmp/chain.json" >"$tmp/chain.txt" || status=$?
+((status == 1)) || die "the run with a forged ledger row exited $status, expected 1"
+check "only the ledger's chain sees it" '.result == "violations"
+  and .invariants["13_ledger_chain"].violations >= 1
+  and .invariants["2_conservation"].violations == 0
+  and .invariants["1_charged_exactly_once"].violations == 0' "$tmp/chain.json"
 
 echo "== usage errors exit 2"
 status=0

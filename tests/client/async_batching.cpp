@@ -85,9 +85,11 @@ TEST_SUITE("client.async.batching") {
         REQUIRE(st);
         CHECK(st->amounts == pockets{0, 0, 0});
         CHECK_FALSE(st->active);
-        CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                            + std::to_string(chat))
-              == cycles);
+        CHECK(
+          test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
+          == cycles);
       }
       for (auto chat : blocking_chats)
         CHECK(setup.status(chat)->amounts == pockets{0, 0, 0});

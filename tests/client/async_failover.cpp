@@ -161,9 +161,11 @@ TEST_SUITE("client.async.failover") {
       // never reached B.
       for (auto chat : job_chats) {
         CHECK(setup.status(chat)->amounts == pockets{2, 0, 0});
-        CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                            + std::to_string(chat))
-              == 1);
+        CHECK(
+          test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
+          == 1);
       }
       auto cancelled = setup.status(cancel_chat);
       REQUIRE(cancelled);

@@ -76,9 +76,11 @@ TEST_SUITE("client.batching") {
       x.join();
     CHECK(failures == 0);
     for (auto chat : chats) {
-      CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                          + std::to_string(chat))
-            == cycles);
+      CHECK(
+        test::sql_int(
+          "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+          + std::to_string(chat))
+        == cycles);
       CHECK(setup.status(chat)->amounts == pockets{0, 0, 0});
     }
     auto [gateway_batches, gateway_ops] = gateway.batches_sent();

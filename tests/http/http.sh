@@ -365,7 +365,7 @@ assert all(s == 200 for s, _ in got), got
 assert len({json.dumps(b, sort_keys=True) for _, b in got}) == 1, got
 EOF
 [[ $(psql "$dsn" -qAtc "SELECT count(*) || ' ' || (SELECT chargeonce_amount(pockets, 'balance') FROM chats WHERE chat_id = $race)
-  FROM ledger WHERE chat_id = $race") == "1 4" ]] || die "the races charged other than once"
+  FROM ledger WHERE entry = 'charge' AND chat_id = $race") == "1 4" ]] || die "the races charged other than once"
 ok "16 racing reserves: one wins; 16 racing commits: one charge, one receipt"
 
 # HTTP requests pass through the same facades as CAF clients: they count.

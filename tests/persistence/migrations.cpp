@@ -253,6 +253,25 @@ TEST_SUITE("migrations") {
           == "1 {\"daily_images\": 1}");
   }
 
+  TEST_CASE("008 opens every chat's ledger with its pockets as they are, "
+            "and the rows of before keep none") {
+    scratch_database db;
+    db.apply_files("001_schema", "007_outcome_unknown");
+    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
+            "(1, '{\"daily_images\": 1, \"balance\": 0}'), (2, '{}')");
+    db.exec("INSERT INTO ledger (entry, chat_id, payment_id, "
+            "credited_balance) VALUES ('top_up', 1, 'pay-1', 2)");
+    db.apply_files("008_ledger_of_every_change", "008_ledger_of_every_change");
+    CHECK(db.query1("SELECT string_agg(chat_id || ' ' || entry || '/' || "
+                    "coalesce(detail, '') || ' ' || changed::text || ' ' || "
+                    "coalesce(pockets::text, 'none'), '; ' ORDER BY id) "
+                    "FROM ledger")
+          == "1 top_up/ {} none; "
+             "1 admin/opening {\"daily_images\": 1} "
+             "{\"balance\": 0, \"daily_images\": 1}; "
+             "2 admin/opening {} {}");
+  }
+
   TEST_CASE("migrate records each migration with the sha256 of its file") {
     scratch_database db;
     auto applied = migrate(db.dsn);

@@ -288,8 +288,9 @@ TEST_SUITE("parallel") {
             == ec::invalid_argument);
     }
     CHECK(active_of(chat) == 0);
-    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                        + std::to_string(chat))
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
           == 1);
     // A worker handed the ended job anyway drops it: start refuses.
     CHECK(db.start(chat, failed.id).error() == ec::not_found);

@@ -45,7 +45,8 @@ long long reservations_of(chat_id chat) {
 }
 
 long long ledger_rows_of(chat_id chat) {
-  return test::sql_int("SELECT count(*) FROM ledger" + where_chat(chat));
+  return test::sql_int("SELECT count(*) FROM ledger" + where_chat(chat)
+                       + " AND entry = 'charge'");
 }
 
 pockets pockets_of(store& db, chat_id chat) {

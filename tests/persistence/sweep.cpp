@@ -129,8 +129,9 @@ TEST_SUITE("sweep") {
     CHECK(st->amounts == pockets{0, 0, 5});
     REQUIRE(st->active);
     CHECK(st->active->id == fresh->id); // the new job is untouched
-    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
-                        + std::to_string(chat))
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
           == 0);
     auto stranger = make_chat();
     CHECK(db.commit(stranger, r.id).error() == ec::invalid_argument);
@@ -231,7 +232,9 @@ TEST_SUITE("sweep") {
     }
     MESSAGE("committed first: " << charged << " of 200");
     auto where = " WHERE chat_id = " + std::to_string(chat);
-    CHECK(test::sql_int("SELECT count(*) FROM ledger" + where) == charged);
+    CHECK(test::sql_int("SELECT count(*) FROM ledger" + where
+                        + " AND entry = 'charge'")
+          == charged);
     CHECK(test::sql_int("SELECT count(*) FROM released_reservations" + where)
           == 200 - charged);
     CHECK(db.status(chat)->amounts.get(pocket::balance) == 1000 - charged);

@@ -55,7 +55,8 @@ std::string of_chat(chat_id chat) {
 }
 
 long long ledger_rows(chat_id chat) {
-  return test::sql_int("SELECT count(*) FROM ledger" + of_chat(chat));
+  return test::sql_int("SELECT count(*) FROM ledger" + of_chat(chat)
+                       + " AND entry = 'charge'");
 }
 
 /// Moves a job's uncertain_at into the past, instead of waiting for it.
