@@ -361,6 +361,12 @@ TEST_SUITE("actors.sweep") {
       << " ms; peak RSS " << rss_before / 1024 << " MiB -> " << rss_after / 1024
       << " MiB");
     CHECK(rss_after - rss_before < rss_growth_max_kib);
+    // Each refill wrote its ledger row, which must go first.
+    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE entry = 'refill' "
+                        "AND detail = 'reactivation' AND chat_id BETWEEN "
+                        + range)
+          == n);
+    test::sql("DELETE FROM ledger WHERE chat_id BETWEEN " + range);
     test::sql("DELETE FROM chats WHERE chat_id BETWEEN " + range);
     caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
   }

@@ -134,7 +134,10 @@ TEST_SUITE("batch") {
     auto receipt_b = value_of<receipt>(second[3]);
     CHECK(receipt_a.charged == pockets{1, 0, 0});
     CHECK(receipt_b.committed_at == receipt_a.committed_at); // the same one
-    CHECK(count("ledger", chat) == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE entry = 'charge' "
+                        "AND chat_id = "
+                        + std::to_string(chat))
+          == 1);
     CHECK(
       value_of<chat_status>(db.apply({op(batch_op::status, chat)})[0]).amounts
       == pockets{1, 0, 0});

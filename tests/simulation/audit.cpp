@@ -88,6 +88,27 @@ void sim_auditor::on_outage_answer(const std::string& what,
     flag("during an outage, " + what + " answered " + error_name(err));
 }
 
+/// Invariant 13: each ledger row starts (its pockets after, less its
+/// change) where the chat's row before it ended, and each chat's pockets
+/// are where its last row ended.
+void sim_auditor::ledger_chain(const sim_world& w) {
+  for (; ledger_rows_checked < w.history.size(); ++ledger_rows_checked) {
+    const auto& l = w.history[ledger_rows_checked];
+    auto before = l.after;
+    before -= l.change;
+    auto& ended = ledger_ended[l.chat];
+    if (before != ended)
+      flag("ledger row " + str(static_cast<int64_t>(ledger_rows_checked)) + " ("
+           + l.entry + ") of chat " + str(l.chat)
+           + " does not start where the row before it ended");
+    ended = l.after;
+  }
+  for (const auto& [c, chat] : w.chats)
+    if (chat.available != ledger_ended[c])
+      flag("the pockets of chat " + str(c)
+           + " are not where its last ledger row ended");
+}
+
 void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
                         caf::timestamp now) {
   // Invariant 2: conservation per chat and per pocket of the catalog, no
@@ -145,6 +166,7 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
     if (p != expected[c])
       flag("conservation broken in chat " + str(c));
   }
+  ledger_chain(w);
   // Invariant 3 (and 7): a chat's active reservations never exceed its
   // limit of jobs (1 unless the chat has its own), each in its own slot.
   std::map<chat_id, std::set<int32_t>> slots;

@@ -4,8 +4,8 @@
 // reservations and fencing, no lock left, outage answers, cancel xor start,
 // nothing held twice, one job per request id, a job cancelled while queued
 // never charged, an uncertain job charged only by resolve succeeded, none
-// left past reconcile-timeout) against the simulated database and what the
-// callers were told.
+// left past reconcile-timeout, a ledger whose rows chain to the pockets)
+// against the simulated database and what the callers were told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -42,6 +42,10 @@ struct sim_auditor {
   /// (step, reservation) pairs past the deadline that invariant 4 watched
   uint64_t deadline_checks = 0;
   std::string violation; ///< the first one found
+  /// Invariant 13, incrementally: the ledger rows checked so far, and
+  /// where each chat's last one ended.
+  size_t ledger_rows_checked = 0;
+  std::map<chat_id, pockets> ledger_ended;
 
   void flag(const std::string& what) {
     if (violation.empty())
@@ -59,9 +63,12 @@ struct sim_auditor {
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11 and 12,
-  /// after every step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11, 12 and
+  /// 13, after every step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
+
+  /// Invariant 13 for the rows written since the last call.
+  void ledger_chain(const sim_world& w);
 
   /// Invariants 4 and 12 at the end: workers quiet, nothing is left, not
   /// even uncertain.

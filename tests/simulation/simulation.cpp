@@ -135,7 +135,8 @@ TEST_SUITE("simulation") {
           sim_mutant::cancel_request_acks_cancelled,
           sim_mutant::cancelled_job_committable,
           sim_mutant::commit_of_uncertain,
-          sim_mutant::unresolved_never_released}) {
+          sim_mutant::unresolved_never_released,
+          sim_mutant::refill_unrecorded}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

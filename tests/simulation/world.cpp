@@ -62,6 +62,8 @@ const char* to_string(sim_mutant x) {
     return "commit_of_uncertain";
   case sim_mutant::unresolved_never_released:
     return "unresolved_never_released";
+  case sim_mutant::refill_unrecorded:
+    return "refill_unrecorded";
   }
   return "?";
 }
@@ -175,7 +177,18 @@ caf::expected<chat_status> sim_world::create(const chat_spec& spec,
   c.premium_until = spec.premium_until;
   c.max_active_jobs = spec.max_active_jobs;
   chats[spec.chat] = c;
+  record(spec.chat, "admin", spec.initial);
   return status(spec.chat, now);
+}
+
+void sim_world::record(chat_id chat, const char* entry, pockets change) {
+  history.push_back({chat, entry, std::move(change), chats[chat].available});
+}
+
+void sim_world::record_charge(chat_id chat, const pockets& charged) {
+  pockets change;
+  change -= charged;
+  record(chat, "charge", change);
 }
 
 caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
@@ -286,6 +299,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       && released[id] == chat) { // the bug: no fencing by the release
     receipt x{id, chat, kind::image, charge(held_of[id]), now};
     ledger[id] = x;
+    record_charge(chat, x.charged);
     return x;
   }
   if (auto e = ended.find(id);
@@ -295,6 +309,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     // the bug: what a cancel deleted can still be committed
     receipt x{id, chat, e->second.kind, charge(e->second.held), now};
     ledger[id] = x;
+    record_charge(chat, x.charged);
     charged_by[id] = "commit";
     return x;
   }
@@ -305,6 +320,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     receipt x{id, chat, u->second.kind, charge(u->second.held), now};
     x.units = u->second.units;
     ledger[id] = x;
+    record_charge(chat, x.charged);
     charged_by[id] = "commit";
     remember_end(u->second, reservation_status::committed);
     uncertain.erase(u);
@@ -352,6 +368,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     take_clamped(p, from_balance);
   }
   ledger[id] = x;
+  record_charge(chat, x.charged);
   charged_by[id] = "commit";
   remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
@@ -422,6 +439,7 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
     l.units = x.units;
     l.released = x.released;
     ledger[id] = l;
+    record_charge(chat, l.charged);
     charged_by[id] = "resolve";
   }
   remember_end(r, outcome == "succeeded" ? reservation_status::committed
@@ -532,10 +550,16 @@ void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
   ++refills;
   auto& delta = refilled[chat];
   auto quotas = products.daily_quotas(premium);
+  pockets change;
   for (const auto& [name, quota] : quotas.items()) {
-    delta.add(name, quota - c.available.get(name));
+    if (quota != c.available.get(name))
+      change.set(name, quota - c.available.get(name));
     c.available.set(name, quota);
   }
+  delta += change;
+  // A refill that changed nothing writes no row, as in the store.
+  if (!change.items().empty() && mutant != sim_mutant::refill_unrecorded)
+    record(chat, "refill", change);
 }
 
 caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
@@ -546,6 +570,7 @@ caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
     c.window_started_at = now;
     c.last_activity_at = now;
     chats[chat] = c;
+    record(chat, "refill", c.available);
     return status(chat, now);
   }
   auto& c = i->second;
@@ -642,6 +667,9 @@ caf::expected<top_up_receipt> sim_world::top_up(chat_id chat, int64_t credits,
     return p->second;
   }
   c->second.available.add(pocket::balance, static_cast<int32_t>(credits));
+  pockets change;
+  change.set(pocket::balance, static_cast<int32_t>(credits));
+  record(chat, "top_up", change);
   top_up_receipt x{chat, payment_id, static_cast<int32_t>(credits), now};
   purchases[payment_id] = x;
   return x;
@@ -653,6 +681,7 @@ sim_world::set_premium(chat_id chat, caf::timestamp until, caf::timestamp now) {
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
   c->second.premium_until = until;
+  record(chat, "admin", {}); // the plan changed, no amount did
   return status(chat, now);
 }
 

@@ -62,6 +62,9 @@ enum class sim_mutant : uint8_t {
   /// The sweep never finds a job of unknown outcome past reconcile-timeout:
   /// its hold stays forever (12).
   unresolved_never_released,
+  /// A refill of the daily window changes the pockets and writes no ledger
+  /// row: every total still adds up, only the ledger's chain sees it (13).
+  refill_unrecorded,
 };
 
 const char* to_string(sim_mutant x);
@@ -87,11 +90,23 @@ struct sim_hold_record {
   int32_t limit = 1;
 };
 
+/// One row of the ledger of every pocket change, as 008_ledger_of_every_
+/// change.sql writes it: its change (for a charge, what the receipt says it
+/// took) and the chat's pockets after it.
+struct sim_ledger_row {
+  chat_id chat = 0;
+  std::string entry; ///< charge, top_up, refill or admin
+  pockets change;
+  pockets after;
+};
+
 struct sim_world {
   // -- the database --
   std::map<chat_id, sim_chat> chats;
   std::map<reservation_id, reservation> reservations; ///< active only
   std::map<reservation_id, receipt> ledger;
+  /// Every change of a chat's pockets, in order (the ledger's rows).
+  std::vector<sim_ledger_row> history;
   std::map<reservation_id, chat_id> released;
   std::map<std::string, top_up_receipt> purchases;
   reservation_id next_id = 0;
@@ -220,6 +235,11 @@ private:
   /// Remembers `r` as ended `how` when it has a request id (its ended_at is
   /// not simulated: the auditor does not read it).
   void remember_end(reservation r, reservation_status how);
+  /// Appends the ledger row of a change of `chat`'s pockets, with the
+  /// pockets they have now.
+  void record(chat_id chat, const char* entry, pockets change);
+  /// The row of a charge: what the receipt says it took.
+  void record_charge(chat_id chat, const pockets& charged);
   void refill(chat_id chat, sim_chat& c, caf::timestamp now);
 };
 
