@@ -16,6 +16,8 @@ store::store(store_options opts) : impl_(std::make_unique<impl>()) {
     pockets_text(impl_->opts.products.daily_quotas(false));
   impl_->premium_quotas_text =
     pockets_text(impl_->opts.products.daily_quotas(true));
+  impl_->refill_change =
+    refill_change_sql(impl_->opts.products, "b.pockets", "a.pockets");
 }
 
 store::~store() = default;

@@ -14,14 +14,14 @@ namespace chargeonce::persistence {
 namespace {
 
 /// The ledger row of a refill, as the end of a statement whose CTEs `b`
-/// (pockets before) and `a` (pockets after, of chat `chat`) are given:
-/// nothing when no pocket changed.
-std::string record_refill(const char* detail, const char* chat) {
+/// (pockets before) and `a` (pockets after, of chat `chat`) are given, its
+/// change `change` (refill_change_sql): nothing when no pocket changed.
+std::string record_refill(const char* detail, const char* chat,
+                          const std::string& change) {
   return std::string{"INSERT INTO ledger (entry, detail, chat_id, changed, "
                      "pockets) SELECT 'refill', '"}
-         + detail + "', " + chat
-         + ", chargeonce_pockets_change(b.pockets, a.pockets), a.pockets "
-           "FROM a, b WHERE a.pockets <> b.pockets";
+         + detail + "', " + chat + ", " + change
+         + ", a.pockets FROM a, b WHERE a.pockets <> b.pockets";
 }
 
 /// Every daily pocket at the quota of the chat's plan now, as an UPDATE's
@@ -81,7 +81,7 @@ caf::expected<chat_status> store::touch(chat_id chat) {
           "a AS (UPDATE chats SET last_activity_at = now(), "
           "window_started_at = now(), "
             + refill_to_quota(2) + " WHERE chat_id = $1 RETURNING pockets) "
-            + record_refill("window", "$1"),
+            + record_refill("window", "$1", impl_->refill_change),
           chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
         break;
@@ -245,14 +245,17 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
       "due.last_activity_at, due.before, c.pockets AS after), "
       "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
       "pockets) SELECT 'refill', 'reactivation', chat_id, "
-      "chargeonce_pockets_change(before, after), after FROM refilled "
-      "WHERE after <> before ORDER BY chat_id) "
+    + refill_change_sql(o.products, "before", "after")
+    + ", after FROM refilled WHERE after <> before ORDER BY chat_id) "
       "SELECT chat_id, "
       "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
       "FROM refilled";
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
+      // Each ledger row names a chat this statement has locked: the
+      // per-row check that it exists (a trigger) can be skipped.
+      tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
       auto rs = tx.exec_params(
         query, after.at_us, after.chat,
         static_cast<int64_t>(o.reactivation_after.count()), limit,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <unistd.h>
 
@@ -88,11 +89,37 @@ void insert_stuck_reservations(chat_id base, int64_t n,
       + age + "' FROM generate_series(" + range + ") g");
 }
 
-std::string sql(const std::string& statement) {
-  pqxx::connection conn{dsn()};
+namespace {
+
+/// This thread's connection for sql(): a new backend per statement (a fork
+/// and an authentication) was most of the time of the tests that look at a
+/// table after each of a thousand rounds.
+pqxx::connection& thread_connection(bool fresh) {
+  thread_local std::unique_ptr<pqxx::connection> conn;
+  if (fresh || !conn || !conn->is_open())
+    conn = std::make_unique<pqxx::connection>(dsn());
+  return *conn;
+}
+
+pqxx::result run_statement(pqxx::connection& conn,
+                           const std::string& statement) {
   pqxx::work tx{conn};
   auto rs = tx.exec(statement);
   tx.commit();
+  return rs;
+}
+
+} // namespace
+
+std::string sql(const std::string& statement) {
+  pqxx::result rs;
+  try {
+    rs = run_statement(thread_connection(false), statement);
+  } catch (const pqxx::broken_connection&) {
+    // The backend was gone before the statement reached it (a test
+    // terminated it, or the cluster restarted): once more, on a new one.
+    rs = run_statement(thread_connection(true), statement);
+  }
   if (rs.empty() || rs[0].empty() || rs[0][0].is_null())
     return {};
   return rs[0][0].as<std::string>();

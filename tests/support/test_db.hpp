@@ -39,8 +39,10 @@ tally(std::vector<std::future<caf::expected<reservation>>>& results);
 /// (an SQL interval, e.g. "1 hour") by a worker that died.
 void insert_stuck_reservations(chat_id base, int64_t n, const std::string& age);
 
-/// Runs one statement on its own connection; returns the first field of the
-/// first row as text ("" when there is none).
+/// Runs one statement in a transaction of its own, on this thread's
+/// connection to the test database (not the connection of any store);
+/// returns the first field of the first row as text ("" when there is
+/// none).
 std::string sql(const std::string& statement);
 
 /// sql() as an integer.
