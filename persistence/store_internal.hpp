@@ -202,9 +202,11 @@ inline std::string refill_change_sql(const catalog& products,
     if (p.purchased)
       continue;
     auto name = "'" + p.name + "'";
-    items += (items.empty() ? "" : ", ") + name + ", nullif(chargeonce_amount("
-             + after + ", " + name + ") - chargeonce_amount(" + before + ", "
-             + name + "), 0)";
+    if (!items.empty())
+      items += ", ";
+    items.append(name).append(", nullif(chargeonce_amount(").append(after);
+    items.append(", ").append(name).append(") - chargeonce_amount(");
+    items.append(before).append(", ").append(name).append("), 0)");
   }
   if (items.empty())
     return "'{}'::jsonb";
