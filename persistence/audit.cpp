@@ -211,8 +211,15 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     auto forged = tx.exec_params(
-      "WITH x AS (SELECT reservation_id, chat_id, released FROM ledger"
+      "WITH x AS (SELECT reservation_id, chat_id, released FROM ledger l"
       "            WHERE chat_id > $1 AND chat_id <= $2 AND released <> '{}'"
+      // Pockets that can give it now (a refill may have lowered them):
+      // the take must not clamp, or a total would change.
+      "              AND NOT EXISTS (SELECT 1 FROM chats c,"
+      "                    jsonb_each_text(l.released) e"
+      "                   WHERE c.chat_id = l.chat_id AND"
+      "                     chargeonce_amount(c.pockets, e.key)"
+      "                       < e.value::integer)"
       "            ORDER BY reservation_id LIMIT 1),"
       " booked AS (UPDATE ledger l"
       "               SET charged = chargeonce_pockets_add(l.charged,"
