@@ -42,6 +42,8 @@ constexpr op operation_of(atom::limits) { return op::set_limits; }
 constexpr op operation_of(atom::uncertain) { return op::uncertain; }
 constexpr op operation_of(atom::resolve) { return op::resolve; }
 constexpr op operation_of(atom::unresolved) { return op::unresolved; }
+constexpr op operation_of(atom::history) { return op::history; }
+constexpr op operation_of(atom::explain) { return op::explain; }
 // clang-format on
 
 /// Asks the registry and answers the client itself. Never `delegate`: a
@@ -146,6 +148,13 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::unresolved op, reservation_id after, uint32_t limit) {
       return relay<unresolved_page>(self, api, op, after, limit);
     },
+    [self, api](atom::history op, chat_id chat, int64_t before,
+                uint32_t limit) {
+      return relay<history_page>(self, api, op, chat, before, limit);
+    },
+    [self, api](atom::explain op, chat_id chat) {
+      return relay<chat_explanation>(self, api, op, chat);
+    },
   };
 }
 
@@ -241,6 +250,13 @@ admin_actor::behavior_type make_admin(admin_actor::pointer self,
     },
     [self, api](atom::limits op, chat_id chat, const limits_update& x) {
       return relay<chat_status>(self, api, op, chat, x);
+    },
+    [self, api](atom::history op, chat_id chat, int64_t before,
+                uint32_t limit) {
+      return relay<history_page>(self, api, op, chat, before, limit);
+    },
+    [self, api](atom::explain op, chat_id chat) {
+      return relay<chat_explanation>(self, api, op, chat);
     },
   };
 }

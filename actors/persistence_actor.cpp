@@ -417,6 +417,17 @@ make_persistence(self_ptr self, persistence::store_options opts,
         self, "unresolved", 0, after,
         [after, limit](store& db) { return db.unresolved(after, limit); });
     },
+    [self](atom::history, chat_id chat, int64_t before, uint32_t limit) {
+      return enqueue_alone<history_page>(
+        self, "history", chat, 0, [chat, before, limit](store& db) {
+          return db.history(chat, before, limit);
+        });
+    },
+    [self](atom::explain, chat_id chat) {
+      return enqueue_alone<chat_explanation>(
+        self, "explain", chat, 0,
+        [chat](store& db) { return db.explain(chat); });
+    },
     [self](atom::release, chat_id chat, reservation_id id) {
       return enqueue_alone<reservation_released>(
         self, "release", chat, id,

@@ -43,6 +43,10 @@ using persistence_actor = billing_actor::extend<
   /// Jobs of unknown outcome after an id (store::unresolved).
   caf::replies_to<atom::unresolved, reservation_id,
                   uint32_t>::with<unresolved_page>,
+  /// The support view of one chat (store::history, store::explain).
+  caf::replies_to<atom::history, chat_id, int64_t,
+                  uint32_t>::with<history_page>,
+  caf::replies_to<atom::explain, chat_id>::with<chat_explanation>,
   /// The next chunk of reservations past their deadline after a cursor
   /// (keyset pagination, at most `limit` rows).
   caf::replies_to<atom::sweep, sweep_cursor,

@@ -96,6 +96,13 @@ void on_exit(self_ptr self, caf::exit_msg& msg) {
   self->quit(msg.reason);
 }
 
+/// The persistence actor of the chat's partition: reads that need no chat
+/// actor (the support view) go there directly, on the chat's connection.
+const persistence_actor& store_of(self_ptr self, chat_id chat) {
+  auto& pool = self->state.pool;
+  return pool[partition_of(chat, pool.size())];
+}
+
 /// The chat actor answers, unless validation already did: bad input never
 /// spawns an actor nor reaches Postgres.
 template <class T, class... Ts>
@@ -228,6 +235,17 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
         return err;
       // Not of one chat: any partition's connection reads the index.
       return self->delegate(self->state.pool.front(), op, after, limit);
+    },
+    [self](atom::history op, chat_id chat, int64_t before,
+           uint32_t limit) -> caf::result<history_page> {
+      if (auto err = validate_history(chat, before, limit))
+        return err;
+      return self->delegate(store_of(self, chat), op, chat, before, limit);
+    },
+    [self](atom::explain op, chat_id chat) -> caf::result<chat_explanation> {
+      if (auto err = validate_chat(chat))
+        return err;
+      return self->delegate(store_of(self, chat), op, chat);
     },
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));

@@ -166,6 +166,19 @@ caf::expected<unresolved_page> client::unresolved(reservation_id after,
                                             atom::unresolved_v, after, limit);
 }
 
+// -- the support view ---------------------------------------------------------
+
+caf::expected<history_page> client::history(chat_id chat, int64_t before,
+                                            uint32_t limit) {
+  return impl_->call_admin<history_page>(request_type::history, chat,
+                                         atom::history_v, chat, before, limit);
+}
+
+caf::expected<chat_explanation> client::explain(chat_id chat) {
+  return impl_->call_admin<chat_explanation>(request_type::explain, chat,
+                                             atom::explain_v, chat);
+}
+
 // -- administration -----------------------------------------------------------
 
 caf::expected<chat_status> client::create(const chat_spec& spec) {

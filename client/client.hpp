@@ -5,6 +5,7 @@
 #pragma once
 
 #include "client/routing.hpp"
+#include "protocol/history.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/expected.hpp>
@@ -106,6 +107,13 @@ public:
   /// Jobs of unknown outcome of every chat after id `after`, by id.
   caf::expected<unresolved_page> unresolved(reservation_id after,
                                             uint32_t limit);
+
+  /// One page of the chat's history, newest first: `limit` ledger rows
+  /// below ledger id `before` (0: the newest), reservations merged in.
+  caf::expected<history_page> history(chat_id chat, int64_t before,
+                                      uint32_t limit);
+  /// What support needs of the chat, in one answer.
+  caf::expected<chat_explanation> explain(chat_id chat);
 
   void touch(chat_id chat, continuation<chat_status> then);
   void reserve(chat_id chat, const kind& k, const std::string& request_id,

@@ -83,7 +83,9 @@ bool retry_safe(request_type x, const std::string& request_id) {
     // resolution and charges nothing more.
     return true;
   case request_type::unresolved:
-    return true; // a read
+  case request_type::history:
+  case request_type::explain:
+    return true; // reads
   }
   return false;
 }

@@ -34,6 +34,8 @@ enum class request_type : uint8_t {
   uncertain,
   resolve,
   unresolved,
+  history,
+  explain,
 };
 
 /// The request an operation of a batch stands for.

@@ -34,12 +34,24 @@ failure outage(std::string sqlstate, bool refused, const std::exception& e) {
           one_line(e.what())};
 }
 
+/// SQLSTATE class 42 (syntax error or access rule violation) but for a
+/// missing privilege: a statement that names a column, function or type
+/// the schema does not have, or does not parse. Retrying cannot help; it
+/// is a bug (or a database the server's migrations do not describe), never
+/// an outage. 42501 (insufficient privilege) is the operator's grant.
+bool our_sql_is_wrong(const std::string& sqlstate) {
+  return sqlstate.size() == 5 && sqlstate.compare(0, 2, "42") == 0
+         && sqlstate != "42501";
+}
+
 } // namespace
 
 failure classify(const std::exception_ptr& ep) {
   try {
     std::rethrow_exception(ep);
   } catch (const pqxx::sql_error& e) {
+    if (our_sql_is_wrong(e.sqlstate()))
+      return {ec::internal, e.sqlstate(), true, one_line(e.what())};
     return outage(e.sqlstate(), true, e);
   } catch (const pqxx::deadlock_detected& e) {
     // libpqxx 6.4 throws these for SQLSTATE class 40 instead of an

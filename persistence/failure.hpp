@@ -39,7 +39,9 @@ std::string one_line(std::string text);
 
 /// Classifies `ep` (not null). libpqxx's run-time failures are outages:
 /// pqxx::broken_connection (too_many_connections too), pqxx::sql_error and
-/// its subclasses (a statement_timeout is SQLSTATE 57014),
+/// its subclasses (a statement_timeout is SQLSTATE 57014) but for SQLSTATE
+/// class 42 other than 42501 (SQL that names what the schema lacks, or
+/// does not parse: a bug, internal),
 /// pqxx::in_doubt_error, pqxx::transaction_rollback (deadlock,
 /// serialization failure, statement completion unknown) and any other
 /// pqxx::failure. Everything else is a bug: libpqxx's usage, conversion and

@@ -6,6 +6,7 @@
 #include "persistence/batch.hpp"
 #include "protocol/catalog.hpp"
 #include "protocol/events.hpp"
+#include "protocol/history.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/expected.hpp>
@@ -101,6 +102,19 @@ public:
                                     const std::string& request_id);
 
   caf::expected<chat_status> status(chat_id chat);
+
+  // -- the support view (protocol/history.hpp) -------------------------------
+
+  /// One page of the chat's history: up to `limit` ledger rows below the
+  /// ledger id `before` (0: the newest), newest first, with the
+  /// reservations whose time falls in the page merged in. not_found for an
+  /// unknown chat, invalid_argument for a `before` not of this chat.
+  caf::expected<history_page> history(chat_id chat, int64_t before,
+                                      uint32_t limit);
+
+  /// Status, plan and why, next refill, deadlines and the last ten
+  /// history entries, in one transaction.
+  caf::expected<chat_explanation> explain(chat_id chat);
 
   // -- outcome unknown (server-side functions in either mode: rare) ----------
 

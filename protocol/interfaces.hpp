@@ -94,7 +94,14 @@ using api_actor = billing_actor::extend<
   /// Jobs of unknown outcome of every chat after reservation id `after`,
   /// oldest id first, at most `limit` (1 to 1,000).
   caf::replies_to<atom::unresolved, reservation_id,
-                  uint32_t>::with<unresolved_page>>;
+                  uint32_t>::with<unresolved_page>,
+  /// One page of a chat's history (chat, before: a ledger id or 0 for the
+  /// newest, limit: 1 to 1,000 ledger rows); not_found for an unknown chat.
+  caf::replies_to<atom::history, chat_id, int64_t,
+                  uint32_t>::with<history_page>,
+  /// A chat as support needs it: status, plan and why, window and next
+  /// refill, deadlines, the last 10 history entries.
+  caf::replies_to<atom::explain, chat_id>::with<chat_explanation>>;
 
 /// Many operations in one message (client batching). Each is answered as if
 /// it had come alone, in the batch's order; one outside the endpoint's role
@@ -137,13 +144,17 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<atom::unresolved, reservation_id,
                   uint32_t>::with<unresolved_page>>;
 
-/// Administration: payments and account changes. A gateway cannot commit.
+/// Administration: payments, account changes and the support view. A
+/// gateway cannot commit.
 using admin_actor = caf::typed_actor<
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
   caf::replies_to<atom::top_up, chat_id, int64_t,
                   std::string>::with<top_up_receipt>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
-  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
+  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>,
+  caf::replies_to<atom::history, chat_id, int64_t,
+                  uint32_t>::with<history_page>,
+  caf::replies_to<atom::explain, chat_id>::with<chat_explanation>>;
 
 } // namespace chargeonce

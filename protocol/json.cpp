@@ -146,6 +146,72 @@ nlohmann::json to_json(const limits_refilled& x) {
   return {{"event", "limits_refilled"}, {"chat", x.chat}};
 }
 
+nlohmann::json to_json(const history_entry& x) {
+  nlohmann::json out = {
+    {"at", format_iso8601(x.at)}, {"cause", x.cause}, {"detail", x.detail}};
+  if (x.cause == "reservation") {
+    out["reservation"] = x.reservation;
+    out["kind"] = x.kind;
+    out["status"] = x.status;
+    out["request_id"] = x.request_id;
+    out["held"] = to_json(x.held);
+    out["units"] = x.units;
+    out["created_at"] = optional_time(x.created_at);
+    out["deadline"] = optional_time(x.deadline);
+    out["cancel_requested"] = x.cancel_requested;
+    return out;
+  }
+  out["ledger_id"] = x.ledger_id;
+  // Every pocket the row changed, signed; `after` is null for rows written
+  // before the ledger kept the pockets.
+  auto change = nlohmann::json::object();
+  for (const auto& [name, amount] : x.change.items())
+    change[name] = amount;
+  out["change"] = std::move(change);
+  out["after"] = x.after ? to_json(*x.after) : nlohmann::json(nullptr);
+  if (x.cause == "commit") {
+    out["reservation"] = x.reservation;
+    out["kind"] = x.kind;
+    out["request_id"] = x.request_id;
+    out["units"] = x.units;
+    out["released"] = to_json(x.released);
+  } else if (x.cause == "top_up") {
+    out["payment_id"] = x.payment_id;
+  }
+  return out;
+}
+
+nlohmann::json to_json(const history_page& x) {
+  auto entries = nlohmann::json::array();
+  for (const auto& e : x.entries)
+    entries.push_back(to_json(e));
+  return {{"chat", x.chat},
+          {"entries", std::move(entries)},
+          {"next_before", x.next_before != 0 ? nlohmann::json(x.next_before)
+                                             : nlohmann::json(nullptr)},
+          {"truncated", x.truncated}};
+}
+
+nlohmann::json to_json(const chat_explanation& x) {
+  auto deadlines = nlohmann::json::object();
+  for (size_t i = 0; i < x.status.reservations.size(); ++i)
+    deadlines[std::to_string(x.status.reservations[i].id)] =
+      i < x.deadlines.size() ? optional_time(x.deadlines[i])
+                             : nlohmann::json(nullptr);
+  auto history = nlohmann::json::array();
+  for (const auto& e : x.recent.entries)
+    history.push_back(to_json(e));
+  return {{"chat", x.status.chat},
+          {"status", to_json(x.status)},
+          {"plan", x.status.premium ? "premium" : "free"},
+          {"plan_reason", x.plan_reason},
+          {"window_started_at", optional_time(x.status.window_started_at)},
+          {"next_refill_at", optional_time(x.next_refill_at)},
+          {"refill_interval_ms", x.refill_interval_ms},
+          {"deadlines", std::move(deadlines)},
+          {"history", std::move(history)}};
+}
+
 nlohmann::json to_json(const caf::error& x) {
   return {{"error", error_name(x)}, {"message", error_message(x)}};
 }

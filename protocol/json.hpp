@@ -4,6 +4,7 @@
 #pragma once
 
 #include "protocol/events.hpp"
+#include "protocol/history.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/fwd.hpp>
@@ -26,6 +27,15 @@ nlohmann::json to_json(const resolution& x);
 /// {"reservations": [...], "next_after": the last id or null}
 nlohmann::json to_json(const unresolved_page& x);
 nlohmann::json to_json(const limits_refilled& x);
+
+/// The support view: {"chat", "entries": [...], "next_before": the next
+/// page's cursor or null, "truncated"}; an entry carries only the fields
+/// its cause has.
+nlohmann::json to_json(const history_entry& x);
+nlohmann::json to_json(const history_page& x);
+/// {"status", "plan_reason", "next_refill_at", "refill_interval_ms",
+/// "deadlines": {reservation id: time}, "history": [...]}.
+nlohmann::json to_json(const chat_explanation& x);
 
 /// {"error": "<name>", "message": "<context>"}.
 nlohmann::json to_json(const caf::error& x);

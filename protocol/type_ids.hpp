@@ -4,6 +4,7 @@
 
 #include "protocol/batch.hpp"
 #include "protocol/events.hpp"
+#include "protocol/history.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/atom.hpp>
@@ -76,5 +77,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::resolution))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::unresolved_page))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reconcile_needed))
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, history, "history")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, explain, "explain")
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::history_page))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::chat_explanation))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -186,6 +186,17 @@ caf::error validate_unresolved(reservation_id after, uint32_t limit) {
   return caf::none;
 }
 
+caf::error validate_history(chat_id chat, int64_t before, uint32_t limit) {
+  if (auto err = validate_chat(chat))
+    return err;
+  if (before < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "before must be a ledger id or 0");
+  if (limit == 0 || limit > history_page_max)
+    return caf::make_error(ec::invalid_argument, "limit must be 1 to 1000");
+  return caf::none;
+}
+
 caf::error validate_spec(const chat_spec& spec) {
   if (auto err = validate_chat(spec.chat))
     return err;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "protocol/catalog.hpp"
+#include "protocol/history.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/error.hpp>
@@ -59,6 +60,10 @@ caf::error validate_resolve(chat_id chat, reservation_id id,
 /// the first).
 inline constexpr uint32_t unresolved_page_max = 1000;
 caf::error validate_unresolved(reservation_id after, uint32_t limit);
+
+/// A valid chat, a `before` of 0 (the newest) or a ledger id, and a page
+/// of 1 to history_page_max ledger rows.
+caf::error validate_history(chat_id chat, int64_t before, uint32_t limit);
 
 /// A valid chat id, no negative amount, a valid limit of active jobs.
 caf::error validate_spec(const chat_spec& spec);

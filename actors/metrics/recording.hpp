@@ -38,6 +38,8 @@ enum class operation : uint8_t {
   uncertain,
   resolve,
   unresolved,
+  history,
+  explain,
   /// Not an operation but how many there are: keep it last. The label table
   /// is checked against it at compile time.
   count_,

@@ -87,6 +87,8 @@ inline constexpr std::pair<operation, const char*> operation_labels[] = {
   {operation::uncertain, "uncertain"},
   {operation::resolve, "resolve"},
   {operation::unresolved, "unresolved"},
+  {operation::history, "history"},
+  {operation::explain, "explain"},
 };
 
 constexpr bool operation_labels_in_enum_order() {

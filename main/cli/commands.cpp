@@ -165,6 +165,24 @@ action prepare_unresolved(const flag_map& flags) {
   };
 }
 
+/// history: one page of the chat's timeline, newest first, below
+/// --before (a ledger id; the previous page's next_before).
+action prepare_history(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto before = int_flag<int64_t>(flags, "before");
+  auto limit = flags.count("limit") != 0 ? int_flag<int64_t>(flags, "limit")
+                                         : int64_t{history_page_default};
+  if (before < 0)
+    throw usage_error("--before must be a ledger id (next_before)");
+  if (limit < 1 || limit > int64_t{history_page_max})
+    throw usage_error("--limit must be 1 to 1000, got "
+                      + std::to_string(limit));
+  return [=](session& s) {
+    return print_result(
+      s, s.api.history(chat, before, static_cast<uint32_t>(limit)));
+  };
+}
+
 action prepare_set_limits(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto limit = job_limit_flag(flags);
@@ -321,6 +339,18 @@ std::vector<command> make_commands() {
      role::admin,
      "sets how many jobs the chat may run at once",
      prepare_set_limits},
+    {"history",
+     {chat},
+     {{"limit", "N"}, {"before", "ID"}},
+     role::admin,
+     "support: the chat's ledger and reservations, newest first",
+     prepare_history},
+    {"explain",
+     {chat},
+     {},
+     role::admin,
+     "support: pockets, plan and why, refill, deadlines, history",
+     chat_only([](api& c, chat_id ch) { return c.explain(ch); })},
     {"watch",
      {},
      {},

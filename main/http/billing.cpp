@@ -217,4 +217,20 @@ void set_limits(exchange& x) {
   ask<chat_status>(x, x.be.admin, 200, atom::limits_v, chat, update);
 }
 
+// -- admin: the support view -------------------------------------------------
+
+/// ?limit=N (1 to 1000, default 50) ledger rows below ?before=ID (the
+/// previous page's next_before), reservations merged in, newest first.
+void history(exchange& x) {
+  auto chat = path_chat(x);
+  auto before = query_int(x, "before", 0, int64_max, 0);
+  auto limit = query_int(x, "limit", 1, history_page_max, history_page_default);
+  ask<history_page>(x, x.be.admin, 200, atom::history_v, chat, before,
+                    static_cast<uint32_t>(limit));
+}
+
+void explain(exchange& x) {
+  ask<chat_explanation>(x, x.be.admin, 200, atom::explain_v, path_chat(x));
+}
+
 } // namespace chargeonce::http

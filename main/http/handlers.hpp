@@ -29,6 +29,8 @@ void top_up(exchange& x);
 void set_premium(exchange& x);
 void set_flags(exchange& x);
 void set_limits(exchange& x);
+void history(exchange& x);
+void explain(exchange& x);
 
 // -- events (http_events.cpp) ------------------------------------------------
 /// Server-Sent Events: queue_notice, reservation_released, cancel_requested,

@@ -41,6 +41,8 @@ constexpr route table[] = {
   {"PUT", "/v1/chats/{chat}/premium", r::admin, set_premium},
   {"PATCH", "/v1/chats/{chat}/flags", r::admin, set_flags},
   {"PUT", "/v1/chats/{chat}/limits", r::admin, set_limits},
+  {"GET", "/v1/chats/{chat}/history", r::admin, history},
+  {"GET", "/v1/chats/{chat}/explain", r::admin, explain},
 };
 
 std::vector<std::string> segments(const std::string& path) {

@@ -303,7 +303,8 @@ TEST_SUITE("cli") {
   }
 
   TEST_CASE("resolve takes --outcome=succeeded|failed, --units with "
-            "succeeded only; unresolved a --limit of 1 to 1000") {
+            "succeeded only; unresolved and history a --limit of 1 to "
+            "1000") {
     auto usage = [](std::vector<std::string> args, const std::string& why) {
       args.insert(args.begin(), "--server=127.0.0.1:1");
       auto r = run(args);
@@ -324,6 +325,14 @@ TEST_SUITE("cli") {
     usage({"unresolved", "--after=-1"}, "--after must be a reservation id");
     usage({"uncertain", "--chat=1", "--reservation=2"},
           "uncertain needs --provider-ref");
+    usage({"history", "--chat=1", "--limit=0"},
+          "--limit must be 1 to 1000, got 0");
+    usage({"history", "--chat=1", "--limit=1001"},
+          "--limit must be 1 to 1000, got 1001");
+    usage({"history", "--chat=1", "--before=-1"},
+          "--before must be a ledger id (next_before)");
+    usage({"history", "--limit=5"}, "history needs --chat");
+    usage({"explain"}, "explain needs --chat");
     // Valid: as far as connecting (port 1 refuses).
     auto r = run({"--server=127.0.0.1:1", "resolve", "--chat=1",
                   "--reservation=2", "--outcome=succeeded", "--units=3"});

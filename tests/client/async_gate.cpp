@@ -121,6 +121,14 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
       return pass<unresolved_page>(self, inner, *log, 0, {}, false, a, after,
                                    limit);
     },
+    [self, inner, log](atom::history a, chat_id chat, int64_t before,
+                       uint32_t limit) {
+      return pass<history_page>(self, inner, *log, 1, {}, false, a, chat,
+                                before, limit);
+    },
+    [self, inner, log](atom::explain a, chat_id chat) {
+      return pass<chat_explanation>(self, inner, *log, 1, {}, false, a, chat);
+    },
     [self](caf::close_atom) {
       self->state.hold = true;
       return true;

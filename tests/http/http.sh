@@ -523,6 +523,34 @@ resolution=$out
 check 200 - POST "$W/$id/resolve" "$wk" '{"outcome":"succeeded"}'
 [[ $out == "$resolution" ]] || die "a repeated resolve differs: $out"
 check 409 invalid_state POST "$W/$id/resolve" "$wk" '{"outcome":"failed"}'
+# The support view (admin) of that chat: its timeline, newest first, in
+# keyset pages, and explain.
+H=/v1/chats/$chat
+check 200 - GET "$H/history" "$ad"
+[[ $(jq -c '[.entries[] | .cause + "/" + (.status // "") + "/" + .detail]' <<<"$out") == \
+  '["commit//","reservation/committed/succeeded","reservation/queued/","admin//create_chat"]' &&
+  $(field '.entries[0].change.balance') == -1 && $(field '.entries[0].after.balance') == 1 &&
+  $(field '.entries[0].reservation') == "$id" && $(field '.entries[0].request_id') == u-1 &&
+  $(field .next_before) == null ]] || die "history: $out"
+check 200 - GET "$H/history?limit=1" "$ad"
+[[ $(field '.entries | length') == 1 && $(field .next_before) != null ]] || die "history page 1: $out"
+check 200 - GET "$H/history?limit=1&before=$(field .next_before)" "$ad"
+[[ $(jq -c '[.entries[].cause]' <<<"$out") == '["reservation","reservation","admin"]' &&
+  $(field .next_before) == null ]] || die "history page 2: $out"
+check 422 invalid_argument GET "$H/history?limit=0" "$ad"
+check 422 invalid_argument GET "$H/history?limit=1001" "$ad"
+check 422 invalid_argument GET "$H/history?before=-1" "$ad"
+check 422 invalid_argument GET "$H/history?before=1" "$ad"
+check 403 forbidden GET "$H/history" "$gw"
+check 404 not_found GET "/v1/chats/$(random_chat)/history" "$ad"
+check 200 - GET "$H/explain" "$ad"
+[[ $(field .chat) == "$chat" && $(field .plan) == free && $(field .plan_reason) == "never premium" &&
+  $(field '.deadlines | length') == 1 && $(field '.history | length') == 4 &&
+  $(field '.status.balance') == 1 && $(field .refill_interval_ms) == 86400000 ]] || die "explain: $out"
+check 403 forbidden GET "$H/explain" "$wk"
+check 404 not_found GET "/v1/chats/$(random_chat)/explain" "$ad"
+ok "history (keyset pages of the ledger and the reservations) and explain, admin only"
+
 chat=$saved_chat W=$saved_W
 ok "uncertain (slot freed, hold kept, reconcile_needed), the reconcilers' list, resolve once"
 

@@ -60,6 +60,16 @@ TEST_SUITE("persistence.failure") {
     CHECK(of(pqxx::conversion_error{"not an integer"}).code == ec::internal);
     CHECK(of(pqxx::usage_error{"wrong use"}).code == ec::internal);
     CHECK(of(42).code == ec::internal);
+    // SQL the schema does not fit is our bug; a missing grant is not.
+    auto undefined =
+      of(pqxx::sql_error{"column \"x\" does not exist", "SELECT x", "42703"});
+    CHECK(undefined.code == ec::internal);
+    CHECK(undefined.sqlstate == "42703");
+    CHECK(undefined.refused);
+    CHECK(of(pqxx::sql_error{"syntax error", "SELEC", "42601"}).code
+          == ec::internal);
+    CHECK(of(pqxx::sql_error{"permission denied", "SELECT", "42501"}).code
+          == ec::storage_unavailable);
     auto named = of(std::out_of_range{"vector::at"});
     CHECK(named.detail.find("std::out_of_range") != std::string::npos);
     CHECK(named.detail.find("vector::at") != std::string::npos);
@@ -94,5 +104,29 @@ TEST_SUITE("persistence.failure") {
           == 0);
     auto again = good.reserve(chat, kind::text, "req-broken");
     CHECK(again);
+  }
+
+  TEST_CASE("a statement that names a column the schema lacks is internal, "
+            "not storage_unavailable, and writes nothing") {
+    test::sql("CREATE SCHEMA IF NOT EXISTS wrong_batch");
+    test::sql("CREATE OR REPLACE FUNCTION wrong_batch.chargeonce_apply_batch("
+              "text[], bigint[], bigint[], text[], text[], integer[], bigint, "
+              "integer, integer, jsonb) "
+              "RETURNS SETOF public.chargeonce_outcome LANGUAGE plpgsql AS "
+              "$$ BEGIN PERFORM no_such_column FROM public.chats; END $$");
+    auto opts = test::store_options();
+    REQUIRE(opts.server_functions);
+    persistence::store good{opts};
+    opts.dsn += " options='-c search_path=wrong_batch,public'";
+    auto chat = test::fresh_chat();
+    REQUIRE(good.create_chat(chat_spec{chat, {1, 0, 0}, caf::none, caf::none}));
+    persistence::store wrong{opts};
+    auto answer = wrong.reserve(chat, kind::text, "req-wrong");
+    REQUIRE_FALSE(answer);
+    CHECK(answer.error() == ec::internal);
+    CHECK(test::sql_int("SELECT count(*) FROM reservations WHERE chat_id = "
+                        + std::to_string(chat))
+          == 0);
+    CHECK(good.reserve(chat, kind::text, "req-wrong"));
   }
 }

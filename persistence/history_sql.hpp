@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// The support view's two queries (store_history.cpp), here so that a test
+// can ask Postgres how it plans them on a chat with a long past.
+#pragma once
+
+namespace chargeonce::persistence {
+
+/// Up to $3 ledger rows of chat $1 with an id below $2, newest first, each
+/// with the request id its reservation had when one is still known. Reads
+/// the (chat_id, id) index, or, where the chat is most of the ledger and
+/// the planner prefers the primary key, the id range from the chat's first
+/// row (one probe of that index): a last page never walks other chats'
+/// older rows.
+inline constexpr const char* history_ledger_sql =
+  "SELECT l.id, chargeonce_us(l.committed_at), l.entry, "
+  "coalesce(l.detail, ''), coalesce(l.reservation_id, 0), "
+  "coalesce(l.kind, ''), coalesce(l.payment_id, ''), l.charged::text, "
+  "l.credited_balance, l.changed::text, l.pockets::text, l.units, "
+  "l.released::text, coalesce(e.request_id, u.request_id, '') "
+  "FROM ledger l "
+  "LEFT JOIN ended_reservations e ON e.id = l.reservation_id "
+  "LEFT JOIN uncertain_reservations u ON u.id = l.reservation_id "
+  "WHERE l.chat_id = $1 AND l.id < $2 "
+  "AND l.id >= (SELECT min(m.id) FROM ledger m WHERE m.chat_id = $1) "
+  "ORDER BY l.id DESC LIMIT $3";
+
+/// Every table that keeps a reservation, as one timeline: active ones at
+/// their creation, ended ones at their end (a release with its reason),
+/// jobs that went uncertain at their resolution (or since when they are
+/// uncertain). Each reservation appears once: the uncertain row wins over
+/// the ended one, the ended one over the bare release. A committed one is
+/// not here: its ledger row (cause commit) is its end, so commits, the bulk
+/// of a busy chat's reservations, cost the page nothing. Each branch bounds
+/// its own time column, so that each reads its (chat_id, time) index: a
+/// page costs what it shows, however long the chat's past. Chat $1, times
+/// (microseconds since the epoch) after $2 up to $3, at most $4, newest
+/// first.
+inline constexpr const char* history_reservations_sql =
+  "WITH bounds AS (SELECT to_timestamp(0) + $2 * interval '1 microsecond' AS "
+  " low, to_timestamp(0) + $3 * interval '1 microsecond' AS high),"
+  " ev AS ("
+  " SELECT r.id, r.kind, r.status, ''::text AS detail, r.request_id,"
+  "  r.held::text AS held, r.units, chargeonce_us(r.created_at) AS created_us,"
+  "  chargeonce_us(r.created_at) AS at_us,"
+  "  chargeonce_us(r.lease_expires_at) AS lease_us, r.cancel_requested,"
+  "  NULL::bigint AS uncertain_us"
+  "  FROM reservations r, bounds b WHERE r.chat_id = $1"
+  "  AND r.created_at > b.low AND r.created_at <= b.high"
+  " UNION ALL"
+  " SELECT e.id, e.kind, e.status, coalesce(x.reason, ''), e.request_id,"
+  "  e.held::text, e.units, chargeonce_us(e.created_at),"
+  "  chargeonce_us(e.ended_at), NULL, false, NULL"
+  "  FROM bounds b, ended_reservations e"
+  "  LEFT JOIN released_reservations x ON x.id = e.id"
+  "  WHERE e.chat_id = $1 AND e.status <> 'committed'"
+  "  AND e.ended_at > b.low AND e.ended_at <= b.high AND NOT EXISTS"
+  "   (SELECT 1 FROM uncertain_reservations u WHERE u.id = e.id)"
+  " UNION ALL"
+  " SELECT u.id, u.kind,"
+  "  CASE u.outcome WHEN 'succeeded' THEN 'committed'"
+  "   WHEN 'failed' THEN 'failed' WHEN 'released' THEN 'released'"
+  "   ELSE 'outcome_unknown' END,"
+  "  coalesce(CASE u.outcome WHEN 'released' THEN 'unresolved'"
+  "   ELSE u.outcome END, 'uncertain'),"
+  "  u.request_id, u.held::text, u.units, chargeonce_us(u.created_at),"
+  "  chargeonce_us(coalesce(u.resolved_at, u.uncertain_at)), NULL,"
+  "  u.cancel_requested, chargeonce_us(u.uncertain_at)"
+  "  FROM uncertain_reservations u, bounds b WHERE u.chat_id = $1"
+  "  AND coalesce(u.resolved_at, u.uncertain_at) > b.low"
+  "  AND coalesce(u.resolved_at, u.uncertain_at) <= b.high"
+  "  AND u.uncertain_at <= b.high"
+  " UNION ALL"
+  " SELECT x.id, '', 'released', x.reason, '', '{}', 0, NULL,"
+  "  chargeonce_us(x.released_at), NULL, false, NULL"
+  "  FROM released_reservations x, bounds b WHERE x.chat_id = $1"
+  "  AND x.released_at > b.low AND x.released_at <= b.high"
+  "  AND NOT EXISTS (SELECT 1 FROM ended_reservations e WHERE e.id = x.id)"
+  "  AND NOT EXISTS (SELECT 1 FROM uncertain_reservations u WHERE u.id = x.id)"
+  ") SELECT id, kind, status, detail, request_id, held, units, created_us,"
+  " at_us, lease_us, cancel_requested, uncertain_us FROM ev"
+  " ORDER BY at_us DESC, id DESC LIMIT $4";
+
+} // namespace chargeonce::persistence
