@@ -5,12 +5,16 @@
 
 namespace chargeonce::persistence {
 
+// The page's time bounds, from microseconds since the epoch ($2, $3).
+#define HISTORY_LOW "(to_timestamp(0) + $2::bigint * interval '1 microsecond')"
+#define HISTORY_HIGH "(to_timestamp(0) + $3::bigint * interval '1 microsecond')"
+
 /// Up to $3 ledger rows of chat $1 with an id below $2, newest first, each
-/// with the request id its reservation had when one is still known. Reads
-/// the (chat_id, id) index, or, where the chat is most of the ledger and
-/// the planner prefers the primary key, the id range from the chat's first
-/// row (one probe of that index): a last page never walks other chats'
-/// older rows.
+/// with the request id its reservation had when one is still known. The
+/// bounds are row comparisons on (chat_id, id), not an equality on chat_id:
+/// so only the (chat_id, id) index can serve them and the order, and the
+/// planner never walks the primary key through other chats' rows, however
+/// its statistics see this chat.
 inline constexpr const char* history_ledger_sql =
   "SELECT l.id, chargeonce_us(l.committed_at), l.entry, "
   "coalesce(l.detail, ''), coalesce(l.reservation_id, 0), "
@@ -20,9 +24,9 @@ inline constexpr const char* history_ledger_sql =
   "FROM ledger l "
   "LEFT JOIN ended_reservations e ON e.id = l.reservation_id "
   "LEFT JOIN uncertain_reservations u ON u.id = l.reservation_id "
-  "WHERE l.chat_id = $1 AND l.id < $2 "
-  "AND l.id >= (SELECT min(m.id) FROM ledger m WHERE m.chat_id = $1) "
-  "ORDER BY l.id DESC LIMIT $3";
+  "WHERE (l.chat_id, l.id) > ($1::bigint, 0::bigint) "
+  "AND (l.chat_id, l.id) < ($1::bigint, $2::bigint) "
+  "ORDER BY l.chat_id DESC, l.id DESC LIMIT $3";
 
 /// Every table that keeps a reservation, as one timeline: active ones at
 /// their creation, ended ones at their end (a release with its reason),
@@ -30,14 +34,14 @@ inline constexpr const char* history_ledger_sql =
 /// uncertain). Each reservation appears once: the uncertain row wins over
 /// the ended one, the ended one over the bare release. A committed one is
 /// not here: its ledger row (cause commit) is its end, so commits, the bulk
-/// of a busy chat's reservations, cost the page nothing. Each branch bounds
-/// its own time column, so that each reads its (chat_id, time) index: a
-/// page costs what it shows, however long the chat's past. Chat $1, times
-/// (microseconds since the epoch) after $2 up to $3, at most $4, newest
-/// first.
+/// of a busy chat's reservations, cost the page nothing. The branches of
+/// the large tables bound (chat_id, time) by row comparisons, so that each
+/// can only read its (chat_id, time) index (see history_ledger_sql): a page
+/// costs what it shows, however long the chat's past or busy the others.
+/// Chat $1, times (microseconds since the epoch) after $2 up to $3, at most
+/// $4, newest first.
 inline constexpr const char* history_reservations_sql =
-  "WITH bounds AS (SELECT to_timestamp(0) + $2 * interval '1 microsecond' AS "
-  " low, to_timestamp(0) + $3 * interval '1 microsecond' AS high),"
+  "WITH bounds AS (SELECT " HISTORY_LOW " AS low, " HISTORY_HIGH " AS high),"
   " ev AS ("
   " SELECT r.id, r.kind, r.status, ''::text AS detail, r.request_id,"
   "  r.held::text AS held, r.units, chargeonce_us(r.created_at) AS created_us,"
@@ -50,10 +54,12 @@ inline constexpr const char* history_reservations_sql =
   " SELECT e.id, e.kind, e.status, coalesce(x.reason, ''), e.request_id,"
   "  e.held::text, e.units, chargeonce_us(e.created_at),"
   "  chargeonce_us(e.ended_at), NULL, false, NULL"
-  "  FROM bounds b, ended_reservations e"
+  "  FROM ended_reservations e"
   "  LEFT JOIN released_reservations x ON x.id = e.id"
-  "  WHERE e.chat_id = $1 AND e.status <> 'committed'"
-  "  AND e.ended_at > b.low AND e.ended_at <= b.high AND NOT EXISTS"
+  "  WHERE e.status <> 'committed'"
+  "  AND (e.chat_id, e.ended_at) > ($1::bigint, " HISTORY_LOW ")"
+  "  AND (e.chat_id, e.ended_at) <= ($1::bigint, " HISTORY_HIGH ")"
+  "  AND NOT EXISTS"
   "   (SELECT 1 FROM uncertain_reservations u WHERE u.id = e.id)"
   " UNION ALL"
   " SELECT u.id, u.kind,"
@@ -72,12 +78,16 @@ inline constexpr const char* history_reservations_sql =
   " UNION ALL"
   " SELECT x.id, '', 'released', x.reason, '', '{}', 0, NULL,"
   "  chargeonce_us(x.released_at), NULL, false, NULL"
-  "  FROM released_reservations x, bounds b WHERE x.chat_id = $1"
-  "  AND x.released_at > b.low AND x.released_at <= b.high"
+  "  FROM released_reservations x"
+  "  WHERE (x.chat_id, x.released_at) > ($1::bigint, " HISTORY_LOW ")"
+  "  AND (x.chat_id, x.released_at) <= ($1::bigint, " HISTORY_HIGH ")"
   "  AND NOT EXISTS (SELECT 1 FROM ended_reservations e WHERE e.id = x.id)"
   "  AND NOT EXISTS (SELECT 1 FROM uncertain_reservations u WHERE u.id = x.id)"
   ") SELECT id, kind, status, detail, request_id, held, units, created_us,"
   " at_us, lease_us, cancel_requested, uncertain_us FROM ev"
   " ORDER BY at_us DESC, id DESC LIMIT $4";
+
+#undef HISTORY_LOW
+#undef HISTORY_HIGH
 
 } // namespace chargeonce::persistence

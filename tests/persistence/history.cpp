@@ -336,6 +336,15 @@ TEST_SUITE("history") {
     // Half charges, half admin rows; between every two rows an ended job,
     // every other one committed. Negative reservation ids: no real job's.
     auto base = std::to_string(-std::llabs(chat) * 1000000);
+    // Another chat's 100,000 rows first, below this one's ids: a plan that
+    // walks the primary key past this chat's first row reads them.
+    auto busy = test::fresh_chat();
+    REQUIRE(db.create_chat(chat_spec{busy, {}, caf::none, caf::none}));
+    test::sql("SET LOCAL chargeonce.references_checked = on; "
+              "INSERT INTO ledger (entry, chat_id, detail, pockets) SELECT "
+              "'admin', "
+              + std::to_string(busy) + ", 'test', '{}' FROM generate_series(1, "
+              + std::to_string(rows) + ")");
     test::sql("SET LOCAL chargeonce.references_checked = on; "
               "INSERT INTO ledger (entry, chat_id, reservation_id, kind, "
               "detail, pockets, committed_at) SELECT CASE WHEN g % 2 = 0 "
@@ -367,7 +376,7 @@ TEST_SUITE("history") {
     for (auto [name, before] :
          {std::pair{"newest", 0LL}, std::pair{"middle", middle},
           std::pair{"oldest", oldest}}) {
-      CAPTURE(name);
+      CAPTURE(std::string{name});
       auto t0 = std::chrono::steady_clock::now();
       auto page = db.history(chat, before, 50);
       auto took = std::chrono::steady_clock::now() - t0;
@@ -390,10 +399,8 @@ TEST_SUITE("history") {
     auto at = test::sql_int("SELECT chargeonce_us(committed_at) FROM ledger "
                             "WHERE id = "
                             + std::to_string(middle));
-    // Another chat, busy within that page's time: 20,000 failed jobs that
-    // a plan by time alone (the ended_at index) would read.
-    auto busy = test::fresh_chat();
-    REQUIRE(db.create_chat(chat_spec{busy, {}, caf::none, caf::none}));
+    // The busy chat again, within that page's time: 20,000 failed jobs
+    // that a plan by time alone (the ended_at index) would read.
     test::sql("INSERT INTO ended_reservations (id, chat_id, kind, status, "
               "queue, held, request_id, slot, created_at, ended_at) SELECT "
               + std::to_string(-std::llabs(busy) * 1000000) + " - g, "
