@@ -293,6 +293,10 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
         return w->sweep(after, limit, now());
       });
     },
+    [=](atom::count) {
+      return submit<active_count>(self, 0,
+                                  [=] { return w->count_active(now()); });
+    },
     [=](atom::prune) {
       return submit<uint64_t>(
         self, 0, []() -> caf::expected<uint64_t> { return uint64_t{0}; });

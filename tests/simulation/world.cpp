@@ -449,6 +449,17 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
   return x;
 }
 
+active_count sim_world::count_active(caf::timestamp now) const {
+  active_count out;
+  for (const auto& [id, r] : reservations) {
+    auto c = chats.find(r.chat);
+    auto premium = c != chats.end() && c->second.premium_until
+                   && *c->second.premium_until > now;
+    ++(premium ? out.premium : out.free);
+  }
+  return out;
+}
+
 unresolved_page sim_world::unresolved(reservation_id after,
                                       uint32_t limit) const {
   unresolved_page out;

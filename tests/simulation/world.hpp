@@ -191,6 +191,9 @@ struct sim_world {
                                     const std::string& outcome, int32_t units,
                                     caf::timestamp now);
   unresolved_page unresolved(reservation_id after, uint32_t limit) const;
+  /// Active reservations by the chat's plan at `now` (the metrics gauge;
+  /// store::count_active).
+  active_count count_active(caf::timestamp now) const;
   caf::expected<chat_status> status(chat_id chat, caf::timestamp now);
   caf::expected<chat_status> touch(chat_id chat, caf::timestamp now);
   caf::expected<reservation_released> release(chat_id chat, reservation_id id,
