@@ -27,6 +27,8 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
         } else {
           out.results = job->db.apply(job->ops);
         }
+        out.connections_made = job->db.connections_made();
+        out.unavailable = job->db.unavailable();
         {
           std::lock_guard<std::mutex> guard{job->mtx};
           job->ops.clear();

@@ -26,6 +26,11 @@ struct finished_job {
   std::vector<persistence::batch_result> results; ///< else, one per op
   /// Staged operations the connection took as its next job right away.
   size_t taken = 0;
+  /// The store after the job: connections it opened so far, and whether
+  /// the job found no writable Postgres (the metrics of reconnects and of
+  /// time without a primary).
+  uint64_t connections_made = 0;
+  bool unavailable = false;
 };
 
 /// What a persistence actor and its connection actor share. The persistence

@@ -216,6 +216,36 @@ void answer(std::vector<queued_operation>& finished, finished_job& done) {
     metrics::count_storage_error();
 }
 
+/// Schedules the next probe while the connection finds no writable
+/// Postgres, each wait twice the last (probe_delay_min … probe_delay_max).
+void schedule_probe(self_ptr self) {
+  auto& st = self->state;
+  if (!st.unavailable.get() || st.probe_pending)
+    return;
+  st.probe_pending = true;
+  self->delayed_send(self, st.probe_delay, atom::probe_v);
+  st.probe_delay = std::min(st.probe_delay * 2, probe_delay_max);
+}
+
+/// What a finished job says of the connection: each connection its store
+/// opened after the first is a reconnect; a job that found no writable
+/// Postgres starts (or continues) this actor's time without a primary, one
+/// that reached it ends it. While none is reachable the actor probes on its
+/// own, so that a partition no client writes to reconnects too, and its
+/// time without a primary ends when the primary is back.
+void note_connection(self_ptr self, const finished_job& done) {
+  auto& st = self->state;
+  if (done.connections_made > st.connections_seen) {
+    if (st.connections_seen > 0)
+      metrics::count_reconnects(done.connections_made - st.connections_seen);
+    st.connections_seen = done.connections_made;
+  }
+  st.unavailable.set(done.unavailable);
+  if (!done.unavailable)
+    st.probe_delay = probe_delay_min;
+  schedule_probe(self);
+}
+
 /// The connection finished a job. It went on with the staged operations
 /// it took, if any; otherwise it gets its next job (what was queued since)
 /// before this job's answers go out, so that Postgres does not wait for
@@ -238,6 +268,7 @@ void on_done(self_ptr self) {
   st.staged.erase(st.staged.begin(), taken_end);
   st.busy = taken > 0;
   dispatch(self);
+  note_connection(self, done);
   answer(finished, done);
 }
 
@@ -287,6 +318,26 @@ caf::result<T> enqueue(self_ptr self, batch_operation op) {
   };
   push(self, std::move(x));
   return promise;
+}
+
+/// A ping through the queue, after what waits (which may find the primary
+/// first). Nobody waits for its answer, and its failure is no client's:
+/// not counted as a storage error.
+void probe(self_ptr self) {
+  self->state.probe_pending = false;
+  if (!self->state.unavailable.get())
+    return;
+  queued_operation x;
+  x.name = "probe";
+  x.op = op_on(batch_op::status, 0, 0);
+  x.run = [](store& db) {
+    (void)db.ping();
+  };
+  x.answer = [](batch_result&&) {
+  };
+  x.finish = [] {
+  };
+  push(self, std::move(x));
 }
 
 /// Queues an operation that runs alone, after what was queued before it, so
@@ -355,6 +406,7 @@ make_persistence(self_ptr self, persistence::store_options opts,
     },
     [self](atom::done) { on_done(self); },
     [self](atom::expire) { expire(self); },
+    [self](atom::probe) { probe(self); },
     [self](atom::reserve, chat_id chat, const kind& k,
            const std::string& request_id) {
       return enqueue<reservation>(self,

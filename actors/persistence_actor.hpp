@@ -81,11 +81,16 @@ struct persistence_limits {
 };
 
 /// Adds the actor's own messages to its interface: flush (batch what has
-/// arrived), done (its connection finished a job), expire (deadlines).
-using persistence_self_actor =
-  persistence_actor::extend<caf::reacts_to<atom::flush>,
-                            caf::reacts_to<atom::done>,
-                            caf::reacts_to<atom::expire>>;
+/// arrived), done (its connection finished a job), expire (deadlines),
+/// probe (is a writable Postgres back?).
+using persistence_self_actor = persistence_actor::extend<
+  caf::reacts_to<atom::flush>, caf::reacts_to<atom::done>,
+  caf::reacts_to<atom::expire>, caf::reacts_to<atom::probe>>;
+
+/// The first and the longest wait before a persistence actor whose
+/// connection found no writable Postgres tries again on its own.
+inline constexpr caf::timespan probe_delay_min = std::chrono::milliseconds(250);
+inline constexpr caf::timespan probe_delay_max = std::chrono::seconds(5);
 
 /// One operation waiting for Postgres, with the way to answer it.
 struct queued_operation {
@@ -116,6 +121,13 @@ struct persistence_state {
   bool flush_pending = false;       ///< a flush message is in the mailbox
   bool expiry_pending = false;      ///< an expire message is on its way
   metrics::queue_depth_share depth; ///< this actor's share of the gauge
+  /// Whether this actor's connection finds no writable Postgres now.
+  metrics::unavailable_share unavailable;
+  /// Connections its store had opened at the last finished job.
+  uint64_t connections_seen = 0;
+  /// A probe is scheduled, and how long the next one waits.
+  bool probe_pending = false;
+  caf::timespan probe_delay = probe_delay_min;
 
   /// Nobody waits for their timeout because this actor went away.
   ~persistence_state();

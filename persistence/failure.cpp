@@ -63,6 +63,8 @@ failure classify(const std::exception_ptr& ep) {
     return outage("40003", false, e); // it may have committed
   } catch (const pqxx::transaction_rollback& e) {
     return outage("40000", false, e);
+  } catch (const not_primary& e) {
+    return outage("25006", true, e);
   } catch (const pqxx::failure& e) {
     // broken_connection, in_doubt_error and whatever else libpqxx reports
     // about the server or the connection: the outcome is unknown.

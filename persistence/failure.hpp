@@ -19,6 +19,13 @@ struct broken_invariant : std::logic_error {
   using std::logic_error::logic_error;
 };
 
+/// Thrown when a new connection lands on a server that cannot take writes
+/// (a standby in recovery, or read-only by default): not a connection to
+/// keep. An outage (the caller retries; nothing was sent), SQLSTATE 25006.
+struct not_primary : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A caught exception, classified.
 struct failure {
   /// storage_unavailable or internal.

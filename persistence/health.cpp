@@ -32,6 +32,13 @@ readiness check_ready(const std::string& dsn, std::chrono::seconds timeout) {
     // ready" instead of hanging the probe.
     q.exec("SET statement_timeout = "
            + std::to_string(std::chrono::milliseconds{timeout}.count()));
+    // A standby answers reads, but billing needs the primary.
+    auto role = q.exec("SELECT pg_is_in_recovery() OR "
+                       "current_setting('default_transaction_read_only')"
+                       "::boolean");
+    if (!role.empty() && role[0][0].as<bool>())
+      return {false, "connected to a read-only Postgres (a standby), not the "
+                     "primary"};
     auto rows = q.exec("SELECT name FROM schema_migrations");
     std::set<std::string> applied;
     for (const auto& row : rows)

@@ -13,7 +13,8 @@ struct readiness {
   std::string reason; ///< why not, for the operator; empty when ready
 };
 
-/// Connects to `dsn` (giving up after `timeout`), and checks that every
+/// Connects to `dsn` (giving up after `timeout`), and checks that it
+/// reached a Postgres that takes writes (not a standby) and that every
 /// embedded migration is recorded in schema_migrations. Never throws.
 readiness check_ready(const std::string& dsn, std::chrono::seconds timeout);
 

@@ -189,6 +189,22 @@ int store::backend_pid() const {
   return impl_->conn && impl_->conn->is_open() ? impl_->conn->backendpid() : 0;
 }
 
+caf::expected<bool> store::ping() {
+  return impl_->run<bool, pqxx::nontransaction>(
+    "ping", 0, 0, [](pqxx::nontransaction& tx) -> caf::expected<bool> {
+      tx.exec("SELECT 1");
+      return true;
+    });
+}
+
+uint64_t store::connections_made() const {
+  return impl_->connections_made;
+}
+
+bool store::unavailable() const {
+  return impl_->unavailable;
+}
+
 // -- operations ---------------------------------------------------------------
 
 caf::expected<chat_status> store::create_chat(const chat_spec& spec) {

@@ -204,6 +204,18 @@ public:
   /// kill exactly this backend.
   int backend_pid() const;
 
+  /// One round trip (connecting first if needed): true if a writable
+  /// Postgres answered; storage_unavailable if none did.
+  caf::expected<bool> ping();
+
+  /// Connections this store has opened: 1 after the first operation, one
+  /// more for each reconnect (a lost connection, a failover).
+  uint64_t connections_made() const;
+
+  /// True while the last operation found no writable Postgres (it answered
+  /// storage_unavailable); false again once one reaches it.
+  bool unavailable() const;
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -207,6 +207,7 @@ store::apply(const std::vector<batch_operation>& ops) {
       answered[k] = true;
       out[order[k]] = result_of(row, ops[order[k]], impl_->opts);
     }
+    impl_->unavailable = false;
   } catch (...) {
     auto f = classify(std::current_exception());
     // A deadlock or one operation's unexpected error aborted the statement

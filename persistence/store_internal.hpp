@@ -287,15 +287,41 @@ struct store::impl {
   /// `b.pockets` before to `a.pockets` after, built once (refill_change_sql).
   std::string refill_change;
   std::unique_ptr<pqxx::connection> conn;
+  /// Connections opened so far (the first and every reconnect).
+  uint64_t connections_made = 0;
+  /// The last operation found no writable Postgres (storage_unavailable);
+  /// false again after the next that reached it.
+  bool unavailable = false;
+
+  /// Refuses a fresh connection to a server that cannot take writes: with
+  /// a multi-host DSN lacking target_session_attrs=read-write, or a single
+  /// host that is now a standby after a failover, it would fail every
+  /// write. Logged, closed, and the next operation connects again.
+  static void require_primary(pqxx::connection& c, pqxx::result& rs) {
+    if (rs.empty() || !rs[0][0].as<bool>())
+      return;
+    auto where = std::string{"host="} + (c.hostname() ? c.hostname() : "")
+                 + " port=" + (c.port() ? c.port() : "");
+    spdlog::warn("persistence connected to a read-only Postgres (a standby): "
+                 "closing it, the next operation connects again {}",
+                 where);
+    throw not_primary("connected to a read-only Postgres, not the primary: "
+                      + where);
+  }
 
   pqxx::connection& connection() {
     if (!conn || !conn->is_open()) {
       conn.reset();
       auto fresh = std::make_unique<pqxx::connection>(opts.dsn);
       pqxx::nontransaction setup{*fresh};
-      setup.exec("SET statement_timeout = "
-                 + std::to_string(opts.statement_timeout.count()));
+      // One round trip: the timeout, and whether this server takes writes.
+      auto rs = setup.exec("SET statement_timeout = "
+                           + std::to_string(opts.statement_timeout.count())
+                           + "; SELECT pg_is_in_recovery() OR "
+                             "current_setting('default_transaction_read_only')"
+                             "::boolean");
       setup.commit();
+      require_primary(*fresh, rs);
       // Prepared lazily on first use, again on every new connection.
       fresh->prepare(apply_statement,
                      "SELECT * FROM chargeonce_apply_batch($1::text[], "
@@ -304,6 +330,7 @@ struct store::impl {
                      "$10::jsonb)");
       fresh->prepare(release_statement, release_statement_sql());
       conn = std::move(fresh);
+      ++connections_made;
     }
     return *conn;
   }
@@ -316,6 +343,7 @@ struct store::impl {
     // A failed connection is rebuilt on the next call rather than trusted;
     // after a bug its state is unknown too.
     conn.reset();
+    unavailable = f.code == ec::storage_unavailable;
     if (f.code == ec::storage_unavailable) {
       spdlog::error("storage_unavailable op={} chat={} reservation={} "
                     "sqlstate={} error={}",
@@ -347,6 +375,7 @@ struct store::impl {
       caf::expected<T> result = fn(tx);
       if (result)
         tx.commit();
+      unavailable = false;
       return result;
     } catch (...) {
       return failed(op, chat, id, classify(std::current_exception()));

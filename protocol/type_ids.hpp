@@ -79,6 +79,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::reconcile_needed))
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, history, "history")
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, explain, "explain")
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, probe, "probe")
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::history_page))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::chat_explanation))
 

@@ -29,6 +29,17 @@ const std::array<std::string, outcome_slots>& outcome_names() {
   return names;
 }
 
+double unavailable_seconds() {
+  std::lock_guard<std::mutex> guard{series.unavailable_mtx};
+  auto us = series.unavailable_us;
+  if (series.unavailable_members > 0)
+    us += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - series.unavailable_since)
+        .count());
+  return static_cast<double>(us) / 1e6;
+}
+
 } // namespace detail
 
 namespace {
@@ -126,6 +137,32 @@ queue_depth_share::~queue_depth_share() {
 void queue_depth_share::set(int64_t depth) {
   series.queue_depth.add(depth - current_);
   current_ = depth;
+}
+
+void count_reconnects(uint64_t n) {
+  series.reconnects.add(n);
+}
+
+unavailable_share::~unavailable_share() {
+  set(false);
+}
+
+void unavailable_share::set(bool unavailable) {
+  if (unavailable == unavailable_)
+    return;
+  unavailable_ = unavailable;
+  std::lock_guard<std::mutex> guard{series.unavailable_mtx};
+  auto now = std::chrono::steady_clock::now();
+  if (unavailable) {
+    if (series.unavailable_members++ == 0)
+      series.unavailable_since = now;
+    return;
+  }
+  if (--series.unavailable_members == 0)
+    series.unavailable_us += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+        now - series.unavailable_since)
+        .count());
 }
 
 void set_persistence_queue_max(size_t operations) {

@@ -125,6 +125,32 @@ private:
   int64_t current_ = 0;
 };
 
+/// A persistence connection was opened again after its first (a lost
+/// connection, a failover, a standby refused): `n` of them.
+void count_reconnects(uint64_t n);
+
+/// One persistence actor's part in chargeonce_storage_unavailable (how many
+/// find no writable Postgres now) and in
+/// chargeonce_storage_unavailable_seconds_total (the time during which at
+/// least one did: the process had no primary for some of its chats). The
+/// destructor withdraws it. One owner; the shared part is locked.
+class unavailable_share {
+public:
+  unavailable_share() = default;
+  unavailable_share(const unavailable_share&) = delete;
+  unavailable_share& operator=(const unavailable_share&) = delete;
+  ~unavailable_share();
+
+  /// This actor's last operation found no writable Postgres (true) or
+  /// reached it (false).
+  void set(bool unavailable);
+
+  bool get() const { return unavailable_; }
+
+private:
+  bool unavailable_ = false;
+};
+
 /// Active reservations as Postgres counts them (all servers); the gauge is
 /// absent until someone sets it. Not derived from this process' operations:
 /// a reserve on one server and a commit on another, or an idempotent replay,

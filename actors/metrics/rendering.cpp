@@ -151,6 +151,26 @@ void render_background(std::string& out) {
                  "Operations Postgres failed: lost connection, timeout or an "
                  "unexpected SQL error (storage_unavailable).",
                  series.storage_errors);
+  render_counter(out, "chargeonce_persistence_reconnects_total",
+                 "Postgres connections opened again after their first (a "
+                 "lost connection, a failover, a standby refused).",
+                 series.reconnects);
+  {
+    int64_t members = 0;
+    {
+      std::lock_guard<std::mutex> guard{series.unavailable_mtx};
+      members = series.unavailable_members;
+    }
+    family(out, "chargeonce_storage_unavailable", "gauge",
+           "Persistence connections that find no writable Postgres now "
+           "(0: every one reaches the primary).");
+    sample(out, "chargeonce_storage_unavailable", {}, num(members));
+  }
+  family(out, "chargeonce_storage_unavailable_seconds_total", "counter",
+         "Seconds during which at least one persistence connection found no "
+         "writable Postgres: time without a primary.");
+  sample(out, "chargeonce_storage_unavailable_seconds_total", {},
+         detail::format_value(unavailable_seconds()));
   render_gauge(out, "chargeonce_chat_actors", "Chat actors resident in memory.",
                series.chat_actors);
   render_counter(out, "chargeonce_passivations_total",

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -142,6 +144,13 @@ struct registry {
   counter sweeps;
   counter persistence_restarts;
   counter storage_errors;
+  counter reconnects;
+  /// Persistence actors without a writable Postgres now, since when the
+  /// first of them, and the seconds (in microseconds) of earlier spells.
+  std::mutex unavailable_mtx;
+  int64_t unavailable_members = 0;
+  std::chrono::steady_clock::time_point unavailable_since;
+  uint64_t unavailable_us = 0;
   counter passivations;
   gauge chat_actors;
   histogram<batch_bounds.size()> batch_sizes;
@@ -155,5 +164,8 @@ struct registry {
 
 /// The one instance (defined in recording.cpp).
 extern registry series;
+
+/// Seconds without a writable Postgres so far, the spell going on included.
+double unavailable_seconds();
 
 } // namespace chargeonce::metrics::detail

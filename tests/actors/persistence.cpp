@@ -3,8 +3,11 @@
 // that arrive together share one transaction (group commit), each is
 // answered on its own, a full queue answers `overloaded` at once, and a
 // caller waits for Postgres at most store-timeout.
+#include "actors/metrics/rendering.hpp"
 #include "actors/persistence_actor.hpp"
+#include "persistence/migrations.hpp"
 #include "protocol/errors.hpp"
+#include "tests/actors/metrics/exposition.hpp"
 #include "tests/support/test_db.hpp"
 #include "tests/support/threaded_server.hpp"
 
@@ -375,5 +378,59 @@ TEST_SUITE("actors.persistence") {
     // Not after the row lock or the 10 s store-timeout.
     CHECK(std::chrono::steady_clock::now() - t0 < 3s);
     CHECK(reservations_of({chats[1]}) == 0);
+  }
+
+  TEST_CASE_FIXTURE(fixture,
+                    "after Postgres went away, the actor probes on its own "
+                    "until it is back: it reconnects, the gauge of "
+                    "connections without a primary returns to 0, and time "
+                    "without a primary is counted once") {
+    test::scratch_database scratch{"probe"};
+    REQUIRE(persistence::migrate(scratch.dsn));
+    auto opts = test::store_options();
+    opts.dsn = scratch.dsn;
+    auto db = make_persistence_factory(sys, opts, {})();
+    stopped_on_exit stop{db};
+    caf::scoped_actor self{sys};
+    auto chat = test::fresh_chat();
+    auto touch = [&] {
+      caf::expected<chat_status> out{caf::sec::none};
+      self->request(db, 20s, atom::touch_v, chat)
+        .receive([&](chat_status& x) { out = std::move(x); },
+                 [&](caf::error& err) { out = std::move(err); });
+      return out;
+    };
+    auto metric = [](const char* name) {
+      return test::value_of(metrics::render(), name);
+    };
+    REQUIRE(touch());
+    auto reconnects = metric("chargeonce_persistence_reconnects_total");
+    auto seconds = metric("chargeonce_storage_unavailable_seconds_total");
+    // Gone: new connections refused, the session killed.
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " ALLOW_CONNECTIONS false");
+    test::scratch_database::admin(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname "
+      "= '"
+      + scratch.name + "'");
+    auto refused = touch();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::storage_unavailable);
+    CHECK(metric("chargeonce_storage_unavailable") == 1);
+    std::this_thread::sleep_for(1s); // probes fail meanwhile
+    CHECK(metric("chargeonce_storage_unavailable") == 1);
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " ALLOW_CONNECTIONS true");
+    // No client operation: the probe finds it (its wait is at most 5 s).
+    for (int i = 0; i < 100 && metric("chargeonce_storage_unavailable") != 0;
+         ++i)
+      std::this_thread::sleep_for(100ms);
+    CHECK(metric("chargeonce_storage_unavailable") == 0);
+    CHECK(metric("chargeonce_persistence_reconnects_total") == reconnects + 1);
+    auto spell =
+      metric("chargeonce_storage_unavailable_seconds_total") - seconds;
+    CHECK(spell >= 1.0);
+    CHECK(spell < 15.0);
+    CHECK(touch());
   }
 }

@@ -643,7 +643,15 @@ touch_ok() { req POST "/v1/chats/$chat/touch" "$gw" && [[ $code == 200 ]]; }
 poll 15 touch_ok || die "operations did not recover: $code $out"
 check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 6 ]] || die "the refused top-up changed the balance: $out"
-ok "readyz 503 without a migration or Postgres; storage_unavailable -> 503 + Retry-After"
+# Each connection found Postgres again (probing on its own), and the spell
+# without a primary is counted.
+metric() { curl -s "$base/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+no_outage_left() { [[ $(metric chargeonce_storage_unavailable) == 0 ]]; }
+poll 15 no_outage_left || die "connections still without a primary: $(metric chargeonce_storage_unavailable)"
+(($(metric chargeonce_persistence_reconnects_total) >= 1)) || die "no reconnect counted"
+awk -v s="$(metric chargeonce_storage_unavailable_seconds_total)" 'BEGIN { exit !(s > 0) }' \
+  || die "no time without a primary counted"
+ok "readyz 503 without a migration or Postgres; storage_unavailable -> 503 + Retry-After; reconnects and time without a primary counted"
 
 # -- shutdown with an open stream -------------------------------------------------
 

@@ -5,6 +5,8 @@
 // against a real Postgres whose batch function breaks its promise.
 #include "persistence/failure.hpp"
 
+#include "persistence/health.hpp"
+#include "persistence/migrations.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
@@ -12,6 +14,7 @@
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -47,6 +50,10 @@ TEST_SUITE("persistence.failure") {
     CHECK(deadlock.code == ec::storage_unavailable);
     CHECK(deadlock.sqlstate == "40P01");
     CHECK(deadlock.refused); // nothing written: the batch may be split
+    auto standby = of(persistence::not_primary{"read-only"});
+    CHECK(standby.code == ec::storage_unavailable);
+    CHECK(standby.sqlstate == "25006");
+    CHECK(standby.refused); // nothing was sent
     auto unknown = of(pqxx::statement_completion_unknown{"lost"});
     CHECK(unknown.code == ec::storage_unavailable);
     CHECK_FALSE(unknown.refused); // it may have committed
@@ -104,6 +111,48 @@ TEST_SUITE("persistence.failure") {
           == 0);
     auto again = good.reserve(chat, kind::text, "req-broken");
     CHECK(again);
+  }
+
+  TEST_CASE("a connection that lands on a read-only Postgres (a standby) is "
+            "refused as storage_unavailable, not kept, and the next "
+            "operation connects again; readiness says no primary") {
+    test::scratch_database scratch{"readonly"};
+    REQUIRE(persistence::migrate(scratch.dsn));
+    auto opts = test::store_options();
+    opts.dsn = scratch.dsn;
+    persistence::store db{opts};
+    auto chat = test::fresh_chat();
+    REQUIRE(db.create_chat(chat_spec{chat, {1, 0, 0}, caf::none, caf::none}));
+    CHECK(db.connections_made() == 1);
+    CHECK_FALSE(db.unavailable());
+    CHECK(persistence::check_ready(scratch.dsn, std::chrono::seconds{5}).ready);
+    // What a standby looks like to a new session.
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " SET default_transaction_read_only = on");
+    test::sql("SELECT pg_terminate_backend(" + std::to_string(db.backend_pid())
+              + ")");
+    for (int i = 0; i < 3; ++i) {
+      auto refused = db.status(chat);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error() == ec::storage_unavailable);
+      CHECK(db.unavailable());
+      CHECK(db.backend_pid() == 0); // nothing kept
+    }
+    CHECK(error_message(db.status(chat).error()).find("read-only")
+          != std::string::npos);
+    CHECK(db.connections_made() == 1);
+    auto probe = persistence::check_ready(scratch.dsn, std::chrono::seconds{5});
+    CHECK_FALSE(probe.ready);
+    CHECK(probe.reason.find("read-only") != std::string::npos);
+    // The primary is back (promoted): the next operation reconnects.
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " RESET default_transaction_read_only");
+    auto back = db.status(chat);
+    REQUIRE(back);
+    CHECK(back->amounts == pockets{1, 0, 0});
+    CHECK(db.connections_made() == 2);
+    CHECK_FALSE(db.unavailable());
+    CHECK(persistence::check_ready(scratch.dsn, std::chrono::seconds{5}).ready);
   }
 
   TEST_CASE("a statement that names a column the schema lacks is internal, "

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
@@ -121,6 +122,9 @@ TEST_SUITE("metrics") {
                                "chargeonce_active_reservations",
                                "chargeonce_active_reservations_by_plan",
                                "chargeonce_reconcile_needed_total",
+                               "chargeonce_persistence_reconnects_total",
+                               "chargeonce_storage_unavailable",
+                               "chargeonce_storage_unavailable_seconds_total",
                                "chargeonce_build_info",
                                "process_cpu_seconds_total",
                                "process_resident_memory_bytes",
@@ -131,6 +135,43 @@ TEST_SUITE("metrics") {
       CHECK_MESSAGE(text.find(std::string{"# TYPE "} + family + " ")
                       != std::string::npos,
                     family);
+  }
+
+  TEST_CASE("time without a primary runs while any persistence actor finds "
+            "no writable Postgres, once for overlapping spells; reconnects "
+            "are counted") {
+    auto seconds = [] {
+      return value_of(metrics::render(),
+                      "chargeonce_storage_unavailable_seconds_total");
+    };
+    auto members = [] {
+      return value_of(metrics::render(), "chargeonce_storage_unavailable");
+    };
+    auto reconnects =
+      value_of(metrics::render(), "chargeonce_persistence_reconnects_total");
+    metrics::count_reconnects(2);
+    CHECK(value_of(metrics::render(), "chargeonce_persistence_reconnects_total")
+          == reconnects + 2);
+    auto before = seconds();
+    {
+      metrics::unavailable_share a;
+      metrics::unavailable_share b;
+      a.set(true);
+      a.set(true); // the same spell
+      b.set(true);
+      CHECK(members() == 2);
+      std::this_thread::sleep_for(300ms);
+      CHECK(seconds() - before >= 0.3); // the spell going on, included
+      a.set(false);
+      CHECK(members() == 1);
+    } // b withdrawn by its destructor: the spell ends
+    CHECK(members() == 0);
+    auto after = seconds();
+    // 300 ms of two actors down at once: 0.3 s, not their sum 0.6 s.
+    CHECK(after - before >= 0.3);
+    CHECK(after - before < 0.6);
+    std::this_thread::sleep_for(50ms);
+    CHECK(seconds() == after); // nothing runs without a spell
   }
 
   TEST_CASE("the standard process metrics describe this process, and "
