@@ -12,6 +12,7 @@
 #include "client/client.hpp"
 #include "main/chaos/audit.hpp"
 #include "main/chaos/faults.hpp"
+#include "main/chaos/formation.hpp"
 #include "main/chaos/options.hpp"
 #include "main/chaos/process.hpp"
 #include "main/chaos/report.hpp"
@@ -63,13 +64,21 @@ audit_limits limits_of(uint64_t seed, const server_timings& t) {
 /// Everything the run needs besides its options.
 struct setup {
   std::unique_ptr<postgres_control> pg;
+  std::unique_ptr<ha_formation> ha;
   std::string dsn;
   chat_id first_chat = 0;
 };
 
 /// Starts or checks Postgres, migrates, clears this seed's chats.
 std::string prepare(const chaos_options& o, setup& s) {
-  if (o.postgres.empty()) {
+  if (o.postgres_ha) {
+    s.ha = std::make_unique<ha_formation>(o.ha_cluster, o.data_dir + "/ha",
+                                          ha_formation::port_base_for(o.seed));
+    std::string err;
+    s.dsn = s.ha->start(err);
+    if (s.dsn.empty())
+      return "cannot start the formation: " + err;
+  } else if (o.postgres.empty()) {
     s.pg = std::make_unique<postgres_control>(o.data_dir + "/postgres");
     std::string err;
     s.dsn = s.pg->start(err);
@@ -225,7 +234,7 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   fopts.first_process_chat = s.first_chat + o.chats;
   fopts.process_chats = process_chats;
   fopts.process_kind = products.kinds.back().name;
-  fault_injector faults{rec, servers, s.pg.get(), fopts};
+  fault_injector faults{rec, servers, s.pg.get(), s.ha.get(), fopts};
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
   wl.start();
@@ -245,18 +254,23 @@ void setup_logging() {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z [%l] %v");
 }
 
-/// Restart and pause need a cluster we control.
+/// Restart and pause need the embedded cluster, failover a formation: a
+/// fault the run's Postgres cannot take is refused if asked for, else
+/// left out of the default list.
 void check_faults(chaos_options& o) {
-  if (o.postgres.empty())
-    return;
+  bool embedded = o.postgres.empty() && !o.postgres_ha;
   std::vector<fault> kept;
   for (auto f : o.faults) {
-    bool needs_cluster =
-      f == fault::restart_postgres || f == fault::pause_postgres;
-    if (needs_cluster && o.faults_given)
-      throw usage_error(std::string{"--faults="} + to_string(f)
-                        + " needs the embedded cluster (drop --postgres)");
-    if (!needs_cluster)
+    const char* missing = nullptr;
+    if ((f == fault::restart_postgres || f == fault::pause_postgres)
+        && !embedded)
+      missing = " needs the embedded cluster (drop --postgres and "
+                "--postgres-ha)";
+    if (f == fault::failover && !o.postgres_ha)
+      missing = " needs --postgres-ha";
+    if (missing != nullptr && o.faults_given)
+      throw usage_error(std::string{"--faults="} + to_string(f) + missing);
+    if (missing == nullptr)
       kept.push_back(f);
   }
   o.faults = kept;
@@ -317,6 +331,8 @@ int chaos_main(chaos_options& o) {
   }
   if (s.pg)
     s.pg->shutdown();
+  if (s.ha)
+    s.ha->stop();
   bool self_test = o.self_test_violation || o.self_test_pocket_move
                    || o.self_test_over_capture || o.self_test_cancel_charged
                    || o.self_test_uncertain_charged

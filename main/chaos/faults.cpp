@@ -13,8 +13,9 @@
 namespace chargeonce::chaos {
 
 fault_injector::fault_injector(recorder& rec, server_set& servers,
-                               postgres_control* pg, fault_options opts)
-    : rec_(rec), servers_(servers), pg_(pg), opts_(std::move(opts)),
+                               postgres_control* pg, ha_formation* ha,
+                               fault_options opts)
+    : rec_(rec), servers_(servers), pg_(pg), ha_(ha), opts_(std::move(opts)),
       rng_(opts_.seed ^ 0x5eedfa17u) {}
 
 int64_t fault_injector::uniform(int64_t lo, int64_t hi) {
@@ -64,6 +65,8 @@ bool fault_injector::inject(fault f) {
     return pause_postgres();
   case fault::drop_connection:
     return drop_connection();
+  case fault::failover:
+    return failover();
   case fault::kill_worker:
     return kill_worker();
   }
@@ -171,6 +174,21 @@ bool fault_injector::kill_worker() {
   current_.detail = "chat=" + std::to_string(a.chat) + " pid="
                     + std::to_string(pid) + " alive_ms=" + std::to_string(alive)
                     + " jobs=" + std::to_string(jobs.size());
+  return true;
+}
+
+/// The primary's Postgres killed (-9) and kept down until the monitor has
+/// promoted its synchronous standby; the script then lets the old primary
+/// rejoin as the new standby. Operations in flight meanwhile answer
+/// storage_unavailable and are retried with the same ids.
+bool fault_injector::failover() {
+  std::string error;
+  auto primary = ha_->failover(error);
+  if (primary.empty()) {
+    error_ = error;
+    return false;
+  }
+  current_.detail = primary;
   return true;
 }
 

@@ -5,6 +5,7 @@
 // every child (PR_SET_PDEATHSIG is tied to the forking thread).
 #pragma once
 
+#include "main/chaos/formation.hpp"
 #include "main/chaos/process.hpp"
 #include "main/chaos/record.hpp"
 
@@ -31,8 +32,10 @@ struct fault_options {
 
 class fault_injector {
 public:
+  /// `pg` (the embedded cluster) or `ha` (a formation) may be null when
+  /// no enabled fault needs it.
   fault_injector(recorder& rec, server_set& servers, postgres_control* pg,
-                 fault_options opts);
+                 ha_formation* ha, fault_options opts);
 
   /// Injects faults until `deadline`; every enabled type comes once (in a
   /// seeded order) before the others repeat. False if the harness itself
@@ -50,12 +53,14 @@ private:
   bool pause_postgres();
   bool drop_connection();
   bool kill_worker();
+  bool failover();
   int64_t uniform(int64_t lo, int64_t hi);
   void sleep_ms(int64_t ms);
 
   recorder& rec_;
   server_set& servers_;
   postgres_control* pg_;
+  ha_formation* ha_;
   fault_options opts_;
   std::mt19937_64 rng_;
   uint64_t workers_spawned_ = 0;

@@ -12,6 +12,7 @@ namespace chargeonce::chaos {
 const char* const usage_text =
   R"(usage: chargeonce-chaos [--seed=N] [--duration=DURATION] [--servers=N]
                         [--faults=LIST] [--json=PATH] [--postgres=DSN]
+                        [--postgres-ha [--ha-cluster=PATH]]
                         [--server=PATH] [--data-dir=DIR] [--chats=N]
                         [--gateways=N] [--workers=N] [--catalog=WHICH]
                         [--self-test-violation] [--self-test-pocket-move]
@@ -31,10 +32,16 @@ against its record of every request and answer.
                drain and the audit
   --servers    chargeonce-server processes (default 2)
   --faults     comma-separated, default all: kill-server, terminate-backend,
-               restart-postgres, pause-postgres, drop-connection, kill-worker
-               (restart/pause-postgres need the embedded cluster)
+               restart-postgres, pause-postgres, drop-connection, kill-worker,
+               failover (restart/pause-postgres need the embedded cluster,
+               failover --postgres-ha)
   --json       also write the summary as JSON to PATH
   --postgres   use this database instead of an embedded cluster
+  --postgres-ha   run on a pg_auto_failover formation (a primary and its
+               synchronous standby) under DATA-DIR/ha instead, made by
+               --ha-cluster (default: scripts/ha-cluster of the source tree
+               this binary was built in); the fault failover kills the
+               primary's Postgres (-9) and waits for the standby's promotion
   --server     the chargeonce-server binary (default: next to this one)
   --data-dir   cluster, server logs and port files (default var/chaos)
   --chats      chats the gateways use (default 48)
@@ -119,6 +126,8 @@ void apply(chaos_options& o, const std::string& name, const std::string& v) {
     o.json_path = v;
   else if (name == "postgres")
     o.postgres = v;
+  else if (name == "ha-cluster")
+    o.ha_cluster = v;
   else if (name == "server")
     o.server = v;
   else if (name == "data-dir")
@@ -181,6 +190,10 @@ chaos_options parse_options(int argc, char** argv) {
       o.self_test_violation = true;
       continue;
     }
+    if (arg == "--postgres-ha") {
+      o.postgres_ha = true;
+      continue;
+    }
     if (arg == "--worker-process") {
       o.worker_process = true;
       continue;
@@ -199,6 +212,13 @@ chaos_options parse_options(int argc, char** argv) {
       o.faults.push_back(static_cast<fault>(i));
   if (o.server.empty())
     o.server = next_to_self("chargeonce-server");
+  if (o.ha_cluster.empty())
+    o.ha_cluster =
+      std::filesystem::path{next_to_self("../../scripts/ha-cluster")}
+        .lexically_normal()
+        .string();
+  if (o.postgres_ha && !o.postgres.empty())
+    throw usage_error("--postgres-ha makes its own Postgres: drop --postgres");
   if (o.worker_process)
     o.worker.seed = o.seed;
   return o;

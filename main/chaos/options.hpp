@@ -21,7 +21,11 @@ struct chaos_options {
   bool faults_given = false;
   std::string json_path;
   std::string postgres; ///< empty: an embedded cluster under data_dir
-  std::string server;   ///< chargeonce-server; default next to this binary
+  /// A pg_auto_failover formation under data_dir/ha instead, made and
+  /// failed over by `ha_cluster` (scripts/ha-cluster).
+  bool postgres_ha = false;
+  std::string ha_cluster;
+  std::string server; ///< chargeonce-server; default next to this binary
   std::string data_dir = "var/chaos";
   /// builtin, generated (from the seed) or the path of a catalog file.
   std::string catalog = "builtin";

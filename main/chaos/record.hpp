@@ -85,8 +85,9 @@ enum class fault : uint8_t {
   pause_postgres,
   drop_connection,
   kill_worker,
+  failover, ///< --postgres-ha only: the primary's Postgres killed, promoted
 };
-constexpr size_t fault_count = 6;
+constexpr size_t fault_count = 7;
 const char* to_string(fault x);
 bool fault_from_string(const std::string& name, fault& out);
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# chargeonce-chaos --postgres-ha in CI: two servers on a pg_auto_failover
+# formation (scripts/ha-cluster: a primary and its synchronous standby),
+# the primary's Postgres killed (-9) again and again while gateways and
+# workers run; then the audit, against the promoted primary: every
+# invariant holds (each acknowledged commit charged once, conservation, the
+# ledger's chain, no lock left past its deadline and the time without a
+# primary), and at least two failovers happened. Then the usage errors of
+# the option. The seed is random unless CHARGEONCE_CHAOS_SEED is set.
+#
+# usage: chaos_ha.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER HA-CLUSTER
+set -euo pipefail
+# shellcheck source=tests/support/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
+
+(($# == 3)) || die "usage: chaos_ha.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER HA-CLUSTER"
+chaos=$(realpath "$1")
+server=$(realpath "$2")
+ha=$(realpath "$3")
+[[ -x $chaos && -x $server && -x $ha ]] || die "not executables: $chaos $server $ha"
+for tool in jq pg_autoctl; do
+  command -v "$tool" >/dev/null || die "$tool is required (scripts/install-deps)"
+done
+
+seed=${CHARGEONCE_CHAOS_SEED:-$((RANDOM * 32768 + RANDOM))}
+duration=${CHARGEONCE_CHAOS_HA_DURATION:-40}
+tmp=$(mktemp -d "$PWD/chaos_ha.XXXXXX")
+chmod 755 "$tmp" # the formation runs as postgres when we are root
+data=$tmp/data
+on_exit_remove "$tmp"
+stop_formation() { HA_DIR=$data/ha "$ha" stop >/dev/null 2>&1 || true; }
+on_exit_run stop_formation
+on_exit_show_log "$data/server-*.log" "$data/ha.log"
+
+check() {
+  jq -e "$2" "$3" >/dev/null || {
+    jq '{result, harness_error, faults: .faults.by_type, invariants,
+      violations: .violations[:10]}' "$3" >&2
+    die "$1 ($2)"
+  }
+}
+
+echo "== chaos on a formation: seed=$seed duration=${duration}s, failovers"
+status=0
+"$chaos" --seed="$seed" --duration="$duration" --servers=2 --postgres-ha \
+  --ha-cluster="$ha" --faults=failover --data-dir="$data" --server="$server" \
+  --json="$tmp/run.json" || status=$?
+[[ -f $tmp/run.json ]] || die "no JSON summary (exit $status)"
+((status == 0)) || {
+  jq '{result, harness_error, violations: .violations[:20]}' "$tmp/run.json"
+  die "chargeonce-chaos --postgres-ha --seed=$seed exited $status"
+}
+check "the run is clean" '.result == "ok" and .violations_total == 0' \
+  "$tmp/run.json"
+check "at least two failovers" '.faults.by_type.failover >= 2' "$tmp/run.json"
+check "it did real work" '.operations.by_op.commit.ok > 20
+  and .operations.by_op.top_up.ok > 20' "$tmp/run.json"
+check "the failovers were felt" '[.operations.by_op[] |
+  (.storage_unavailable // 0) + (.transport_error // 0)] | add > 0' \
+  "$tmp/run.json"
+check "the money invariants were checked" '
+  .invariants["1_charged_exactly_once"].checked > 0
+  and .invariants["2_conservation"].checked > 0
+  and .invariants["4_no_lock_left"].checked > 0
+  and .invariants["13_ledger_chain"].checked > 0' "$tmp/run.json"
+jq -c '{operations: .operations.total, faults: .faults.by_type,
+  checked: (.invariants | map_values(.checked))}' "$tmp/run.json"
+
+echo "== usage errors exit 2"
+for args in "--faults=failover" "--postgres-ha --postgres=dbname=x" \
+  "--postgres-ha --faults=restart-postgres"; do
+  status=0
+  # shellcheck disable=SC2086 # the words are separate options
+  "$chaos" $args >/dev/null 2>&1 || status=$?
+  ((status == 2)) || die "chargeonce-chaos $args exited $status, expected 2"
+done
+
+echo "chaos_ha: OK (seed $seed)"
