@@ -46,6 +46,14 @@ bool our_sql_is_wrong(const std::string& sqlstate) {
 
 } // namespace
 
+bool lost_primary(const failure& f) {
+  if (f.code != ec::storage_unavailable)
+    return false;
+  const auto& s = f.sqlstate;
+  return s.empty() || s.compare(0, 2, "08") == 0 || s == "57P01" || s == "57P02"
+         || s == "57P03" || s == "25006";
+}
+
 failure classify(const std::exception_ptr& ep) {
   try {
     std::rethrow_exception(ep);

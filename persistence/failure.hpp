@@ -40,6 +40,13 @@ struct failure {
   std::string detail;
 };
 
+/// An outage that says no writable Postgres is reachable: the connection
+/// broke or could not be made (no SQLSTATE, class 08), the server is
+/// shutting down or starting (57P01 … 57P03), or it is a standby (25006).
+/// Not a deadlock, a serialization failure or a statement timeout, which a
+/// working primary answers.
+bool lost_primary(const failure& f);
+
 /// `text` with line breaks and tabs as spaces, trailing spaces dropped:
 /// libpq messages span lines; a log line and an error context must not.
 std::string one_line(std::string text);

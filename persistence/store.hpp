@@ -212,8 +212,9 @@ public:
   /// more for each reconnect (a lost connection, a failover).
   uint64_t connections_made() const;
 
-  /// True while the last operation found no writable Postgres (it answered
-  /// storage_unavailable); false again once one reaches it.
+  /// True while the last operation found no writable Postgres (a lost or
+  /// refused connection, a standby: persistence::lost_primary); false again
+  /// once one reaches it. A deadlock or a statement timeout is not that.
   bool unavailable() const;
 
 private:

@@ -289,8 +289,8 @@ struct store::impl {
   std::unique_ptr<pqxx::connection> conn;
   /// Connections opened so far (the first and every reconnect).
   uint64_t connections_made = 0;
-  /// The last operation found no writable Postgres (storage_unavailable);
-  /// false again after the next that reached it.
+  /// The last operation found no writable Postgres (lost_primary); false
+  /// again after the next that reached it.
   bool unavailable = false;
 
   /// Refuses a fresh connection to a server that cannot take writes: with
@@ -343,7 +343,7 @@ struct store::impl {
     // A failed connection is rebuilt on the next call rather than trusted;
     // after a bug its state is unknown too.
     conn.reset();
-    unavailable = f.code == ec::storage_unavailable;
+    unavailable = lost_primary(f);
     if (f.code == ec::storage_unavailable) {
       spdlog::error("storage_unavailable op={} chat={} reservation={} "
                     "sqlstate={} error={}",

@@ -54,6 +54,15 @@ TEST_SUITE("persistence.failure") {
     CHECK(standby.code == ec::storage_unavailable);
     CHECK(standby.sqlstate == "25006");
     CHECK(standby.refused); // nothing was sent
+    // Which of them say that no writable Postgres is reachable.
+    CHECK(persistence::lost_primary(standby));
+    CHECK(persistence::lost_primary(
+      of(pqxx::broken_connection{"server closed the connection"})));
+    CHECK(persistence::lost_primary(
+      of(pqxx::sql_error{"terminating connection", "SELECT", "57P01"})));
+    CHECK_FALSE(persistence::lost_primary(timeout));
+    CHECK_FALSE(persistence::lost_primary(deadlock));
+    CHECK_FALSE(persistence::lost_primary(of(std::out_of_range{"bug"})));
     auto unknown = of(pqxx::statement_completion_unknown{"lost"});
     CHECK(unknown.code == ec::storage_unavailable);
     CHECK_FALSE(unknown.refused); // it may have committed
