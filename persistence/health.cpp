@@ -33,9 +33,7 @@ readiness check_ready(const std::string& dsn, std::chrono::seconds timeout) {
     q.exec("SET statement_timeout = "
            + std::to_string(std::chrono::milliseconds{timeout}.count()));
     // A standby answers reads, but billing needs the primary.
-    auto role = q.exec("SELECT pg_is_in_recovery() OR "
-                       "current_setting('default_transaction_read_only')"
-                       "::boolean");
+    auto role = q.exec(read_only_sql);
     if (!role.empty() && role[0][0].as<bool>())
       return {false, "connected to a read-only Postgres (a standby), not the "
                      "primary"};

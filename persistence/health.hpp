@@ -7,6 +7,12 @@
 
 namespace chargeonce::persistence {
 
+/// One boolean: the server this session reached cannot take writes (a
+/// standby in recovery, or read-only by default). Billing needs the primary.
+inline constexpr const char* read_only_sql =
+  "SELECT pg_is_in_recovery() OR "
+  "current_setting('default_transaction_read_only')::boolean";
+
 /// The outcome of one readiness check.
 struct readiness {
   bool ready = false;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "persistence/failure.hpp"
+#include "persistence/health.hpp"
 #include "persistence/pockets_column.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
@@ -317,9 +318,7 @@ struct store::impl {
       // One round trip: the timeout, and whether this server takes writes.
       auto rs = setup.exec("SET statement_timeout = "
                            + std::to_string(opts.statement_timeout.count())
-                           + "; SELECT pg_is_in_recovery() OR "
-                             "current_setting('default_transaction_read_only')"
-                             "::boolean");
+                           + "; " + read_only_sql);
       setup.commit();
       require_primary(*fresh, rs);
       // Prepared lazily on first use, again on every new connection.

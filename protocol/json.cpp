@@ -15,6 +15,14 @@ nlohmann::json optional_time(const caf::optional<caf::timestamp>& t) {
   return t ? nlohmann::json(format_iso8601(*t)) : nlohmann::json(nullptr);
 }
 
+/// Only the pockets `x` names (not the built-in three always), by name.
+nlohmann::json named_amounts(const pockets& x) {
+  auto out = nlohmann::json::object();
+  for (const auto& [name, amount] : x.items())
+    out[name] = amount;
+  return out;
+}
+
 } // namespace
 
 nlohmann::json to_json(const pockets& x) {
@@ -84,10 +92,7 @@ nlohmann::json to_json(const receipt& x) {
 nlohmann::json to_json(const chat_status& x) {
   auto out = to_json(x.amounts);
   // Every pocket of the catalog, the built-in ones included.
-  auto every = nlohmann::json::object();
-  for (const auto& [name, amount] : x.amounts.items())
-    every[name] = amount;
-  out["pockets"] = std::move(every);
+  out["pockets"] = named_amounts(x.amounts);
   out["chat"] = x.chat;
   out["premium"] = x.premium;
   out["premium_until"] = optional_time(x.premium_until);
@@ -164,10 +169,7 @@ nlohmann::json to_json(const history_entry& x) {
   out["ledger_id"] = x.ledger_id;
   // Every pocket the row changed, signed; `after` is null for rows written
   // before the ledger kept the pockets.
-  auto change = nlohmann::json::object();
-  for (const auto& [name, amount] : x.change.items())
-    change[name] = amount;
-  out["change"] = std::move(change);
+  out["change"] = named_amounts(x.change);
   out["after"] = x.after ? to_json(*x.after) : nlohmann::json(nullptr);
   if (x.cause == "commit") {
     out["reservation"] = x.reservation;
@@ -181,12 +183,20 @@ nlohmann::json to_json(const history_entry& x) {
   return out;
 }
 
+namespace {
+
+nlohmann::json entries_of(const std::vector<history_entry>& xs) {
+  auto out = nlohmann::json::array();
+  for (const auto& e : xs)
+    out.push_back(to_json(e));
+  return out;
+}
+
+} // namespace
+
 nlohmann::json to_json(const history_page& x) {
-  auto entries = nlohmann::json::array();
-  for (const auto& e : x.entries)
-    entries.push_back(to_json(e));
   return {{"chat", x.chat},
-          {"entries", std::move(entries)},
+          {"entries", entries_of(x.entries)},
           {"next_before", x.next_before != 0 ? nlohmann::json(x.next_before)
                                              : nlohmann::json(nullptr)},
           {"truncated", x.truncated}};
@@ -198,9 +208,6 @@ nlohmann::json to_json(const chat_explanation& x) {
     deadlines[std::to_string(x.status.reservations[i].id)] =
       i < x.deadlines.size() ? optional_time(x.deadlines[i])
                              : nlohmann::json(nullptr);
-  auto history = nlohmann::json::array();
-  for (const auto& e : x.recent.entries)
-    history.push_back(to_json(e));
   return {{"chat", x.status.chat},
           {"status", to_json(x.status)},
           {"plan", x.status.premium ? "premium" : "free"},
@@ -209,7 +216,7 @@ nlohmann::json to_json(const chat_explanation& x) {
           {"next_refill_at", optional_time(x.next_refill_at)},
           {"refill_interval_ms", x.refill_interval_ms},
           {"deadlines", std::move(deadlines)},
-          {"history", std::move(history)}};
+          {"history", entries_of(x.recent.entries)}};
 }
 
 nlohmann::json to_json(const caf::error& x) {
