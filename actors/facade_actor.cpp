@@ -137,6 +137,9 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::subscribe op, caf::actor who) {
       return relay<bool>(self, api, op, std::move(who));
     },
+    [self, api](atom::subscribe op, caf::actor who, event_id after) {
+      return relay<bool>(self, api, op, std::move(who), after);
+    },
     [self, api](atom::uncertain op, chat_id chat, reservation_id id,
                 const std::string& provider_ref) {
       return relay<reservation>(self, api, op, chat, id, provider_ref);
@@ -189,6 +192,9 @@ gateway_actor::behavior_type make_gateway(gateway_actor::pointer self,
     },
     [self, api](atom::subscribe op, caf::actor who) {
       return relay<bool>(self, api, op, std::move(who));
+    },
+    [self, api](atom::subscribe op, caf::actor who, event_id after) {
+      return relay<bool>(self, api, op, std::move(who), after);
     },
   };
 }

@@ -490,6 +490,11 @@ make_persistence(self_ptr self, persistence::store_options opts,
         self, "sweep", 0, 0,
         [after, limit](store& db) { return db.sweep_chunk(after, limit); });
     },
+    [self](atom::events, event_id after, uint32_t limit) {
+      return enqueue_alone<event_page>(
+        self, "events", 0, 0,
+        [after, limit](store& db) { return db.events_after(after, limit); });
+    },
     [self](atom::prune) {
       return enqueue_alone<uint64_t>(self, "prune", 0, 0,
                                      [](store& db) { return db.prune(); });

@@ -51,6 +51,9 @@ using persistence_actor = billing_actor::extend<
   /// (keyset pagination, at most `limit` rows).
   caf::replies_to<atom::sweep, sweep_cursor,
                   uint32_t>::with<std::vector<sweep_candidate>>,
+  /// Events after an id, in id order, and the newest id
+  /// (store::events_after): the event bus reads them.
+  caf::replies_to<atom::events, event_id, uint32_t>::with<event_page>,
   /// Forgets released reservations older than release-retention; returns
   /// how many rows were deleted.
   caf::replies_to<atom::prune>::with<uint64_t>,

@@ -250,6 +250,9 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::subscribe op, caf::actor who) {
       return self->delegate(self->state.events, op, std::move(who));
     },
+    [self](atom::subscribe op, caf::actor who, event_id after) {
+      return self->delegate(self->state.events, op, std::move(who), after);
+    },
     [self](atom::idle, chat_id chat, uint64_t received) {
       passivate(self, chat, received);
     },

@@ -56,6 +56,8 @@ void restart(self_ptr self, uint64_t index) {
   spawn_member(self, index);
   if (index < st.options.connections)
     self->send(st.registry, atom::store_v, index, st.pool[index]);
+  else
+    self->send(st.events, atom::store_v, st.pool[index]);
 }
 
 void on_down(self_ptr self, caf::down_msg& msg) {
@@ -274,7 +276,8 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
   st.last_restart.assign(members, self->clock().now());
   for (size_t i = 0; i < members; ++i)
     spawn_member(self, i);
-  st.events = self->spawn<caf::linked>(make_events);
+  st.events =
+    self->spawn<caf::linked>(make_events, sweeper_store(self), options.events);
   std::vector<persistence_actor> chats_pool(st.pool.begin(), st.pool.end() - 1);
   st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
                                          options.chat);

@@ -45,6 +45,7 @@ struct supervisor_options {
   uint32_t sweep_chunk_rows = 100; ///< reservations per keyset page
   caf::timespan reactivation_interval = std::chrono::hours(1);
   uint32_t reactivation_chunk_rows = 1000; ///< chats refilled per page
+  events_options events; ///< the event bus (it reads on the sweeper's store)
   caf::timespan restart_backoff_min = std::chrono::milliseconds(100);
   caf::timespan restart_backoff_max = std::chrono::seconds(10);
 };

@@ -212,6 +212,15 @@ client::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
 }
 
 caf::expected<size_t> client::subscribe(const caf::actor& who) {
+  return subscribe_after(who, caf::none);
+}
+
+caf::expected<size_t> client::subscribe(const caf::actor& who, event_id after) {
+  return subscribe_after(who, after);
+}
+
+caf::expected<size_t> client::subscribe_after(const caf::actor& who,
+                                              caf::optional<event_id> after) {
   size_t accepted = 0;
   caf::error last;
   for (size_t server = 0; server < impl_->opts.servers.size(); ++server) {
@@ -220,10 +229,19 @@ caf::expected<size_t> client::subscribe(const caf::actor& who) {
       last = to.error();
       continue;
     }
+    auto on_answer = [&](bool ok) {
+      accepted += ok ? 1 : 0;
+    };
+    auto on_error = [&](caf::error& err) {
+      last = std::move(err);
+    };
     caf::scoped_actor self{impl_->sys};
-    self->request(*to, impl_->opts.timeout, atom::subscribe_v, who)
-      .receive([&](bool ok) { accepted += ok ? 1 : 0; },
-               [&](caf::error& err) { last = std::move(err); });
+    if (after)
+      self->request(*to, impl_->opts.timeout, atom::subscribe_v, who, *after)
+        .receive(on_answer, on_error);
+    else
+      self->request(*to, impl_->opts.timeout, atom::subscribe_v, who)
+        .receive(on_answer, on_error);
   }
   if (accepted == 0 && last)
     return last;

@@ -142,10 +142,15 @@ public:
   caf::expected<chat_status> set_limits(chat_id chat,
                                         caf::optional<int32_t> max_active_jobs);
 
-  /// Subscribes `who` on every server (each publishes its own chats'
-  /// events); how many servers accepted. `who` is monitored by this client:
-  /// the returned count drops to the servers still connected.
+  /// Subscribes `who` on every server; how many servers accepted. Every
+  /// server sends every durable event (they read one events table), so
+  /// `who` gets each once per server: deduplicate by event id. `who` is
+  /// monitored by this client: the returned count drops to the servers
+  /// still connected.
   caf::expected<size_t> subscribe(const caf::actor& who);
+  /// The same, first replaying every kept event after id `after` (the last
+  /// one `who` handled, e.g. before a restart or a subscription_ended).
+  caf::expected<size_t> subscribe(const caf::actor& who, event_id after);
 
   /// Fires when a connected server goes away (for long-lived watchers).
   void on_server_lost(std::function<void(const endpoint&)> f);
@@ -160,6 +165,9 @@ public:
   struct impl;
 
 private:
+  caf::expected<size_t> subscribe_after(const caf::actor& who,
+                                        caf::optional<event_id> after);
+
   /// Shared: pending asynchronous calls keep a weak reference to it.
   std::shared_ptr<impl> impl_;
 };

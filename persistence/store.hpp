@@ -42,6 +42,9 @@ struct store_options {
   /// How long a job that ended is still found by its request id: a reserve
   /// retried with it returns the job, never a new hold.
   std::chrono::milliseconds request_retention{std::chrono::hours(24)};
+  /// How long an event stays in the events table for subscribers that
+  /// resume after it.
+  std::chrono::milliseconds event_retention{std::chrono::hours(24)};
   /// How long a job of unknown outcome (`uncertain`) keeps its hold before
   /// the sweep releases it unresolved, nothing charged.
   std::chrono::milliseconds reconcile_timeout{std::chrono::hours(24)};
@@ -192,9 +195,15 @@ public:
   caf::expected<reservation_released> release(chat_id chat, reservation_id id);
 
   /// Forgets released reservations and resolved jobs of unknown outcome
-  /// older than release_retention and ended jobs older than
-  /// request_retention, in chunks; returns how many rows were deleted.
+  /// older than release_retention, ended jobs older than
+  /// request_retention and events older than event_retention, in chunks;
+  /// returns how many rows were deleted.
   caf::expected<uint64_t> prune();
+
+  /// Up to `limit` events with an id above `after`, in id order, and the
+  /// newest id written (event_clock). Reads committed events only, and ids
+  /// are taken in commit order: a later read never finds a smaller id.
+  caf::expected<event_page> events_after(event_id after, uint32_t limit);
 
   /// Active reservations in Postgres, of every server, by the chat's plan
   /// now (the metrics gauges).

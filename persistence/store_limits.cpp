@@ -24,6 +24,20 @@ std::string record_refill(const char* detail, const char* chat,
          + ", a.pockets FROM a, b WHERE a.pockets <> b.pockets";
 }
 
+/// CTEs `clock` and `announced`: one limits_refilled event per chat of CTE
+/// `refilled`, numbered in one step of the event clock (010_events.sql).
+/// The clock's row lock is taken after `refilled` is complete, so after
+/// every chat lock of the page, as every taker of the clock does.
+std::string announce_refills() {
+  return "clock AS (UPDATE event_clock SET last_id = last_id + "
+         "(SELECT count(*) FROM refilled) WHERE EXISTS (SELECT 1 FROM "
+         "refilled) RETURNING last_id), "
+         "announced AS (INSERT INTO events (id, event, chat_id) "
+         "SELECT clock.last_id - r.n + r.i, 'limits_refilled', r.chat_id "
+         "FROM clock, (SELECT chat_id, row_number() OVER (ORDER BY chat_id) "
+         "AS i, count(*) OVER () AS n FROM refilled) r)";
+}
+
 /// Every daily pocket at the quota of the chat's plan now, as an UPDATE's
 /// SET item; $n is the free plan's quotas, $n+1 the premium plan's (jsonb).
 /// Other pockets (balance) keep their amounts.
@@ -246,8 +260,9 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
       "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
       "pockets) SELECT 'refill', 'reactivation', chat_id, "
     + refill_change_sql(o.products, "before", "after")
-    + ", after FROM refilled WHERE after <> before ORDER BY chat_id) "
-      "SELECT chat_id, "
+    + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
+    + announce_refills()
+    + " SELECT chat_id, "
       "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
       "FROM refilled";
   return impl_->run<reactivation_page>(

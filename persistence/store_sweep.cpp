@@ -3,6 +3,8 @@
 #include "persistence/store_internal.hpp"
 #include "protocol/validation.hpp"
 
+#include <algorithm>
+
 namespace chargeonce::persistence {
 
 // -- sweeping -----------------------------------------------------------------
@@ -158,7 +160,39 @@ caf::expected<uint64_t> store::prune() {
                 static_cast<int64_t>(impl_->opts.release_retention.count()));
   if (!resolved)
     return resolved;
-  return *released + *ended + *resolved;
+  auto events =
+    prune_table(run, "events", "at",
+                static_cast<int64_t>(impl_->opts.event_retention.count()));
+  if (!events)
+    return events;
+  return *released + *ended + *resolved + *events;
+}
+
+// -- events -------------------------------------------------------------------
+
+caf::expected<event_page> store::events_after(event_id after, uint32_t limit) {
+  return impl_->run<event_page>(
+    "events", 0, 0, [&](pqxx::work& tx) -> caf::expected<event_page> {
+      event_page page;
+      // The clock first: an event committed between the two reads is
+      // above it and only raises it below.
+      page.last_id =
+        tx.exec("SELECT last_id FROM event_clock")[0][0].as<int64_t>();
+      if (limit == 0)
+        return page;
+      auto rs = tx.exec_params(
+        "SELECT id, event, chat_id, coalesce(reservation_id, 0), "
+        "coalesce(detail, '') FROM events WHERE id > $1 ORDER BY id LIMIT $2",
+        after, limit);
+      page.events.reserve(rs.size());
+      for (const auto& r : rs)
+        page.events.push_back(event_record{
+          r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<int64_t>(),
+          r[3].as<int64_t>(), r[4].as<std::string>()});
+      if (!page.events.empty())
+        page.last_id = std::max(page.last_id, page.events.back().id);
+      return page;
+    });
 }
 
 } // namespace chargeonce::persistence

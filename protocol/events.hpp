@@ -31,26 +31,30 @@ struct reservation_released {
   /// "lease_expired", "sweep_timeout", or "unresolved" (an uncertain job
   /// released at reconcile-timeout, nothing charged)
   std::string reason;
+  /// The event's id in Postgres: increasing in commit order, the same on
+  /// every server; what a subscriber resumes after and deduplicates by.
+  event_id id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reservation_released& x) {
   return f(caf::meta::type_name("reservation_released"), x.chat, x.reservation,
-           x.reason);
+           x.reason, x.id);
 }
 
 /// A user cancelled a started job whose kind's policy is `request`: its
-/// worker should stop and fail it, or commit what was already done. Sent
-/// once per reservation by the chat actor that marked it (a repeated
-/// cancel through another server may send it again).
+/// worker should stop and fail it, or commit what was already done. Written
+/// once per reservation, when the mark is set.
 struct cancel_requested {
   chat_id chat = 0;
   reservation_id reservation = 0;
+  event_id id = 0; ///< as in reservation_released
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_requested& x) {
-  return f(caf::meta::type_name("cancel_requested"), x.chat, x.reservation);
+  return f(caf::meta::type_name("cancel_requested"), x.chat, x.reservation,
+           x.id);
 }
 
 /// A worker could not tell whether its provider did the job
@@ -60,22 +64,64 @@ struct reconcile_needed {
   chat_id chat = 0;
   reservation_id reservation = 0;
   std::string provider_ref;
+  event_id id = 0; ///< as in reservation_released
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reconcile_needed& x) {
   return f(caf::meta::type_name("reconcile_needed"), x.chat, x.reservation,
-           x.provider_ref);
+           x.provider_ref, x.id);
 }
 
 /// A quiet chat's daily limits were refilled (reactivation).
 struct limits_refilled {
   chat_id chat = 0;
+  event_id id = 0; ///< as in reservation_released
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, limits_refilled& x) {
-  return f(caf::meta::type_name("limits_refilled"), x.chat);
+  return f(caf::meta::type_name("limits_refilled"), x.chat, x.id);
+}
+
+/// The server stopped sending events to this subscriber: `reason` is
+/// "too_slow" (it left `subscriber-timeout` without answering events) or
+/// "stopping". Subscribe again with `last_id`, the last event sent to it
+/// (those unanswered included: deduplicate by id).
+struct subscription_ended {
+  std::string reason;
+  event_id last_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, subscription_ended& x) {
+  return f(caf::meta::type_name("subscription_ended"), x.reason, x.last_id);
+}
+
+/// One row of the events table, as read back in id order.
+struct event_record {
+  event_id id = 0;
+  std::string event; ///< reservation_released, limits_refilled, ...
+  chat_id chat = 0;
+  reservation_id reservation = 0; ///< 0 for limits_refilled
+  std::string detail;             ///< a release's reason, a provider_ref
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, event_record& x) {
+  return f(caf::meta::type_name("event_record"), x.id, x.event, x.chat,
+           x.reservation, x.detail);
+}
+
+/// Events after an id, and the newest id written so far.
+struct event_page {
+  std::vector<event_record> events;
+  event_id last_id = 0; ///< 0 when no event was ever written
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, event_page& x) {
+  return f(caf::meta::type_name("event_page"), x.events, x.last_id);
 }
 
 /// Which deadline a sweep pass looks for; each has its own index.

@@ -86,11 +86,18 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
 
 /// The server's published API: billing plus the event stream. A subscriber
-/// (local or remote) receives queue_notice, reservation_released,
-/// cancel_requested, reconcile_needed and limits_refilled messages, at most
-/// once each, until it goes down.
+/// (local or remote) receives reservation_released, cancel_requested,
+/// reconcile_needed and limits_refilled as requests (a handler returning
+/// void answers them), in event id order, from Postgres' events table: at
+/// least once, every server sending every event. queue_notice is a timer of
+/// this server, sent at most once. A subscriber that leaves events
+/// unanswered for subscriber-timeout is sent subscription_ended and
+/// forgotten. `subscribe, who` starts after the newest event;
+/// `subscribe, who, after` first replays every kept event after id `after`
+/// (invalid_argument when `after` is beyond the newest id).
 using api_actor = billing_actor::extend<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
+  caf::replies_to<atom::subscribe, caf::actor, event_id>::with<bool>,
   /// Jobs of unknown outcome of every chat after reservation id `after`,
   /// oldest id first, at most `limit` (1 to 1,000).
   caf::replies_to<atom::unresolved, reservation_id,
@@ -126,7 +133,9 @@ using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::cancel, chat_id, reservation_id,
                   std::string>::with<reservation>,
   caf::replies_to<atom::status, chat_id>::with<chat_status>,
-  caf::replies_to<atom::subscribe, caf::actor>::with<bool>, batch_signature>;
+  caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
+  caf::replies_to<atom::subscribe, caf::actor, event_id>::with<bool>,
+  batch_signature>;
 
 /// Workers: they run the jobs. A worker cannot top up.
 using worker_actor = caf::typed_actor<

@@ -131,24 +131,33 @@ nlohmann::json to_json(const reservation_released& x) {
   return {{"event", "reservation_released"},
           {"chat", x.chat},
           {"reservation", x.reservation},
-          {"reason", x.reason}};
+          {"reason", x.reason},
+          {"event_id", x.id}};
 }
 
 nlohmann::json to_json(const cancel_requested& x) {
   return {{"event", "cancel_requested"},
           {"chat", x.chat},
-          {"reservation", x.reservation}};
+          {"reservation", x.reservation},
+          {"event_id", x.id}};
 }
 
 nlohmann::json to_json(const reconcile_needed& x) {
   return {{"event", "reconcile_needed"},
           {"chat", x.chat},
           {"reservation", x.reservation},
-          {"provider_ref", x.provider_ref}};
+          {"provider_ref", x.provider_ref},
+          {"event_id", x.id}};
 }
 
 nlohmann::json to_json(const limits_refilled& x) {
-  return {{"event", "limits_refilled"}, {"chat", x.chat}};
+  return {{"event", "limits_refilled"}, {"chat", x.chat}, {"event_id", x.id}};
+}
+
+nlohmann::json to_json(const subscription_ended& x) {
+  return {{"event", "subscription_ended"},
+          {"reason", x.reason},
+          {"last_event_id", x.last_id}};
 }
 
 nlohmann::json to_json(const history_entry& x) {

@@ -27,6 +27,7 @@ nlohmann::json to_json(const resolution& x);
 /// {"reservations": [...], "next_after": the last id or null}
 nlohmann::json to_json(const unresolved_page& x);
 nlohmann::json to_json(const limits_refilled& x);
+nlohmann::json to_json(const subscription_ended& x);
 
 /// The support view: {"chat", "entries": [...], "next_before": the next
 /// page's cursor or null, "truncated"}; an entry carries only the fields

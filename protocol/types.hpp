@@ -19,6 +19,9 @@ using chat_id = int64_t;
 /// The database identity of a reservation; always positive.
 using reservation_id = int64_t;
 
+/// An event's id: increasing in commit order, 1 for the first (0: none).
+using event_id = int64_t;
+
 /// What a job produces: a kind of the server's catalog
 /// (protocol/catalog.hpp), which decides which pockets pay for it. `text`
 /// and `image` are the built-in catalog's kinds.

@@ -87,6 +87,10 @@ void count_cancel_request() {
   series.cancel_requests.add();
 }
 
+void count_subscriber_cut_off() {
+  series.subscribers_cut_off.add();
+}
+
 void count_reconcile_needed() {
   series.reconcile_needed.add();
 }

@@ -67,6 +67,9 @@ void record_operation(operation op, const caf::error& err,
 /// A queue_notice was published.
 void count_queue_notice();
 
+/// The event bus cut a subscriber off: it left events unanswered too long.
+void count_subscriber_cut_off();
+
 /// A cancel_requested event was published: a user cancelled a started job.
 void count_cancel_request();
 

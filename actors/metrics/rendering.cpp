@@ -132,6 +132,10 @@ void render_background(std::string& out) {
                  "reconcile_needed events published: jobs whose provider "
                  "outcome became unknown.",
                  series.reconcile_needed);
+  render_counter(out, "chargeonce_event_subscribers_cut_off_total",
+                 "Event subscribers cut off for leaving events unanswered "
+                 "(subscriber-timeout); they resume after their last id.",
+                 series.subscribers_cut_off);
   family(out, "chargeonce_releases_total", "counter",
          "Reservations released by the sweeper, by reason.");
   for (size_t i = 0; i < release_reasons.size(); ++i)

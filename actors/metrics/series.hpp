@@ -139,6 +139,7 @@ struct registry {
   counter queue_notices;
   counter cancel_requests;
   counter reconcile_needed;
+  counter subscribers_cut_off;
   std::array<counter, release_reasons.size()> releases;
   counter reactivations;
   counter sweeps;

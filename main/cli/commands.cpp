@@ -219,9 +219,17 @@ action prepare_set_flags(const flag_map& flags) {
   };
 }
 
-action prepare_watch(const flag_map&) {
-  return [](session& s) {
-    return watch(s);
+/// watch: every event from now, or (--after, an event id a previous watch
+/// printed) every kept event after that id first.
+action prepare_watch(const flag_map& flags) {
+  caf::optional<event_id> after;
+  if (flags.count("after") != 0) {
+    after = int_flag<int64_t>(flags, "after");
+    if (*after < 0)
+      throw usage_error("--after must be an event id (event_id)");
+  }
+  return [after](session& s) {
+    return watch(s, after);
   };
 }
 
@@ -353,7 +361,7 @@ std::vector<command> make_commands() {
      chat_only([](api& c, chat_id ch) { return c.explain(ch); })},
     {"watch",
      {},
-     {},
+     {{"after", "ID"}},
      role::gateway,
      "prints each event as one JSON line until interrupted",
      prepare_watch,

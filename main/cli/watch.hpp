@@ -12,8 +12,9 @@ namespace chargeonce::cli {
 /// system starts, so that only sigwait sees them.
 sigset_t watch_signals();
 
-/// Subscribes a local printer on every server and waits for SIGINT/SIGTERM
-/// (exit 0) or for a server going away (exit 2).
-int watch(session& s);
+/// Subscribes a local printer on every server (after event `after`: the
+/// kept events after it first) and waits for SIGINT/SIGTERM (exit 0), a
+/// server going away or cutting the watch off (exit 2).
+int watch(session& s, caf::optional<event_id> after);
 
 } // namespace chargeonce::cli

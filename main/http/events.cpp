@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <deque>
 #include <httplib.h>
 #include <memory>
@@ -26,10 +27,15 @@ namespace {
 /// that went away is noticed by the failing write (about two intervals).
 constexpr auto ping_interval = std::chrono::seconds(1);
 
+/// An SSE frame; the durable events carry their id, which the client's
+/// next connection sends back as Last-Event-ID.
 template <class Event>
 std::string frame(const Event& x) {
   auto body = to_json(x);
-  return "event: " + body.at("event").template get<std::string>()
+  std::string out;
+  if (auto id = body.find("event_id"); id != body.end())
+    out = "id: " + std::to_string(id->template get<event_id>()) + "\n";
+  return out + "event: " + body.at("event").template get<std::string>()
          + "\ndata: " + body.dump() + "\n\n";
 }
 
@@ -43,21 +49,55 @@ caf::behavior subscriber(caf::event_based_actor* self,
     [q](const cancel_requested& x) { q->push(frame(x)); },
     [q](const reconcile_needed& x) { q->push(frame(x)); },
     [q](const limits_refilled& x) { q->push(frame(x)); },
+    // Cut off by the event bus: the client reconnects with its last id.
+    [q](const subscription_ended& x) {
+      q->push(frame(x));
+      q->end();
+    },
   };
 }
 
-/// Subscribes `sub` through the gateway facade; an error when that failed.
-caf::error subscribe(backend& be, const caf::actor& sub) {
+/// Subscribes `sub` through the gateway facade, after event `after` when
+/// given; an error when that failed.
+caf::error subscribe(backend& be, const caf::actor& sub,
+                     caf::optional<event_id> after) {
   caf::error out;
+  auto on_answer = [&](bool ok) {
+    if (!ok)
+      out = caf::make_error(ec::storage_unavailable, "subscribe refused");
+  };
+  auto on_error = [&](caf::error& err) {
+    out = std::move(err);
+  };
   caf::scoped_actor self{*be.sys};
-  self->request(be.gateway, be.request_timeout, atom::subscribe_v, sub)
-    .receive(
-      [&](bool ok) {
-        if (!ok)
-          out = caf::make_error(ec::storage_unavailable, "subscribe refused");
-      },
-      [&](caf::error& err) { out = std::move(err); });
+  if (after)
+    self
+      ->request(be.gateway, be.request_timeout, atom::subscribe_v, sub, *after)
+      .receive(on_answer, on_error);
+  else
+    self->request(be.gateway, be.request_timeout, atom::subscribe_v, sub)
+      .receive(on_answer, on_error);
   return out;
+}
+
+/// The last event id the client saw: the Last-Event-ID header (what an SSE
+/// client sends when it reconnects), else the `after` parameter.
+caf::expected<caf::optional<event_id>> last_seen(const httplib::Request& req) {
+  std::string text;
+  if (req.has_header("Last-Event-ID"))
+    text = req.get_header_value("Last-Event-ID");
+  else if (req.has_param("after"))
+    text = req.get_param_value("after");
+  else
+    return caf::optional<event_id>{};
+  event_id id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc{} || end != text.data() + text.size() || id < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "Last-Event-ID (or after) must be an event id, a "
+                           "non-negative integer: '"
+                             + text + "'");
+  return caf::optional<event_id>{id};
 }
 
 /// Waits up to one ping interval and writes what came: events, a ping, or
@@ -65,19 +105,27 @@ caf::error subscribe(backend& be, const caf::actor& sub) {
 bool pump(stream_queue& q, httplib::DataSink& sink, size_t& sent) {
   std::deque<std::string> batch;
   bool overflow = false;
+  bool ended = false;
   {
     std::unique_lock<std::mutex> lock{q.mtx};
     q.cv.wait_for(lock, ping_interval,
-                  [&] { return !q.frames.empty() || q.overflow; });
+                  [&] { return !q.frames.empty() || q.overflow || q.ended; });
     batch.swap(q.frames);
     overflow = q.overflow;
+    ended = q.ended;
   }
-  if (batch.empty() && !overflow)
+  if (batch.empty() && !overflow && !ended)
     return sink.write(":\n\n", 3);
   for (const auto& f : batch) {
     if (!sink.write(f.data(), f.size()))
       return false;
     ++sent;
+  }
+  if (ended && !overflow) {
+    spdlog::warn("http events stream ended reason=subscription_ended sent={}",
+                 sent);
+    sink.done();
+    return true;
   }
   if (overflow) {
     spdlog::warn("http events stream dropped reason=client_too_slow sent={}",
@@ -101,9 +149,15 @@ void events(exchange& x) {
                               + " event streams at once"));
     return;
   }
+  auto after = last_seen(x.req);
+  if (!after) {
+    be.streams.fetch_sub(1);
+    send(x.res, error_reply(after.error()));
+    return;
+  }
   auto q = std::make_shared<stream_queue>(be.stream_buffer_max);
   auto sub = be.sys->spawn(subscriber, q);
-  if (auto err = subscribe(be, sub)) {
+  if (auto err = subscribe(be, sub, *after)) {
     caf::anon_send_exit(sub, caf::exit_reason::user_shutdown);
     be.streams.fetch_sub(1);
     send(x.res, error_reply(err));

@@ -22,6 +22,16 @@ struct stream_queue {
   std::deque<std::string> frames;
   size_t frames_max;
   bool overflow = false; ///< the client fell behind: the stream ends
+  bool ended = false;    ///< the event bus cut the subscription off
+
+  /// The last frame was pushed: the stream ends after writing it.
+  void end() {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      ended = true;
+    }
+    cv.notify_one();
+  }
 
   /// Called by the subscriber actor; never blocks it for long.
   void push(std::string frame) {

@@ -71,6 +71,12 @@ server_config::server_config() {
          "publish queue_notice this long after a reserve if still active (5s)")
     .add(release_retention, "release-retention",
          "how long a released reservation answers expired (24h)")
+    .add(event_retention, "event-retention",
+         "how long an event is kept for subscribers that resume after it "
+         "(24h)")
+    .add(subscriber_timeout, "subscriber-timeout",
+         "an event subscriber leaving an event unanswered this long is cut "
+         "off; it resumes after its last event id (30s)")
     .add(refill_interval, "refill-interval",
          "a daily window this old is refilled by the chat's next activity "
          "(24h)")
@@ -279,6 +285,8 @@ std::string server_config::finalize() {
         std::pair{"lease-duration", lease_duration},
         std::pair{"queue-notice-delay", queue_notice_delay},
         std::pair{"release-retention", release_retention},
+        std::pair{"event-retention", event_retention},
+        std::pair{"subscriber-timeout", subscriber_timeout},
         std::pair{"request-retention", request_retention},
         std::pair{"reconcile-timeout", reconcile_timeout},
         std::pair{"refill-interval", refill_interval},

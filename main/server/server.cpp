@@ -149,6 +149,7 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.sweep_timeout = ms(cfg.sweep_timeout);
   out.lease_duration = ms(cfg.lease_duration);
   out.release_retention = ms(cfg.release_retention);
+  out.event_retention = ms(cfg.event_retention);
   out.refill_interval = ms(cfg.refill_interval);
   out.reactivation_after = ms(cfg.reactivation_after);
   out.products = cfg.products();
@@ -166,6 +167,8 @@ supervisor_options supervisor_options_of(const server_config& cfg) {
     chat_options{cfg.store_timeout, cfg.idle_timeout, cfg.queue_notice_delay};
   out.sweep_interval = cfg.sweep_interval;
   out.reactivation_interval = cfg.reactivation_interval;
+  out.events.subscriber_timeout = cfg.subscriber_timeout;
+  out.events.store_timeout = cfg.store_timeout;
   return out;
 }
 

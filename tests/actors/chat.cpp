@@ -17,7 +17,8 @@ namespace {
 
 struct registry_fixture : deterministic_fixture {
   chat_options options{5s, 60s, 5s};
-  events_actor events = sys.spawn(make_events);
+  events_actor events =
+    sys.spawn(make_events, persistence_actor{fake}, events_options{});
   registry_actor registry = sys.spawn(
     make_registry, std::vector<persistence_actor>{fake}, events, options);
 

@@ -15,7 +15,8 @@ using namespace std::chrono_literals;
 namespace {
 
 struct facade_fixture : test::deterministic_fixture {
-  events_actor events = sys.spawn(make_events);
+  events_actor events =
+    sys.spawn(make_events, persistence_actor{fake}, events_options{});
   registry_actor registry =
     sys.spawn(make_registry, std::vector<persistence_actor>{fake}, events,
               chat_options{5s, 60s, 5s});

@@ -106,6 +106,10 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
     [self, inner, log](atom::subscribe a, caf::actor who) {
       return pass<bool>(self, inner, *log, 0, {}, false, a, std::move(who));
     },
+    [self, inner, log](atom::subscribe a, caf::actor who, event_id after) {
+      return pass<bool>(self, inner, *log, 0, {}, false, a, std::move(who),
+                        after);
+    },
     [self, inner, log](atom::uncertain a, chat_id chat, reservation_id id,
                        const std::string& provider_ref) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id,

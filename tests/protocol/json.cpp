@@ -11,19 +11,26 @@ using namespace chargeonce;
 
 TEST_SUITE("json") {
 
-  TEST_CASE("events carry event, chat and reservation (and reason)") {
+  TEST_CASE("events carry event, chat and reservation (and reason), and the "
+            "durable ones their event_id") {
     auto notice = to_json(queue_notice{42, 7});
     CHECK(notice
           == nlohmann::json{
             {"event", "queue_notice"}, {"chat", 42}, {"reservation", 7}});
-    auto released = to_json(reservation_released{-5, 9, "lease_expired"});
+    auto released = to_json(reservation_released{-5, 9, "lease_expired", 123});
     CHECK(released["event"] == "reservation_released");
+    CHECK(released["event_id"] == 123);
     CHECK(released["chat"] == -5);
     CHECK(released["reservation"] == 9);
     CHECK(released["reason"] == "lease_expired");
-    auto refilled = to_json(limits_refilled{11});
+    auto refilled = to_json(limits_refilled{11, 5});
     CHECK(refilled
-          == nlohmann::json{{"event", "limits_refilled"}, {"chat", 11}});
+          == nlohmann::json{
+            {"event", "limits_refilled"}, {"chat", 11}, {"event_id", 5}});
+    CHECK(to_json(subscription_ended{"too_slow", 77})
+          == nlohmann::json{{"event", "subscription_ended"},
+                            {"reason", "too_slow"},
+                            {"last_event_id", 77}});
   }
 
   TEST_CASE("a reservation shows its hold per pocket and its lease") {
@@ -80,14 +87,17 @@ TEST_SUITE("json") {
           == nlohmann::json{{"reservations", nlohmann::json::array()},
                             {"next_after", nullptr}});
     CHECK(to_json(unresolved_page{{r}})["next_after"] == 4);
-    CHECK(to_json(reconcile_needed{42, 4, "prov-1"})
+    CHECK(to_json(reconcile_needed{42, 4, "prov-1", 8})
           == nlohmann::json{{"event", "reconcile_needed"},
                             {"chat", 42},
                             {"reservation", 4},
-                            {"provider_ref", "prov-1"}});
-    CHECK(to_json(cancel_requested{42, 4})
-          == nlohmann::json{
-            {"event", "cancel_requested"}, {"chat", 42}, {"reservation", 4}});
+                            {"provider_ref", "prov-1"},
+                            {"event_id", 8}});
+    CHECK(to_json(cancel_requested{42, 4, 9})
+          == nlohmann::json{{"event", "cancel_requested"},
+                            {"chat", 42},
+                            {"reservation", 4},
+                            {"event_id", 9}});
   }
 
   TEST_CASE("a chat shows pockets, plan, window and its reservation") {

@@ -49,6 +49,12 @@ reservation cancelled(const std::shared_ptr<fake_log>& log, chat_id chat,
   if (log->cancel_requested) {
     x.status = reservation_status::in_progress;
     x.cancel_requested = true;
+    // Written once, when the mark is set (a repeated cancel writes none).
+    auto& table = log->event_table;
+    if (std::none_of(table.begin(), table.end(), [&](const auto& e) {
+          return e.event == "cancel_requested" && e.reservation == id;
+        }))
+      log->write_event("cancel_requested", chat, id);
   }
   return x;
 }
@@ -119,6 +125,7 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return answer(self, log, name("status", chat), st);
     },
     [=](atom::release, chat_id chat, reservation_id id) {
+      log->write_event("reservation_released", chat, id, "sweep_timeout");
       return answer(self, log, name("release", chat),
                     reservation_released{chat, id, "sweep_timeout"});
     },
@@ -132,6 +139,14 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return page;
     },
     [=](atom::prune) { return uint64_t{0}; },
+    [=](atom::events, event_id after, uint32_t limit) {
+      event_page page;
+      page.last_id = static_cast<event_id>(log->event_table.size());
+      for (const auto& e : log->event_table)
+        if (e.id > after && page.events.size() < limit)
+          page.events.push_back(e);
+      return page;
+    },
     [=](expire_atom, uint64_t ticket) {
       auto& owed = log->owed;
       auto mine = std::find_if(owed.begin(), owed.end(), [&](const auto& x) {

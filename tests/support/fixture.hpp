@@ -46,6 +46,16 @@ struct fake_log {
   std::vector<sweep_cursor> cursors; ///< what each sweep asked after
   std::vector<caf::actor> spawned;   ///< every fake the factory made
   std::vector<std::string> events;   ///< what the recorder received
+  /// The events table: what release and a marking cancel wrote, by id.
+  std::vector<event_record> event_table;
+
+  /// Writes one event, as the real store's triggers do with the change.
+  void write_event(const char* event, chat_id chat, reservation_id id,
+                   std::string detail = {}) {
+    auto next = static_cast<event_id>(event_table.size()) + 1;
+    event_table.push_back(
+      event_record{next, event, chat, id, std::move(detail)});
+  }
 };
 
 /// Tells a fake to deliver its oldest held answer (test double only).

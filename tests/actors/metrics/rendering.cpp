@@ -109,6 +109,7 @@ TEST_SUITE("metrics") {
                                "chargeonce_internal_errors_total",
                                "chargeonce_queue_notices_total",
                                "chargeonce_cancel_requests_total",
+                               "chargeonce_event_subscribers_cut_off_total",
                                "chargeonce_releases_total",
                                "chargeonce_reactivations_total",
                                "chargeonce_sweeps_total",
