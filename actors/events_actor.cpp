@@ -38,7 +38,7 @@ void forget(self_ptr self, const caf::actor_addr& who, const char* why) {
   if (i == subs.end())
     return;
   subs.erase(i, subs.end());
-  spdlog::info("subscriber dropped reason={} subscribers={}", why, subs.size());
+  spdlog::info("subscriber dropped subscribers={} reason={}", subs.size(), why);
 }
 
 /// Sent off with the last id it was sent: it resubscribes after that id.
@@ -193,16 +193,34 @@ void poll(self_ptr self) {
       });
 }
 
-/// Starts `who` after `after` (or, without one, after the newest event),
-/// once Postgres said which id is the newest.
-caf::result<bool> subscribe(self_ptr self, caf::actor who,
-                            caf::optional<event_id> after) {
-  if (!who)
-    return false;
-  if (after && *after < 0)
-    return caf::make_error(ec::invalid_argument,
-                           "the last-seen event id must not be negative");
-  auto rp = self->make_response_promise<bool>();
+/// Adds `who` (or moves a known one to `after`) once the newest id is known.
+void add_subscriber(self_ptr self, const caf::actor& who,
+                    caf::optional<event_id> after, event_id newest) {
+  auto& st = self->state;
+  if (st.subscribers.empty())
+    st.polled = newest; // the live feed starts now
+  auto cursor = after ? *after : newest;
+  auto s = find(self, who);
+  if (s == nullptr) {
+    self->monitor(who);
+    st.subscribers.push_back(
+      subscriber_state{who, ++st.generations, cursor, 0, false});
+    s = &st.subscribers.back();
+    spdlog::info("subscriber added after={} subscribers={}", cursor,
+                 st.subscribers.size());
+  } else if (after) {
+    s->cursor = *after; // resubscribed: replay from there
+  }
+  pump(self, *s);
+  arm_timer(self);
+}
+
+/// Asks Postgres for the newest id, then adds `who`. A read on a connection
+/// that broke while idle fails at once and reconnects: it is tried again
+/// (`retries` times), nothing having been written.
+void subscribe_when_read(self_ptr self, caf::response_promise rp,
+                         caf::actor who, caf::optional<event_id> after,
+                         int retries) {
   self
     ->request(self->state.store, self->state.options.store_timeout,
               atom::events_v, event_id{0}, uint32_t{0})
@@ -216,26 +234,28 @@ caf::result<bool> subscribe(self_ptr self, caf::actor who,
               + " (another database, or one restored from a backup?)"));
           return;
         }
-        auto& st = self->state;
-        if (st.subscribers.empty())
-          st.polled = page.last_id; // the live feed starts now
-        auto cursor = after ? *after : page.last_id;
-        auto s = find(self, who);
-        if (s == nullptr) {
-          self->monitor(who);
-          st.subscribers.push_back(
-            subscriber_state{who, ++st.generations, cursor, 0, false});
-          s = &st.subscribers.back();
-          spdlog::info("subscriber added after={} subscribers={}", cursor,
-                       st.subscribers.size());
-        } else if (after) {
-          s->cursor = *after; // resubscribed: replay from there
-        }
+        add_subscriber(self, who, after, page.last_id);
         rp.deliver(true);
-        pump(self, *s);
-        arm_timer(self);
       },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      [self, rp, who, after, retries](caf::error& err) mutable {
+        if (retries > 0 && err == ec::storage_unavailable)
+          subscribe_when_read(self, rp, who, after, retries - 1);
+        else
+          rp.deliver(std::move(err));
+      });
+}
+
+/// Starts `who` after `after` (or, without one, after the newest event),
+/// once Postgres said which id is the newest.
+caf::result<bool> subscribe(self_ptr self, caf::actor who,
+                            caf::optional<event_id> after) {
+  if (!who)
+    return false;
+  if (after && *after < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "the last-seen event id must not be negative");
+  auto rp = self->make_response_promise<bool>();
+  subscribe_when_read(self, rp, std::move(who), after, 1);
   return rp;
 }
 

@@ -21,6 +21,12 @@ namespace {
 using self_ptr = supervisor_self_actor::stateful_pointer<supervisor_state>;
 
 persistence_actor& sweeper_store(self_ptr self) {
+  return self->state.pool[self->state.options.connections];
+}
+
+/// The event bus reads on a connection of its own: following the events
+/// table never delays a sweep page, nor a sweep the events.
+persistence_actor& events_store(self_ptr self) {
   return self->state.pool.back();
 }
 
@@ -56,7 +62,7 @@ void restart(self_ptr self, uint64_t index) {
   spawn_member(self, index);
   if (index < st.options.connections)
     self->send(st.registry, atom::store_v, index, st.pool[index]);
-  else
+  else if (index == st.pool.size() - 1)
     self->send(st.events, atom::store_v, st.pool[index]);
 }
 
@@ -270,15 +276,16 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
   auto& st = self->state;
   st.factory = std::move(factory);
   st.options = options;
-  auto members = options.connections + 1;
+  auto members = options.connections + 2;
   st.pool.resize(members);
   st.backoff.assign(members, options.restart_backoff_min);
   st.last_restart.assign(members, self->clock().now());
   for (size_t i = 0; i < members; ++i)
     spawn_member(self, i);
   st.events =
-    self->spawn<caf::linked>(make_events, sweeper_store(self), options.events);
-  std::vector<persistence_actor> chats_pool(st.pool.begin(), st.pool.end() - 1);
+    self->spawn<caf::linked>(make_events, events_store(self), options.events);
+  std::vector<persistence_actor> chats_pool(
+    st.pool.begin(), st.pool.begin() + options.connections);
   st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
                                          options.chat);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });

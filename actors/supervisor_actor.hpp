@@ -68,8 +68,9 @@ struct supervisor_state {
   static inline const char* name = "supervisor";
   persistence_factory factory;
   supervisor_options options;
-  /// connections chat partitions, plus one last member for the sweeper's own
-  /// scans (so a long scan never delays a chat's transaction).
+  /// connections chat partitions, then one member for the sweeper's own
+  /// scans (so a long scan never delays a chat's transaction), and last one
+  /// for the event bus's reads of the events table.
   std::vector<persistence_actor> pool;
   std::vector<caf::timespan> backoff; ///< next restart delay
   std::vector<caf::actor_clock::time_point> last_restart; ///< resets backoff

@@ -142,17 +142,16 @@ bool pump(stream_queue& q, httplib::DataSink& sink, size_t& sent) {
 
 void events(exchange& x) {
   auto& be = x.be;
+  auto after = last_seen(x.req); // refused before it takes a stream's place
+  if (!after) {
+    send(x.res, error_reply(after.error()));
+    return;
+  }
   if (be.streams.fetch_add(1) >= be.streams_max) {
     be.streams.fetch_sub(1);
     send(x.res, error_reply(503, "too_many_streams",
                             "at most " + std::to_string(be.streams_max)
                               + " event streams at once"));
-    return;
-  }
-  auto after = last_seen(x.req);
-  if (!after) {
-    be.streams.fetch_sub(1);
-    send(x.res, error_reply(after.error()));
     return;
   }
   auto q = std::make_shared<stream_queue>(be.stream_buffer_max);

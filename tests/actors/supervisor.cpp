@@ -195,7 +195,8 @@ TEST_SUITE("supervisor") {
                     "back after an exponential backoff") {
     REQUIRE(ask<chat_status>(atom::status_v, chat_id{5}));
     auto first = log->spawned.size();
-    // spawned[0] is the fixture's own fake; [1] serves chats, [2] sweeps.
+    // spawned[0] is the fixture's own fake; [1] serves chats, [2] sweeps,
+    // [3] reads events.
     caf::anon_send_exit(log->spawned[1], caf::exit_reason::kill);
     sched.run();
     auto down = ask<chat_status>(atom::status_v, chat_id{5});

@@ -476,13 +476,34 @@ check 200 - DELETE "$W/$id" "$gw"
 [[ $(field .cancel_requested) == true ]] || die "a repeated cancel: $out"
 poll 5 has_event "$tmp/events" cancel_requested "$id" \
   || die "no cancel_requested for $id: $(grep -v '^:' "$tmp/events")"
+# Durable events carry their id, as SSE `id:` and as event_id; a stream
+# opened with Last-Event-ID replays what came after it.
+eid=$(sed -n 's/^data: //p' "$tmp/events" | jq -s --argjson id "$id" \
+  'map(select(.event == "cancel_requested" and .reservation == $id))[0].event_id')
+[[ $eid =~ ^[0-9]+$ ]] || die "cancel_requested without an event_id: $(grep -v '^:' "$tmp/events")"
+grep -qx "id: $eid" "$tmp/events" || die "no 'id: $eid' line: $(grep -v '^:' "$tmp/events")"
+curl -s -N --max-time 2 -H "Authorization: Bearer $gw" -H "Last-Event-ID: $((eid - 1))" \
+  "$base/v1/events" >"$tmp/replay" || true
+has_event "$tmp/replay" cancel_requested "$id" || die "Last-Event-ID $((eid - 1)) replayed: $(cat "$tmp/replay")"
+! grep -q "^id: $((eid - 1))$" "$tmp/replay" || die "the replay repeated the last-seen event"
+# http-max-streams is 2 here: the next waits until the server saw this one go.
+one_stream_left() { [[ $(grep -o 'stream [a-z]* .*streams=[0-9]*' "$tmp/server.log" | tail -n1) == *streams=1 ]]; }
+poll 5 one_stream_left || die "the replay's stream was not closed"
+curl -s -N --max-time 2 -H "Authorization: Bearer $gw" "$base/v1/events?after=$eid" >"$tmp/replay" || true
+poll 5 one_stream_left || die "the second replay's stream was not closed"
+! has_event "$tmp/replay" cancel_requested "$id" || die "after=$eid replayed it: $(cat "$tmp/replay")"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" -H "Last-Event-ID: soon" \
+  "$base/v1/events")
+[[ $code == 422 && $(jq -r .error "$tmp/out") == invalid_argument ]] \
+  || die "Last-Event-ID: soon answered $code $(cat "$tmp/out")"
+check 422 invalid_argument GET "/v1/events?after=999999999999999" "$gw"
 check 200 - POST "$W/$id/heartbeat" "$wk"
 [[ $(field .cancel_requested) == true ]] || die "heartbeat: $out"
 check 200 - POST "$W/$id/fail" "$wk"
 check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .daily_messages) == 2 && $(field .reservation) == null ]] \
   || die "after the worker aborted: $out"
-ok "cancel after start (request): 200 cancel_requested, the event, heartbeats carry it; fail charges nothing"
+ok "cancel after start (request): 200 cancel_requested, the event (with its id; replayed after Last-Event-ID), heartbeats carry it; fail charges nothing"
 
 # Outcome unknown: the slot is freed, the hold kept; resolve decides once.
 chat=$(random_chat) W=/v1/chats/$chat/reservations

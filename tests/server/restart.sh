@@ -11,7 +11,9 @@
 # must still see both (the locks live in Postgres, not in memory), then
 # release them by itself (Y: lease_expired, X: sweep_timeout) and publish
 # reservation_released; afterwards every late start/heartbeat/commit of the
-# released reservations answers `expired` and charges nothing.
+# released reservations answers `expired` and charges nothing. Then an
+# event outlives its server: B releases Z while no gateway listens and is
+# killed; server C delivers that release to `watch --after=<last id>`.
 #
 # The database is shared with the C++ integration tests: chats get random
 # 12-digit ids, and events of other chats in the watch output are ignored.
@@ -339,19 +341,66 @@ done
   (.chat == '"$chat_x"' or .chat == '"$chat_y"')' \
   || die "server A released a reservation before it was killed"
 
-# -- 6. clean shutdown --------------------------------------------------------
+# -- 6. an event outlives the server that wrote it ----------------------------
 
-# The watch goes first: once the server is gone it would exit 2 by design.
-step "6: SIGTERM the watch, then server B"
+# The gateway (watch B) stops, keeping the last event id it printed; server
+# B releases Z and is killed with SIGKILL before anyone got that event. A
+# new server on the same database, watched after that id, delivers it.
+step "6: SIGTERM watch B, release Z, kill -9 server B before delivery"
+last_id=$(events watch_b '.event_id != null' | jq -s 'map(.event_id) | max')
+[[ $last_id =~ ^[0-9]+$ ]] \
+  || die "watch B printed no event with an event_id: $(tail -n 3 \
+    "$tmp/watch_b.out")"
 kill -TERM "$watch_b"
 wait_gone "$watch_b" 10 || die "watch B still runs 10 s after SIGTERM"
 reap "$watch_b"
 watch_b=""
 ((status == 0)) || die "watch B exited $status after SIGTERM, expected 0"
-note "watch B exited 0"
-stop_at=$(now_ms)
-stop_server "$server_b"
+note "watch B exited 0; its last event id: $last_id"
+chat_z=$(random_chat)
+cli_expect 0 "$port_b" create-chat --chat="$chat_z" --balance=5
+cli_expect 0 "$port_b" reserve --chat="$chat_z" --kind=image
+rz=$(jq .id <<<"$out")
+cli_expect 0 "$port_b" start --chat="$chat_z" --reservation="$rz"
+cli_expect 0 "$port_b" heartbeat --chat="$chat_z" --reservation="$rz"
+poll 15 chat_unlocked "$port_b" "$chat_z" \
+  || die "Z still holds a reservation 15 s after its heartbeat: $out"
+kill -KILL "$server_b"
+wait_gone "$server_b" 10 || die "server B still runs 10 s after SIGKILL"
+reap "$server_b"
 server_b=""
-note "server B exited 0 after $(($(now_ms) - stop_at)) ms"
+note "Z (rz=$rz) released, server B killed"
+
+step "7: server C, watch --after=$last_id delivers Z's release once"
+start_server "$tmp/c" "${server_options[@]}" --port=0
+server_c=$server_pid port_c=$server_port
+"$cli" --server="127.0.0.1:$port_c" watch --after="$last_id" \
+  >"$tmp/watch_c.out" 2>"$tmp/watch_c.err" &
+watch_c=$!
+on_exit_kill "$watch_c"
+released_z="(.event == \"reservation_released\" and .chat == $chat_z"
+released_z+=" and .reservation == $rz)"
+poll 10 has_event watch_c "$released_z" \
+  || die "watch C --after=$last_id has no reservation_released for" \
+    "rz=$rz: $(tail -n 3 "$tmp/watch_c.out") $(cat "$tmp/watch_c.err")"
+sleep 0.5 # a duplicate would have come by now
+n=$(events watch_c "$released_z" | wc -l)
+((n == 1)) || die "$n reservation_released events for rz=$rz, expected 1"
+! has_event watch_c ".event_id != null and .event_id <= $last_id" \
+  || die "watch C --after=$last_id printed an event at or before it"
+note "$(events watch_c "$released_z")"
+
+# -- 8. clean shutdown --------------------------------------------------------
+
+# The watch goes first: once the server is gone it would exit 2 by design.
+step "8: SIGTERM watch C, then server C"
+kill -TERM "$watch_c"
+wait_gone "$watch_c" 10 || die "watch C still runs 10 s after SIGTERM"
+reap "$watch_c"
+((status == 0)) || die "watch C exited $status after SIGTERM, expected 0"
+note "watch C exited 0"
+stop_at=$(now_ms)
+stop_server "$server_c"
+note "server C exited 0 after $(($(now_ms) - stop_at)) ms"
 
 printf '\nrestart: all steps passed\n'

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// The event bus through the real actors over a real Postgres: a gateway
+// that was away resumes after its last event id and gets each event once;
+// a subscriber that stops answering is cut off while billing goes on.
+#include "protocol/errors.hpp"
+#include "tests/support/test_db.hpp"
+#include "tests/support/threaded_server.hpp"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace chargeonce;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// What a gateway received, from any thread.
+struct received {
+  std::mutex mtx;
+  std::vector<reservation_released> releases; ///< of the watched chats
+  std::vector<subscription_ended> endings;
+  chat_id first = 0;
+  int64_t count = 0;
+
+  size_t size() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return releases.size();
+  }
+};
+
+/// A gateway keeping every release of chats [first, first + count).
+caf::behavior gateway(caf::event_based_actor*, std::shared_ptr<received> log) {
+  return {
+    [log](const reservation_released& x) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      if (x.chat >= log->first && x.chat < log->first + log->count)
+        log->releases.push_back(x);
+    },
+    [log](const subscription_ended& x) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      log->endings.push_back(x);
+    },
+    [](const limits_refilled&) {},
+    [](const cancel_requested&) {},
+    [](const reconcile_needed&) {},
+    [](const queue_notice&) {},
+  };
+}
+
+/// Takes releases and never answers them: a gateway stuck in its handler.
+caf::behavior stuck_gateway(caf::event_based_actor* self,
+                            std::shared_ptr<received> log) {
+  return {
+    [self, log](const reservation_released& x) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      if (x.chat >= log->first && x.chat < log->first + log->count)
+        log->releases.push_back(x);
+      return self->make_response_promise(); // never delivered
+    },
+    [log](const subscription_ended& x) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      log->endings.push_back(x);
+    },
+  };
+}
+
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+supervisor_options quiet_supervisor() {
+  supervisor_options sup;
+  sup.sweep_interval = 1h; // sweeps only when the test asks
+  return sup;
+}
+
+} // namespace
+
+TEST_SUITE("actors.events") {
+
+  TEST_CASE("a gateway stopped while 1,000 releases happen, restarted with "
+            "its last event id, receives each release exactly once, in "
+            "id order") {
+    constexpr int64_t n = 1'000;
+    auto base = test::fresh_chat_block(n + 10);
+    test::threaded_server server{test::store_options(), quiet_supervisor()};
+    // Before it stops, the gateway sees ten releases and keeps the last id.
+    auto before = std::make_shared<received>();
+    before->first = base;
+    before->count = n + 10;
+    auto first = server.sys.spawn(gateway, before);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, first));
+    test::insert_stuck_reservations(base, 10, "1 hour");
+    REQUIRE(server.ask_actor<uint64_t>(server.root, atom::sweep_v));
+    REQUIRE(wait_for([&] { return before->size() == 10; }));
+    auto last_seen = before->releases.back().id;
+    CHECK(last_seen > 0);
+    caf::anon_send_exit(first, caf::exit_reason::kill);
+    // Down: 1,000 jobs are released meanwhile.
+    test::insert_stuck_reservations(base + 10, n, "1 hour");
+    auto released = server.ask_actor<uint64_t>(server.root, atom::sweep_v);
+    REQUIRE(released);
+    CHECK(*released >= static_cast<uint64_t>(n));
+    // Back, after its last id.
+    auto after = std::make_shared<received>();
+    after->first = base;
+    after->count = n + 10;
+    auto second = server.sys.spawn(gateway, after);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, second, last_seen));
+    CHECK(wait_for([&] { return after->size() >= static_cast<size_t>(n); }));
+    std::this_thread::sleep_for(500ms); // a duplicate would come by now
+    std::lock_guard<std::mutex> guard{after->mtx};
+    CHECK(after->releases.size() == static_cast<size_t>(n));
+    std::map<chat_id, int> per_chat;
+    event_id previous = last_seen;
+    for (const auto& x : after->releases) {
+      ++per_chat[x.chat];
+      CHECK(x.id > previous); // in id order, none from before the stop
+      previous = x.id;
+      CHECK(x.reason == "sweep_timeout");
+    }
+    CHECK(per_chat.size() == static_cast<size_t>(n));
+    CHECK(per_chat.begin()->first == base + 10);
+    CHECK(per_chat.rbegin()->first == base + 10 + n - 1);
+    caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE("a subscriber that leaves events unanswered is cut off with "
+            "subscription_ended and its last id; the sweep is not slowed, "
+            "and a new subscription after that id gets the rest") {
+    constexpr int64_t n = 50;
+    auto base = test::fresh_chat_block(n);
+    auto sup = quiet_supervisor();
+    sup.events.subscriber_timeout = 1s;
+    sup.events.in_flight_max = 10;
+    test::threaded_server server{test::store_options(), sup};
+    auto log = std::make_shared<received>();
+    log->first = base;
+    log->count = n;
+    auto stuck = server.sys.spawn(stuck_gateway, log);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, stuck));
+    test::insert_stuck_reservations(base, n, "1 hour");
+    auto t0 = std::chrono::steady_clock::now();
+    auto released = server.ask_actor<uint64_t>(server.root, atom::sweep_v);
+    auto sweep_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+    REQUIRE(released);
+    CHECK(*released >= static_cast<uint64_t>(n));
+    MESSAGE("swept " << *released << " with a stuck subscriber in " << sweep_ms
+                     << " ms");
+    CHECK(sweep_ms < 1000); // never waits for a subscriber
+    REQUIRE(wait_for([&] {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      return !log->endings.empty();
+    }));
+    subscription_ended ended;
+    {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      ended = log->endings.front();
+    }
+    CHECK(ended.reason == "too_slow");
+    // It was sent ten (in_flight_max), the last of them is its last id;
+    // other tests' events may be among them.
+    auto seen = log->size();
+    CHECK(seen <= 10);
+    auto rest = std::make_shared<received>();
+    rest->first = base;
+    rest->count = n;
+    auto fresh = server.sys.spawn(gateway, rest);
+    REQUIRE(server.ask<bool>(atom::subscribe_v, fresh, ended.last_id));
+    CHECK(wait_for([&] { return rest->size() == n - seen; }));
+    caf::anon_send_exit(fresh, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(stuck, caf::exit_reason::user_shutdown);
+  }
+
+  TEST_CASE("resuming after an id beyond the newest event is refused as "
+            "invalid_argument, naming both") {
+    test::threaded_server server{test::store_options(), quiet_supervisor()};
+    auto log = std::make_shared<received>();
+    auto who = server.sys.spawn(gateway, log);
+    auto refused =
+      server.ask<bool>(atom::subscribe_v, who, event_id{1'000'000'000'000});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    CHECK(error_message(refused.error()).find("beyond the newest event")
+          != std::string::npos);
+    auto negative = server.ask<bool>(atom::subscribe_v, who, event_id{-1});
+    REQUIRE_FALSE(negative);
+    CHECK(negative.error() == ec::invalid_argument);
+    caf::anon_send_exit(who, caf::exit_reason::user_shutdown);
+  }
+
+} // TEST_SUITE
