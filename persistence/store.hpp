@@ -201,8 +201,9 @@ public:
   caf::expected<uint64_t> prune();
 
   /// Up to `limit` events with an id above `after`, in id order, and the
-  /// newest id written (event_clock). Reads committed events only, and ids
-  /// are taken in commit order: a later read never finds a smaller id.
+  /// newest id given. Numbers the events committed without an id first
+  /// (at most 10,000 per call), under the clock's row lock until this
+  /// transaction commits: a later read never finds a smaller id.
   caf::expected<event_page> events_after(event_id after, uint32_t limit);
 
   /// Active reservations in Postgres, of every server, by the chat's plan

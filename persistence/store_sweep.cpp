@@ -113,15 +113,16 @@ caf::expected<active_count> store::count_active() {
 
 namespace {
 
-/// Deletes rows of `table` whose `column` is older than `retention_ms`,
-/// oldest first, in chunks of `chunk_rows_max`.
+/// Deletes rows of `table` (whose key is `key`) whose `column` is older
+/// than `retention_ms`, oldest first, in chunks of `chunk_rows_max`.
 template <class Run>
 caf::expected<uint64_t> prune_table(Run&& run, const char* table,
-                                    const char* column, int64_t retention_ms) {
+                                    const char* column, int64_t retention_ms,
+                                    const char* key = "id") {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
-  auto query = std::string{"DELETE FROM "} + table
-               + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column
+  auto query = std::string{"DELETE FROM "} + table + " WHERE " + key
+               + " IN (SELECT " + key + " FROM " + table + " WHERE " + column
                + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
                + " LIMIT $2)";
   uint64_t total = 0;
@@ -160,9 +161,9 @@ caf::expected<uint64_t> store::prune() {
                 static_cast<int64_t>(impl_->opts.release_retention.count()));
   if (!resolved)
     return resolved;
-  auto events =
-    prune_table(run, "events", "at",
-                static_cast<int64_t>(impl_->opts.event_retention.count()));
+  auto events = prune_table(
+    run, "events", "at",
+    static_cast<int64_t>(impl_->opts.event_retention.count()), "seq");
   if (!events)
     return events;
   return *released + *ended + *resolved + *events;
@@ -174,10 +175,11 @@ caf::expected<event_page> store::events_after(event_id after, uint32_t limit) {
   return impl_->run<event_page>(
     "events", 0, 0, [&](pqxx::work& tx) -> caf::expected<event_page> {
       event_page page;
-      // The clock first: an event committed between the two reads is
-      // above it and only raises it below.
+      // Numbers what was committed since the last reader did; returns the
+      // newest id. Bounded, so that a backlog (a million refills nobody
+      // was subscribed to) is numbered over several reads.
       page.last_id =
-        tx.exec("SELECT last_id FROM event_clock")[0][0].as<int64_t>();
+        tx.exec("SELECT chargeonce_number_events(10000)")[0][0].as<int64_t>();
       if (limit == 0)
         return page;
       auto rs = tx.exec_params(
@@ -189,8 +191,6 @@ caf::expected<event_page> store::events_after(event_id after, uint32_t limit) {
         page.events.push_back(event_record{
           r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<int64_t>(),
           r[3].as<int64_t>(), r[4].as<std::string>()});
-      if (!page.events.empty())
-        page.last_id = std::max(page.last_id, page.events.back().id);
       return page;
     });
 }

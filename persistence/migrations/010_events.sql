@@ -1,20 +1,21 @@
 -- Events that outlive a restart. The changes a gateway must hear of after
 -- the fact (a release, a refill, a cancel request, a job to reconcile) are
 -- written to `events` in the same transaction as the change itself, by
--- triggers on the tables that change, so that the batch function and the
--- per-statement SQL both write them without knowing. Subscribers read them
--- back by id, and resume after the last id they saw.
+-- triggers on the tables that change (so that the batch function and the
+-- per-statement SQL both write them without knowing) and by the
+-- reactivation statement. Subscribers read them back by id, and resume
+-- after the last id they saw.
 --
--- The id is the commit order, not the insert order: every trigger here is
--- deferred to commit and takes the next id from one clock row, whose row
--- lock it holds until the commit is done. A transaction that took id N is
--- therefore visible before any other can take N+1, so a reader that has
--- seen N never meets a smaller id later (a sequence could not promise it:
--- an id taken early may commit late). Rolled-back ids roll back with the
--- clock, so ids have no gaps. Only transactions that announce something
--- take the lock, and only after every other lock they need (so its holder
--- never waits for anyone, and no deadlock can go through it): the hot path
--- (reserve, start, commit) writes no event and never waits for it.
+-- The id a subscriber sees is given after the commit, not by the writer:
+-- a writer's row has `seq` (write order) and no id. Whoever reads the
+-- events (chargeonce_number_events, from every server's event bus) first
+-- numbers the committed rows without one, in seq order, holding the row
+-- lock of event_clock until its own commit. A numbering that gave id N is
+-- therefore visible before any other can give N+1: a reader that has seen
+-- N never meets a smaller id later (an id taken by the writer could not
+-- promise it: a writer that took one early may commit late). Writers take
+-- no lock for it, so releases commit in parallel as before; only the
+-- readers, a few times a second, queue for the clock.
 
 CREATE TABLE event_clock (
   only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -23,26 +24,50 @@ CREATE TABLE event_clock (
 INSERT INTO event_clock (last_id) VALUES (0);
 
 CREATE TABLE events (
-  id             bigint PRIMARY KEY,
+  seq            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id             bigint NULL UNIQUE, -- NULL until numbered
   event          text NOT NULL
                    CHECK (event IN ('reservation_released', 'limits_refilled',
                                     'cancel_requested', 'reconcile_needed')),
   chat_id        bigint NOT NULL,
   reservation_id bigint NULL,  -- NULL for limits_refilled
   detail         text NULL,    -- a release's reason, a job's provider_ref
-  at             timestamptz NOT NULL DEFAULT clock_timestamp()
+  at             timestamptz NOT NULL DEFAULT now()
 );
 
+-- What the next numbering takes, oldest first.
+CREATE INDEX events_unnumbered ON events (seq) WHERE id IS NULL;
 -- Pruning after event-retention walks this index.
 CREATE INDEX events_at ON events (at);
+
+-- Numbers up to p_max committed events that have no id yet, in write
+-- order, after the clock; returns the newest id given so far. The clock's
+-- row lock is held until the caller commits.
+CREATE FUNCTION chargeonce_number_events(p_max integer)
+  RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  v_last bigint;
+  v_count bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM events WHERE id IS NULL) THEN
+    RETURN (SELECT last_id FROM event_clock);
+  END IF;
+  SELECT last_id INTO v_last FROM event_clock FOR UPDATE;
+  WITH todo AS (
+    SELECT seq, row_number() OVER (ORDER BY seq) AS n
+      FROM (SELECT seq FROM events WHERE id IS NULL ORDER BY seq
+            LIMIT p_max FOR UPDATE SKIP LOCKED) x)
+  UPDATE events e SET id = v_last + todo.n FROM todo WHERE e.seq = todo.seq;
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  UPDATE event_clock SET last_id = v_last + v_count;
+  RETURN v_last + v_count;
+END $$;
 
 CREATE FUNCTION chargeonce_publish(p_event text, p_chat bigint,
                                    p_reservation bigint, p_detail text)
   RETURNS void LANGUAGE sql AS $$
-  WITH next AS (UPDATE event_clock SET last_id = last_id + 1
-                RETURNING last_id)
-  INSERT INTO events (id, event, chat_id, reservation_id, detail)
-  SELECT last_id, p_event, p_chat, p_reservation, p_detail FROM next;
+  INSERT INTO events (event, chat_id, reservation_id, detail)
+  VALUES (p_event, p_chat, p_reservation, p_detail);
 $$;
 
 -- A sweep released a job past its lease or sweep-timeout.
@@ -54,9 +79,8 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE CONSTRAINT TRIGGER released_reservations_event
-  AFTER INSERT ON released_reservations
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+CREATE TRIGGER released_reservations_event
+  AFTER INSERT ON released_reservations FOR EACH ROW
   EXECUTE FUNCTION chargeonce_event_released();
 
 -- A worker could not tell whether its provider did the job.
@@ -68,9 +92,8 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE CONSTRAINT TRIGGER uncertain_reservations_event
-  AFTER INSERT ON uncertain_reservations
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+CREATE TRIGGER uncertain_reservations_event
+  AFTER INSERT ON uncertain_reservations FOR EACH ROW
   EXECUTE FUNCTION chargeonce_event_reconcile_needed();
 
 -- Nobody resolved an uncertain job by reconcile-timeout: released, nothing
@@ -83,9 +106,8 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE CONSTRAINT TRIGGER uncertain_reservations_released_event
-  AFTER UPDATE OF outcome ON uncertain_reservations
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+CREATE TRIGGER uncertain_reservations_released_event
+  AFTER UPDATE OF outcome ON uncertain_reservations FOR EACH ROW
   WHEN (OLD.outcome IS NULL AND NEW.outcome = 'released')
   EXECUTE FUNCTION chargeonce_event_unresolved();
 
@@ -100,12 +122,11 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE CONSTRAINT TRIGGER reservations_cancel_requested_event
-  AFTER UPDATE OF cancel_requested ON reservations
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+CREATE TRIGGER reservations_cancel_requested_event
+  AFTER UPDATE OF cancel_requested ON reservations FOR EACH ROW
   WHEN (NEW.cancel_requested AND NOT OLD.cancel_requested)
   EXECUTE FUNCTION chargeonce_event_cancel_requested();
 
 -- limits_refilled has no trigger: the reactivation scan refills a thousand
--- chats per statement and numbers their events itself, in that statement,
--- after its row locks (persistence/store_limits.cpp).
+-- chats per statement and writes their events in that statement
+-- (persistence/store_limits.cpp).
