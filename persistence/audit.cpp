@@ -103,6 +103,18 @@ void read_uncertain(pqxx::transaction_base& tx, chat_id first, int64_t count,
                       r[2].as<std::string>(), r[3].as<int64_t>()});
 }
 
+void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                 audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT event, chat_id, coalesce(reservation_id, 0), coalesce(detail, '') "
+    "FROM events WHERE chat_id > $1 AND chat_id <= $2 ORDER BY seq",
+    first, first + count);
+  for (const auto& r : rs)
+    out.events.push_back(audit_event{r[0].as<std::string>(),
+                                     r[1].as<int64_t>(), r[2].as<int64_t>(),
+                                     r[3].as<std::string>()});
+}
+
 } // namespace
 
 pockets audit_ledger_row::change() const {
@@ -128,6 +140,7 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     read_reservations(tx, first, count, out);
     read_releases(tx, first, count, out);
     read_uncertain(tx, first, count, out);
+    read_events(tx, first, count, out);
     tx.commit();
     return out;
   } catch (...) {
@@ -179,6 +192,25 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
     return caf::none;
   } catch (...) {
     return failed("forging a ledger row");
+  }
+}
+
+caf::error forge_lost_event(const std::string& dsn, chat_id first,
+                            int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto gone = tx.exec_params(
+      "DELETE FROM events WHERE seq = (SELECT seq FROM events"
+      " WHERE event = 'reservation_released' AND chat_id > $1"
+      "   AND chat_id <= $2 ORDER BY seq LIMIT 1)",
+      first, first + count);
+    tx.commit();
+    if (gone.affected_rows() == 0)
+      return caf::make_error(ec::not_found, "the range has no release");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a lost event");
   }
 }
 

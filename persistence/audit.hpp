@@ -68,6 +68,14 @@ struct audit_uncertain {
   int64_t uncertain_us = 0;
 };
 
+/// One row of the events table (numbered or not yet).
+struct audit_event {
+  std::string event;
+  chat_id chat = 0;
+  reservation_id reservation = 0; ///< 0 for limits_refilled
+  std::string detail;             ///< a release's reason, a provider_ref
+};
+
 /// Everything the auditor compares with its record, for chats in
 /// (first, first + count].
 struct audit_snapshot {
@@ -76,10 +84,12 @@ struct audit_snapshot {
   std::vector<audit_reservation> reservations;
   std::vector<audit_release> releases;
   std::vector<audit_uncertain> uncertain;
+  std::vector<audit_event> events;
 };
 
-/// Reads chats, ledger, reservations and releases of the chat range in one
-/// repeatable-read transaction, so the four agree with each other.
+/// Reads chats, ledger, reservations, releases, jobs of unknown outcome and
+/// events of the chat range in one repeatable-read transaction, so they
+/// agree with each other.
 caf::expected<audit_snapshot> read_audit_snapshot(const std::string& dsn,
                                                   chat_id first, int64_t count);
 
@@ -92,6 +102,12 @@ caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
 /// `application_name` (the chaos tool's servers); how many were terminated.
 caf::expected<int64_t> terminate_backends(const std::string& dsn,
                                           const std::string& application_name);
+
+/// Self-test of the auditor only: deletes the reservation_released event of
+/// one release of the range, as if its change had committed without it.
+/// ec::not_found when the range has no release.
+caf::error forge_lost_event(const std::string& dsn, chat_id first,
+                            int64_t count);
 
 /// Self-test of the auditor only: writes a ledger charge for `chat` that no
 /// commit made (reservation id `forged`), so the audit must report it.

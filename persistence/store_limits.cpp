@@ -24,11 +24,19 @@ std::string record_refill(const char* detail, const char* chat,
          + ", a.pockets FROM a, b WHERE a.pockets <> b.pockets";
 }
 
-/// CTE `announced`: one limits_refilled event per chat of CTE `refilled`
-/// (numbered later, by whoever reads the events: 010_events.sql).
+/// CTEs `clock` and `announced`: one limits_refilled event per chat of CTE
+/// `refilled`, numbered at once in one step of the event clock, so that a
+/// million refills are not numbered again by the readers (010_events.sql).
+/// The clock's row lock is taken after `refilled` is complete, so after
+/// every chat lock of the page.
 std::string announce_refills() {
-  return "announced AS (INSERT INTO events (event, chat_id) "
-         "SELECT 'limits_refilled', chat_id FROM refilled ORDER BY chat_id)";
+  return "clock AS (UPDATE event_clock SET last_id = last_id + "
+         "(SELECT count(*) FROM refilled) WHERE EXISTS (SELECT 1 FROM "
+         "refilled) RETURNING last_id), "
+         "announced AS (INSERT INTO events (id, event, chat_id) "
+         "SELECT clock.last_id - r.n + r.i, 'limits_refilled', r.chat_id "
+         "FROM clock, (SELECT chat_id, row_number() OVER (ORDER BY chat_id) "
+         "AS i, count(*) OVER () AS n FROM refilled) r)";
 }
 
 /// Every daily pocket at the quota of the chat's plan now, as an UPDATE's

@@ -113,16 +113,15 @@ caf::expected<active_count> store::count_active() {
 
 namespace {
 
-/// Deletes rows of `table` (whose key is `key`) whose `column` is older
-/// than `retention_ms`, oldest first, in chunks of `chunk_rows_max`.
+/// Deletes rows of `table` whose `column` is older than `retention_ms`,
+/// oldest first, in chunks of `chunk_rows_max`.
 template <class Run>
 caf::expected<uint64_t> prune_table(Run&& run, const char* table,
-                                    const char* column, int64_t retention_ms,
-                                    const char* key = "id") {
+                                    const char* column, int64_t retention_ms) {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
-  auto query = std::string{"DELETE FROM "} + table + " WHERE " + key
-               + " IN (SELECT " + key + " FROM " + table + " WHERE " + column
+  auto query = std::string{"DELETE FROM "} + table
+               + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column
                + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
                + " LIMIT $2)";
   uint64_t total = 0;
@@ -135,6 +134,32 @@ caf::expected<uint64_t> prune_table(Run&& run, const char* table,
       return deleted;
     total += *deleted;
     if (*deleted < static_cast<uint64_t>(chunk_rows_max))
+      break;
+  }
+  return total;
+}
+
+/// Deletes events older than `retention_ms`: of the oldest thousand by seq,
+/// those that old, until a chunk has none (no index on the time: events
+/// are written off the hot path but many at once, by reactivation).
+template <class Run>
+caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
+  constexpr int64_t chunk_rows_max = 1000;
+  constexpr int chunks_max = 1000;
+  const char* query =
+    "DELETE FROM events WHERE seq IN (SELECT seq FROM (SELECT seq, at FROM "
+    "events ORDER BY seq LIMIT $2) oldest WHERE at < now() - $1 * "
+    "interval '1 millisecond')";
+  uint64_t total = 0;
+  for (int i = 0; i < chunks_max; ++i) {
+    auto deleted = run([&](pqxx::work& tx) -> caf::expected<uint64_t> {
+      auto rs = tx.exec_params(query, retention_ms, chunk_rows_max);
+      return static_cast<uint64_t>(rs.affected_rows());
+    });
+    if (!deleted)
+      return deleted;
+    total += *deleted;
+    if (*deleted == 0)
       break;
   }
   return total;
@@ -161,9 +186,8 @@ caf::expected<uint64_t> store::prune() {
                 static_cast<int64_t>(impl_->opts.release_retention.count()));
   if (!resolved)
     return resolved;
-  auto events = prune_table(
-    run, "events", "at",
-    static_cast<int64_t>(impl_->opts.event_retention.count()), "seq");
+  auto events = prune_events(
+    run, static_cast<int64_t>(impl_->opts.event_retention.count()));
   if (!events)
     return events;
   return *released + *ended + *resolved + *events;

@@ -15,7 +15,8 @@
 -- N never meets a smaller id later (an id taken by the writer could not
 -- promise it: a writer that took one early may commit late). Writers take
 -- no lock for it, so releases commit in parallel as before; only the
--- readers, a few times a second, queue for the clock.
+-- readers, a few times a second, and the reactivation scan, once per page
+-- of a thousand chats, queue for the clock.
 
 CREATE TABLE event_clock (
   only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -25,7 +26,7 @@ INSERT INTO event_clock (last_id) VALUES (0);
 
 CREATE TABLE events (
   seq            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  id             bigint NULL UNIQUE, -- NULL until numbered
+  id             bigint NULL,  -- NULL until numbered
   event          text NOT NULL
                    CHECK (event IN ('reservation_released', 'limits_refilled',
                                     'cancel_requested', 'reconcile_needed')),
@@ -35,10 +36,12 @@ CREATE TABLE events (
   at             timestamptz NOT NULL DEFAULT now()
 );
 
+-- Readers follow this one; a writer's insert (no id yet) touches only the
+-- primary key and the next one. Pruning walks the primary key, oldest first
+-- (seq follows the time closely enough for a retention of hours).
+CREATE UNIQUE INDEX events_id ON events (id) WHERE id IS NOT NULL;
 -- What the next numbering takes, oldest first.
 CREATE INDEX events_unnumbered ON events (seq) WHERE id IS NULL;
--- Pruning after event-retention walks this index.
-CREATE INDEX events_at ON events (at);
 
 -- Numbers up to p_max committed events that have no id yet, in write
 -- order, after the clock; returns the newest id given so far. The clock's
@@ -128,5 +131,7 @@ CREATE TRIGGER reservations_cancel_requested_event
   EXECUTE FUNCTION chargeonce_event_cancel_requested();
 
 -- limits_refilled has no trigger: the reactivation scan refills a thousand
--- chats per statement and writes their events in that statement
--- (persistence/store_limits.cpp).
+-- chats per statement and writes their events in that statement, numbered
+-- at once under the clock's lock, taken after every chat lock of its page
+-- (persistence/store_limits.cpp). A reader holding the clock never waits
+-- for anything (it skips locked rows), so neither can deadlock.

@@ -138,8 +138,9 @@ TEST_SUITE("actors.events") {
   }
 
   TEST_CASE("a subscriber that leaves events unanswered is cut off with "
-            "subscription_ended and its last id; the sweep is not slowed, "
-            "and a new subscription after that id gets the rest") {
+            "subscription_ended and its last id, having been sent no more "
+            "than its window while the sweep went on; a new subscription "
+            "after that id gets the rest") {
     constexpr int64_t n = 50;
     auto base = test::fresh_chat_block(n);
     auto sup = quiet_supervisor();
@@ -161,7 +162,6 @@ TEST_SUITE("actors.events") {
     CHECK(*released >= static_cast<uint64_t>(n));
     MESSAGE("swept " << *released << " with a stuck subscriber in " << sweep_ms
                      << " ms");
-    CHECK(sweep_ms < 1000); // never waits for a subscriber
     REQUIRE(wait_for([&] {
       std::lock_guard<std::mutex> guard{log->mtx};
       return !log->endings.empty();

@@ -367,6 +367,7 @@ TEST_SUITE("actors.sweep") {
                         + range)
           == n);
     test::sql("DELETE FROM ledger WHERE chat_id BETWEEN " + range);
+    test::sql("DELETE FROM events WHERE chat_id BETWEEN " + range);
     test::sql("DELETE FROM chats WHERE chat_id BETWEEN " + range);
     caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);
   }
