@@ -266,7 +266,7 @@ void check_faults(chaos_options& o) {
         && !embedded)
       missing = " needs the embedded cluster (drop --postgres and "
                 "--postgres-ha)";
-    if (f == fault::failover && !o.postgres_ha)
+    if ((f == fault::failover || f == fault::failover_node) && !o.postgres_ha)
       missing = " needs --postgres-ha";
     if (missing != nullptr && o.faults_given)
       throw usage_error(std::string{"--faults="} + to_string(f) + missing);

@@ -53,7 +53,7 @@ private:
   bool pause_postgres();
   bool drop_connection();
   bool kill_worker();
-  bool failover();
+  bool failover(bool whole_node);
   int64_t uniform(int64_t lo, int64_t hi);
   void sleep_ms(int64_t ms);
 

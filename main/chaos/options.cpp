@@ -33,15 +33,17 @@ against its record of every request and answer.
   --servers    chargeonce-server processes (default 2)
   --faults     comma-separated, default all: kill-server, terminate-backend,
                restart-postgres, pause-postgres, drop-connection, kill-worker,
-               failover (restart/pause-postgres need the embedded cluster,
-               failover --postgres-ha)
+               failover, failover-node (restart/pause-postgres need the
+               embedded cluster, failover and failover-node --postgres-ha)
   --json       also write the summary as JSON to PATH
   --postgres   use this database instead of an embedded cluster
   --postgres-ha   run on a pg_auto_failover formation (a primary and its
                synchronous standby) under DATA-DIR/ha instead, made by
                --ha-cluster (default: scripts/ha-cluster of the source tree
                this binary was built in); the fault failover kills the
-               primary's Postgres (-9) and waits for the standby's promotion
+               primary's Postgres (-9) and waits for the standby's promotion,
+               failover-node kills its whole node (pg_autoctl too) and
+               starts it again once the standby is promoted
   --server     the chargeonce-server binary (default: next to this one)
   --data-dir   cluster, server logs and port files (default var/chaos)
   --chats      chats the gateways use (default 48)
