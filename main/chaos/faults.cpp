@@ -191,7 +191,8 @@ bool fault_injector::kill_worker() {
 /// base backup, up to the script's 30 s).
 bool fault_injector::failover(bool whole_node) {
   std::string error;
-  auto primary = ha_->failover(whole_node, current_.no_primary_ms, error);
+  auto primary = ha_->failover(whole_node, opts_.stall_replication_ms,
+                               current_.no_primary_ms, error);
   if (primary.empty()) {
     error_ = error;
     return false;
@@ -201,8 +202,12 @@ bool fault_injector::failover(bool whole_node) {
     error_ = "the old primary did not rejoin: " + error;
     return false;
   }
-  current_.detail =
-    primary + " no_primary_ms=" + std::to_string(current_.no_primary_ms)
+  current_.detail = primary;
+  if (opts_.stall_replication_ms > 0)
+    current_.detail +=
+      " stalled_ms=" + std::to_string(opts_.stall_replication_ms);
+  current_.detail +=
+    " no_primary_ms=" + std::to_string(current_.no_primary_ms)
     + " rejoin_ms=" + std::to_string((now_us() - current_.end_us) / 1000);
   return true;
 }

@@ -42,7 +42,7 @@ int ha_formation::port_base_for(uint64_t seed) {
   return 20430 + static_cast<int>(seed % 500) * 3;
 }
 
-std::string ha_formation::run(const char* command, std::string& error) {
+std::string ha_formation::run(const std::string& command, std::string& error) {
   auto log = dir_ + ".log";
   std::error_code size_error;
   auto logged = std::filesystem::file_size(log, size_error);
@@ -69,7 +69,7 @@ std::string ha_formation::run(const char* command, std::string& error) {
   auto last =
     out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   if (status != 0) {
-    error = "ha-cluster " + std::string{command} + " failed (status "
+    error = "ha-cluster " + command + " failed (status "
             + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1)
             + "; see " + dir_ + ".log)";
     return {};
@@ -88,9 +88,15 @@ std::string ha_formation::start(std::string& error) {
   return error.empty() ? dsn : std::string{};
 }
 
-std::string ha_formation::failover(bool whole_node, int64_t& no_primary_ms,
-                                   std::string& error) {
-  auto primary = run(whole_node ? "failover --whole-node" : "failover", error);
+std::string ha_formation::failover(bool whole_node, int64_t stall_ms,
+                                   int64_t& no_primary_ms, std::string& error) {
+  std::string command = whole_node ? "failover --whole-node" : "failover";
+  if (stall_ms > 0) {
+    auto millis = std::to_string(1000 + stall_ms % 1000).substr(1);
+    command +=
+      " --stall-replication=" + std::to_string(stall_ms / 1000) + "." + millis;
+  }
+  auto primary = run(command, error);
   if (primary.rfind("primary=", 0) != 0 && error.empty())
     error = "ha-cluster failover printed '" + primary + "'";
   // "ha-cluster: node_b (port …) promoted 6012 ms after the kill; …"
