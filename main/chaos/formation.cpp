@@ -48,9 +48,9 @@ std::string ha_formation::run(const std::string& command, std::string& error) {
   auto logged = std::filesystem::file_size(log, size_error);
   if (size_error)
     logged = 0;
-  auto line = "HA_DIR=" + sh_quoted(dir_) + " HA_PORT_BASE="
-              + std::to_string(port_base_) + " " + sh_quoted(script_) + " "
-              + command + " 2>>" + sh_quoted(dir_ + ".log");
+  auto line = "HA_DIR=" + sh_quoted(dir_)
+              + " HA_PORT_BASE=" + std::to_string(port_base_) + " "
+              + sh_quoted(script_) + " " + command + " 2>>" + sh_quoted(log);
   auto* pipe = popen(line.c_str(), "r");
   if (pipe == nullptr) {
     error = std::string{"cannot run "} + script_;
