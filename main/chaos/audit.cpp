@@ -411,7 +411,8 @@ private:
     int64_t out = 0;
     for (const auto& f : rec_.faults)
       if (f.what == fault::kill_server || f.what == fault::restart_postgres
-          || f.what == fault::pause_postgres || f.what == fault::failover)
+          || f.what == fault::pause_postgres || f.what == fault::failover
+          || f.what == fault::failover_node)
         out += std::max<int64_t>(0, std::min(to, f.end_us)
                                       - std::max(from, f.begin_us));
     return out / 1000;

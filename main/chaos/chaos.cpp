@@ -72,8 +72,10 @@ struct setup {
 /// Starts or checks Postgres, migrates, clears this seed's chats.
 std::string prepare(const chaos_options& o, setup& s) {
   if (o.postgres_ha) {
-    s.ha = std::make_unique<ha_formation>(o.ha_cluster, o.data_dir + "/ha",
-                                          ha_formation::port_base_for(o.seed));
+    s.ha = std::make_unique<ha_formation>(
+      o.ha_cluster, o.data_dir + "/ha",
+      o.ha_port_base != 0 ? o.ha_port_base
+                          : ha_formation::port_base_for(o.seed));
     std::string err;
     s.dsn = s.ha->start(err);
     if (s.dsn.empty())
@@ -192,10 +194,13 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   std::vector<std::string> policy_args;
   if (catalog_path.empty())
     policy_args.push_back("--image-cancel-after-start=request");
-  server_set servers{o.server,   s.dsn + " application_name=" + app_name,
-                     o.data_dir, server_timings{},
-                     o.servers,  catalog_path,
-                     policy_args};
+  // The self-test's servers do not wait for the standby: what they commit
+  // during a stalled replication is acknowledged and then lost.
+  auto server_dsn = s.dsn + " application_name=" + app_name;
+  if (o.self_test_lost_commit)
+    server_dsn += " options='-c synchronous_commit=local'";
+  server_set servers{o.server,  server_dsn,   o.data_dir, server_timings{},
+                     o.servers, catalog_path, policy_args};
   for (size_t i = 0; i < o.servers; ++i)
     if (!servers.start(i))
       return "server " + std::to_string(i) + " did not start; see "
@@ -234,6 +239,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   fopts.first_process_chat = s.first_chat + o.chats;
   fopts.process_chats = process_chats;
   fopts.process_kind = products.kinds.back().name;
+  if (o.self_test_lost_commit)
+    fopts.stall_replication_ms = 3000;
   fault_injector faults{rec, servers, s.pg.get(), s.ha.get(), fopts};
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
@@ -266,7 +273,7 @@ void check_faults(chaos_options& o) {
         && !embedded)
       missing = " needs the embedded cluster (drop --postgres and "
                 "--postgres-ha)";
-    if (f == fault::failover && !o.postgres_ha)
+    if ((f == fault::failover || f == fault::failover_node) && !o.postgres_ha)
       missing = " needs --postgres-ha";
     if (missing != nullptr && o.faults_given)
       throw usage_error(std::string{"--faults="} + to_string(f) + missing);
@@ -336,7 +343,8 @@ int chaos_main(chaos_options& o) {
   bool self_test = o.self_test_violation || o.self_test_pocket_move
                    || o.self_test_over_capture || o.self_test_cancel_charged
                    || o.self_test_uncertain_charged
-                   || o.self_test_uncertain_left || o.self_test_ledger_chain;
+                   || o.self_test_uncertain_left || o.self_test_ledger_chain
+                   || o.self_test_lost_commit;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

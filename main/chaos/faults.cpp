@@ -45,7 +45,8 @@ bool fault_injector::run(std::chrono::steady_clock::time_point deadline) {
     current_ = fault_record{f, now_us(), 0, {}};
     if (!inject(f))
       return false;
-    current_.end_us = now_us();
+    if (current_.end_us == 0)
+      current_.end_us = now_us();
     spdlog::info("chaos: fault={} {}", to_string(f), current_.detail);
     rec_.add(current_);
   }
@@ -66,7 +67,9 @@ bool fault_injector::inject(fault f) {
   case fault::drop_connection:
     return drop_connection();
   case fault::failover:
-    return failover();
+    return failover(false);
+  case fault::failover_node:
+    return failover(true);
   case fault::kill_worker:
     return kill_worker();
   }
@@ -177,18 +180,35 @@ bool fault_injector::kill_worker() {
   return true;
 }
 
-/// The primary's Postgres killed (-9) and kept down until the monitor has
-/// promoted its synchronous standby; the script then lets the old primary
-/// rejoin as the new standby. Operations in flight meanwhile answer
-/// storage_unavailable and are retried with the same ids.
-bool fault_injector::failover() {
+/// The primary's Postgres killed (-9) and kept down, or its whole node
+/// (pg_autoctl too) killed, until the monitor has promoted its synchronous
+/// standby; the script then lets the old primary rejoin as the new standby.
+/// Operations in flight meanwhile answer storage_unavailable and are
+/// retried with the same ids. The fault ends with the promotion; the
+/// rejoin (a rewind, in the background of a working primary) is waited
+/// for after it, so that the next fault, the audit or the final stop never
+/// meets a node halfway through it (pg_autoctl stop waits for a rewind or
+/// base backup, up to the script's 30 s).
+bool fault_injector::failover(bool whole_node) {
   std::string error;
-  auto primary = ha_->failover(error);
+  auto primary = ha_->failover(whole_node, opts_.stall_replication_ms,
+                               current_.no_primary_ms, error);
   if (primary.empty()) {
     error_ = error;
     return false;
   }
+  current_.end_us = now_us();
+  if (!ha_->wait_ready(error)) {
+    error_ = "the old primary did not rejoin: " + error;
+    return false;
+  }
   current_.detail = primary;
+  if (opts_.stall_replication_ms > 0)
+    current_.detail +=
+      " stalled_ms=" + std::to_string(opts_.stall_replication_ms);
+  current_.detail +=
+    " no_primary_ms=" + std::to_string(current_.no_primary_ms)
+    + " rejoin_ms=" + std::to_string((now_us() - current_.end_us) / 1000);
   return true;
 }
 

@@ -28,6 +28,9 @@ struct fault_options {
   std::string process_kind = "image"; ///< what worker processes reserve
   int64_t gap_min_ms = 1500;          ///< quiet time between two faults
   int64_t gap_max_ms = 4000;
+  /// --self-test-lost-commit: each failover first stalls replication this
+  /// long (0: never).
+  int64_t stall_replication_ms = 0;
 };
 
 class fault_injector {
@@ -53,7 +56,7 @@ private:
   bool pause_postgres();
   bool drop_connection();
   bool kill_worker();
-  bool failover();
+  bool failover(bool whole_node);
   int64_t uniform(int64_t lo, int64_t hi);
   void sleep_ms(int64_t ms);
 

@@ -12,8 +12,8 @@ namespace chargeonce::chaos {
 const char* const usage_text =
   R"(usage: chargeonce-chaos [--seed=N] [--duration=DURATION] [--servers=N]
                         [--faults=LIST] [--json=PATH] [--postgres=DSN]
-                        [--postgres-ha [--ha-cluster=PATH]]
-                        [--server=PATH] [--data-dir=DIR] [--chats=N]
+                        [--postgres-ha [--ha-cluster=PATH]
+                        [--ha-port-base=PORT]] [--server=PATH] [--data-dir=DIR] [--chats=N]
                         [--gateways=N] [--workers=N] [--catalog=WHICH]
                         [--self-test-violation] [--self-test-pocket-move]
                         [--self-test-over-capture]
@@ -21,6 +21,7 @@ const char* const usage_text =
                         [--self-test-uncertain-charged]
                         [--self-test-uncertain-left]
                         [--self-test-ledger-chain]
+                        [--self-test-lost-commit]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -33,15 +34,20 @@ against its record of every request and answer.
   --servers    chargeonce-server processes (default 2)
   --faults     comma-separated, default all: kill-server, terminate-backend,
                restart-postgres, pause-postgres, drop-connection, kill-worker,
-               failover (restart/pause-postgres need the embedded cluster,
-               failover --postgres-ha)
+               failover, failover-node (restart/pause-postgres need the
+               embedded cluster, failover and failover-node --postgres-ha)
   --json       also write the summary as JSON to PATH
   --postgres   use this database instead of an embedded cluster
   --postgres-ha   run on a pg_auto_failover formation (a primary and its
                synchronous standby) under DATA-DIR/ha instead, made by
                --ha-cluster (default: scripts/ha-cluster of the source tree
                this binary was built in); the fault failover kills the
-               primary's Postgres (-9) and waits for the standby's promotion
+               primary's Postgres (-9) and waits for the standby's promotion,
+               failover-node kills its whole node (pg_autoctl too) and
+               starts it again once the standby is promoted
+  --ha-port-base   the formation's ports: PORT (monitor), +1, +2 (default:
+               from the seed, above the ephemeral port range; a formation
+               kept in DATA-DIR/ha is started again only on its own ports)
   --server     the chargeonce-server binary (default: next to this one)
   --data-dir   cluster, server logs and port files (default var/chaos)
   --chats      chats the gateways use (default 48)
@@ -67,6 +73,12 @@ against its record of every request and answer.
   --self-test-ledger-chain   add a credit to the pockets one ledger row
                records, no change and no pocket touched: the check that
                each row starts where the one before it ended must see it
+  --self-test-lost-commit   with --postgres-ha: the servers connect with
+               synchronous_commit = local, and each failover first stalls
+               replication for 3 s (SIGSTOP of the primary's walsenders):
+               what the primary acknowledged meanwhile is lost with it, and
+               the check that every acknowledged commit is charged must see
+               it (run with --faults=failover)
 
 The servers refuse a cancel of a started job (too_late) for some kinds and
 ask its worker to stop for others (cancel_after_start: request): image of
@@ -128,6 +140,8 @@ void apply(chaos_options& o, const std::string& name, const std::string& v) {
     o.postgres = v;
   else if (name == "ha-cluster")
     o.ha_cluster = v;
+  else if (name == "ha-port-base")
+    o.ha_port_base = parse_int<int>(name, v, 1024, 65533);
   else if (name == "server")
     o.server = v;
   else if (name == "data-dir")
@@ -186,6 +200,10 @@ chaos_options parse_options(int argc, char** argv) {
       o.self_test_ledger_chain = true;
       continue;
     }
+    if (arg == "--self-test-lost-commit") {
+      o.self_test_lost_commit = true;
+      continue;
+    }
     if (arg == "--self-test-violation") {
       o.self_test_violation = true;
       continue;
@@ -219,6 +237,8 @@ chaos_options parse_options(int argc, char** argv) {
         .string();
   if (o.postgres_ha && !o.postgres.empty())
     throw usage_error("--postgres-ha makes its own Postgres: drop --postgres");
+  if (o.self_test_lost_commit && !o.postgres_ha)
+    throw usage_error("--self-test-lost-commit needs --postgres-ha");
   if (o.worker_process)
     o.worker.seed = o.seed;
   return o;

@@ -25,6 +25,9 @@ struct chaos_options {
   /// failed over by `ha_cluster` (scripts/ha-cluster).
   bool postgres_ha = false;
   std::string ha_cluster;
+  /// The formation's first port (monitor; the nodes +1 and +2); 0: one
+  /// above the ephemeral range, derived from the seed.
+  int ha_port_base = 0;
   std::string server; ///< chargeonce-server; default next to this binary
   std::string data_dir = "var/chaos";
   /// builtin, generated (from the seed) or the path of a catalog file.
@@ -39,6 +42,10 @@ struct chaos_options {
   bool self_test_uncertain_charged = false;
   bool self_test_uncertain_left = false;
   bool self_test_ledger_chain = false;
+  /// --postgres-ha: the servers commit with synchronous_commit = local and
+  /// every failover stalls replication first, so that it loses what was
+  /// acknowledged meanwhile: invariant 1 must see it.
+  bool self_test_lost_commit = false;
   bool help = false;
   bool worker_process = false; ///< internal: run as a killable worker
   worker_process_args worker;

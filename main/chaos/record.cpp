@@ -43,7 +43,7 @@ const char* to_string(fault x) {
   static constexpr const char* names[] = {
     "kill-server",    "terminate-backend", "restart-postgres",
     "pause-postgres", "drop-connection",   "kill-worker",
-    "failover",
+    "failover",       "failover-node",
   };
   return names[static_cast<size_t>(x)];
 }

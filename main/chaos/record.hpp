@@ -86,8 +86,11 @@ enum class fault : uint8_t {
   drop_connection,
   kill_worker,
   failover, ///< --postgres-ha only: the primary's Postgres killed, promoted
+  /// --postgres-ha only: the primary's whole node (pg_autoctl and Postgres)
+  /// killed, the standby promoted, the node started again.
+  failover_node,
 };
-constexpr size_t fault_count = 7;
+constexpr size_t fault_count = 8;
 const char* to_string(fault x);
 bool fault_from_string(const std::string& name, fault& out);
 
@@ -97,6 +100,9 @@ struct fault_record {
   int64_t begin_us = 0;
   int64_t end_us = 0;
   std::string detail;
+  /// A failover: from the kill to a writable new primary, as the script
+  /// measured it (0 for other faults).
+  int64_t no_primary_ms = 0;
 };
 
 /// [from, to]: Postgres was stopped or frozen for the whole interval.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/chaos/report.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace chargeonce::chaos {
@@ -32,19 +33,24 @@ nlohmann::json faults(const run_facts& facts, const recorder& rec) {
     counts[to_string(f)] = 0;
   nlohmann::json log = nlohmann::json::array();
   auto t0 = rec.ops.empty() ? 0 : rec.ops.front().sent_us;
+  int64_t no_primary_ms = 0;
   for (const auto& f : rec.faults) {
     counts[to_string(f.what)] = counts[to_string(f.what)].get<uint64_t>() + 1;
     log.push_back({{"fault", to_string(f.what)},
                    {"at_s", static_cast<double>(f.begin_us - t0) / 1e6},
                    {"duration_ms", (f.end_us - f.begin_us) / 1000},
                    {"detail", f.detail}});
+    no_primary_ms += std::max<int64_t>(0, f.no_primary_ms);
   }
   uint64_t outage_ms = 0;
   for (const auto& o : rec.outages)
     outage_ms += static_cast<uint64_t>((o.to_us - o.from_us) / 1000);
+  // Failovers: from each kill to a writable new primary (the servers'
+  // chargeonce_storage_unavailable_seconds_total restarts with them).
   return {{"by_type", counts},
           {"total", rec.faults.size()},
           {"postgres_down_ms", outage_ms},
+          {"no_primary_ms", no_primary_ms},
           {"log", log}};
 }
 
@@ -96,7 +102,10 @@ std::string render(const nlohmann::json& s) {
     out << '\n';
   }
   out << "\nfaults: " << s["faults"]["total"] << " (Postgres down "
-      << s["faults"]["postgres_down_ms"] << " ms)\n";
+      << s["faults"]["postgres_down_ms"] << " ms";
+  if (s["faults"]["no_primary_ms"].get<int64_t>() > 0)
+    out << ", no primary " << s["faults"]["no_primary_ms"] << " ms";
+  out << ")\n";
   for (const auto& [name, n] : s["faults"]["by_type"].items())
     out << "  " << name << ": " << n << '\n';
   out << "\nledger rows:";

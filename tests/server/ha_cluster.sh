@@ -12,8 +12,11 @@
 # synchronously. `failover` (kill -9 of the primary's postmaster) promotes
 # the other node, and the same connection string finds the data there and
 # writes; a second `failover` moves back, so the killed node has rejoined.
-# `stop` leaves no process behind, and `start` brings the same data back.
-# Prints the time `start` and each failover took. Needs the packages
+# `failover --whole-node` (kill -9 of the primary's pg_autoctl and Postgres)
+# promotes the other node just the same, every row kept, and brings the
+# killed node back as secondary. `stop` leaves no process behind, and
+# `start` brings the same data back. Prints the time `start` and each
+# failover took. Needs the packages
 # postgresql-15-auto-failover and pg-auto-failover-cli (scripts/install-deps);
 # fails, never skips, without them.
 set -euo pipefail
@@ -102,12 +105,13 @@ on_exit_remove "$tmp"
 on_exit_run cleanup_formation
 on_exit_show_log "$tmp/*.err" "$HA_DIR/*.log"
 
-# Runs `ha-cluster COMMAND`, expecting exit status 0; its stdout goes to the
-# global `out`, its last line to `last`, its stderr to $tmp/COMMAND.err.
+# Runs `ha-cluster COMMAND [OPTION]`, expecting exit status 0; its stdout
+# goes to the global `out`, its last line to `last`, its stderr to
+# $tmp/COMMAND.err.
 run_ha() {
   local rc=0
-  out=$("$ha" "$1" 2>"$tmp/$1.err") || rc=$?
-  ((rc == 0)) || die "'ha-cluster $1' exited $rc: $(tail -n 30 "$tmp/$1.err")"
+  out=$("$ha" "$@" 2>"$tmp/$1.err") || rc=$?
+  ((rc == 0)) || die "'ha-cluster $*' exited $rc: $(tail -n 30 "$tmp/$1.err")"
   last=$(tail -n1 <<<"$out")
 }
 
@@ -188,18 +192,19 @@ note "primary: synchronous_standby_names = '$names', synchronous_commit = on;" \
 
 # -- failovers ----------------------------------------------------------------
 
-# Fails over from port `from` to port `to`, then checks the rows 1..`rows`
-# are there through the connection string, which now writes on `to`.
+# Fails over from port `from` to port `to` (`how`: failover's option, if
+# any), then checks the rows 1..`rows` are there through the connection
+# string, which now writes on `to`.
 failover() {
-  local n=$1 from=$2 to=$3 rows=$4 t count port
+  local n=$1 from=$2 to=$3 rows=$4 how=("${@:5}") t count port
   die_where="in failover $n"
   t=$(now_ms)
-  run_ha failover
+  run_ha failover "${how[@]}"
   failover_ms[n]=$(($(now_ms) - t))
   [[ $last == "primary=127.0.0.1:$to" ]] \
     || die "failover printed '$last', expected primary=127.0.0.1:$to"
   note "failover $n: primary moved from port $from to $to in" \
-    "$(seconds "${failover_ms[n]}") s ($(tail -n1 "$tmp/failover.err"))"
+    "$(seconds "${failover_ms[n]}") s ($(grep -m1 ' promoted ' "$tmp/failover.err"))"
   count=$(sql "$conn" -c "SELECT count(*) FROM ha_probe WHERE id <= $rows") \
     || die "psql through '$conn' failed after failover $n"
   [[ $count == "$rows" ]] \
@@ -215,10 +220,30 @@ failover() {
     "inserted on port $to"
 }
 
+# True once `status` shows port `1` as secondary and port `2` as primary,
+# both in the state assigned to them (and every pg_autoctl running).
+roles_are() {
+  run_ha status 2>/dev/null || return 1
+  [[ $(ports_in_state "$out" secondary) == "$1" \
+    && $(ports_in_state "$out" primary) == "$2" ]]
+}
+
 failover_ms=()
 failover 1 "$primary" "$secondary" 1
 # Back again: only possible once the killed node rejoined as secondary.
 failover 2 "$secondary" "$primary" 2
+# The whole node of the primary: pg_autoctl and Postgres killed -9.
+failover 3 "$primary" "$secondary" 3 --whole-node
+t=$(now_ms)
+for ((i = 0; i < 120; i++)); do
+  roles_are "$primary" "$secondary" && break
+  sleep 0.5
+done
+roles_are "$primary" "$secondary" \
+  || die "the killed node (port $primary) is not back as secondary 60 s" \
+    "after failover 3: $out"
+note "failover 3: the killed node (port $primary) is back as secondary" \
+  "$(seconds $(($(now_ms) - t))) s after the promotion"
 
 # -- stop, start again --------------------------------------------------------
 
@@ -239,8 +264,8 @@ restart_ms=$(($(now_ms) - t0))
   || die "start after stop printed '$last', not '$conn'"
 count=$(sql "$conn" -c "SELECT count(*) FROM ha_probe") \
   || die "psql through '$conn' failed after the restart"
-[[ $count == 3 ]] || die "after the restart $count rows are left, not 3"
-note "start after stop took $(seconds "$restart_ms") s; the 3 rows are there"
+[[ $count == 4 ]] || die "after the restart $count rows are left, not 4"
+note "start after stop took $(seconds "$restart_ms") s; the 4 rows are there"
 run_ha stop
 poll 5 no_formation_processes \
   || die "processes left after the second stop: $(formation_processes)"
@@ -248,5 +273,5 @@ poll 5 no_formation_processes \
 die_where=""
 echo "ha_cluster: all passed; start $(seconds "$start_ms") s, failovers" \
   "$(seconds "${failover_ms[1]}") s and $(seconds "${failover_ms[2]}") s" \
-  "(each including the wait for an in-sync secondary), restart" \
-  "$(seconds "$restart_ms") s"
+  "(each including the wait for an in-sync secondary), whole node" \
+  "$(seconds "${failover_ms[3]}") s, restart $(seconds "$restart_ms") s"
