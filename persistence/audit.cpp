@@ -110,9 +110,18 @@ void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
     "FROM events WHERE chat_id > $1 AND chat_id <= $2 ORDER BY seq",
     first, first + count);
   for (const auto& r : rs)
-    out.events.push_back(audit_event{r[0].as<std::string>(),
-                                     r[1].as<int64_t>(), r[2].as<int64_t>(),
+    out.events.push_back(audit_event{r[0].as<std::string>(), r[1].as<int64_t>(),
+                                     r[2].as<int64_t>(),
                                      r[3].as<std::string>()});
+}
+
+void read_ended(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                audit_snapshot& out) {
+  auto rs = tx.exec_params("SELECT id FROM ended_reservations WHERE chat_id > "
+                           "$1 AND chat_id <= $2 ORDER BY id",
+                           first, first + count);
+  for (const auto& r : rs)
+    out.ended.push_back(r[0].as<int64_t>());
 }
 
 } // namespace
@@ -141,6 +150,7 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     read_releases(tx, first, count, out);
     read_uncertain(tx, first, count, out);
     read_events(tx, first, count, out);
+    read_ended(tx, first, count, out);
     tx.commit();
     return out;
   } catch (...) {
@@ -200,14 +210,17 @@ caf::error forge_lost_event(const std::string& dsn, chat_id first,
   try {
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
-    auto gone = tx.exec_params(
-      "DELETE FROM events WHERE seq = (SELECT seq FROM events"
-      " WHERE event = 'reservation_released' AND chat_id > $1"
-      "   AND chat_id <= $2 ORDER BY seq LIMIT 1)",
-      first, first + count);
+    auto gone =
+      tx.exec_params("DELETE FROM events WHERE seq = (SELECT seq FROM events"
+                     " WHERE event <> 'limits_refilled' AND chat_id > $1"
+                     "   AND chat_id <= $2 ORDER BY seq LIMIT 1)",
+                     first, first + count);
+    if (gone.affected_rows() == 0) // a short run without one: an orphan
+      tx.exec_params("INSERT INTO events (event, chat_id, reservation_id, "
+                     "detail) VALUES ('reservation_released', $1, "
+                     "9000000000000, 'sweep_timeout')",
+                     first + 1);
     tx.commit();
-    if (gone.affected_rows() == 0)
-      return caf::make_error(ec::not_found, "the range has no release");
     return caf::none;
   } catch (...) {
     return failed("forging a lost event");

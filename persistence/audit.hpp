@@ -85,6 +85,8 @@ struct audit_snapshot {
   std::vector<audit_release> releases;
   std::vector<audit_uncertain> uncertain;
   std::vector<audit_event> events;
+  /// Jobs with a request id that ended (ended_reservations), by id.
+  std::vector<reservation_id> ended;
 };
 
 /// Reads chats, ledger, reservations, releases, jobs of unknown outcome and
@@ -103,9 +105,9 @@ caf::expected<int64_t> count_reservations(const std::string& dsn, chat_id first,
 caf::expected<int64_t> terminate_backends(const std::string& dsn,
                                           const std::string& application_name);
 
-/// Self-test of the auditor only: deletes the reservation_released event of
-/// one release of the range, as if its change had committed without it.
-/// ec::not_found when the range has no release.
+/// Self-test of the auditor only: deletes one event of the range (not a
+/// refill's), as if its change had committed without it; in a range
+/// without one, writes a release event of a reservation that never was.
 caf::error forge_lost_event(const std::string& dsn, chat_id first,
                             int64_t count);
 

@@ -25,6 +25,8 @@ const char* const invariant_names[invariant_count] = {
   "11_uncertain_charged_by_resolve",
   "12_nothing_left_uncertain",
   "13_ledger_chain",
+  "14_event_with_each_change",
+  "15_acknowledged_reservation_kept",
 };
 
 namespace {
@@ -109,6 +111,8 @@ public:
     uncertain_charged_by_resolve();
     nothing_left_uncertain();
     ledger_chain();
+    events_with_changes();
+    reservations_kept();
     for (const auto& l : snap_.ledger)
       ++out_.ledger_entries[l.entry];
     return std::move(out_);
@@ -692,6 +696,93 @@ private:
              "pockets are " + text(c.available) + ", the last ledger row ("
                + std::to_string(l->second->id) + ") says "
                + text(l->second->after));
+    }
+  }
+
+  // -- 14: each release, job of unknown outcome, unresolved release and
+  //        acknowledged cancel request has exactly one event, and each
+  //        event the change it announces (written in one transaction) ----
+
+  /// "reservation_released 13 lease_expired": what an event says.
+  static std::string event_key(const std::string& event, reservation_id id,
+                               const std::string& detail) {
+    return event + " " + std::to_string(id) + " " + detail;
+  }
+
+  void events_with_changes() {
+    std::map<std::string, int> written; // event_key -> events in Postgres
+    std::map<std::string, chat_id> chat_of;
+    for (const auto& e : snap_.events) {
+      if (e.event == "limits_refilled")
+        continue; // a refill's own ledger row is checked by 2 and 13
+      auto detail = e.event == "reconcile_needed" ? "" : e.detail;
+      auto key = event_key(e.event, e.reservation, detail);
+      ++written[key];
+      chat_of[key] = e.chat;
+    }
+    std::map<std::string, chat_id> due; // event_key -> chat, one event each
+    for (const auto& x : snap_.releases)
+      due[event_key("reservation_released", x.id, x.reason)] = x.chat;
+    for (const auto& x : snap_.uncertain) {
+      due[event_key("reconcile_needed", x.id, "")] = x.chat;
+      if (x.outcome == "released")
+        due[event_key("reservation_released", x.id, "unresolved")] = x.chat;
+    }
+    std::set<chat_id> cancels_sent;
+    for (const auto& r : rec_.ops)
+      if (r.what == op::cancel) {
+        cancels_sent.insert(r.chat);
+        if (r.ok() && r.cancel_requested)
+          due[event_key("cancel_requested", r.id, "")] = r.chat;
+      }
+    for (const auto& [key, chat] : due) {
+      check(14);
+      auto n = written.count(key) != 0 ? written[key] : 0;
+      if (n != 1)
+        fail(14, chat, 0,
+             std::to_string(n) + " events '" + key
+               + "' where the change was written once");
+    }
+    for (const auto& [key, n] : written) {
+      check(14);
+      if (due.count(key) != 0)
+        continue;
+      auto chat = chat_of[key];
+      // A cancel whose answer was lost may have marked the job.
+      if (key.rfind("cancel_requested ", 0) == 0 && cancels_sent.count(chat))
+        continue;
+      fail(14, chat, 0,
+           "event '" + key + "' (" + std::to_string(n)
+             + "x) announces a change Postgres does not have");
+    }
+  }
+
+  // -- 15: a reservation acknowledged with a request id is in Postgres
+  //        after the run: active, ended, released, uncertain or charged
+  //        (one a failover lost is in none) ----------------------------------
+
+  void reservations_kept() {
+    std::set<reservation_id> kept(snap_.ended.begin(), snap_.ended.end());
+    for (const auto& x : snap_.reservations)
+      kept.insert(x.id);
+    for (const auto& x : snap_.releases)
+      kept.insert(x.id);
+    for (const auto& x : snap_.uncertain)
+      kept.insert(x.id);
+    for (const auto& l : snap_.ledger)
+      if (l.charge)
+        kept.insert(l.reservation);
+    std::set<reservation_id> seen;
+    for (const auto& r : rec_.ops) {
+      if (r.what != op::reserve || !r.ok() || r.key == 0 || r.id == 0
+          || !seen.insert(r.id).second)
+        continue;
+      check(15);
+      if (kept.count(r.id) == 0)
+        fail(15, r.chat, r.id,
+             "reserve acknowledged it (request id " + request_id(r.key)
+               + "), yet Postgres has no trace of it: not active, ended, "
+                 "released, uncertain or charged");
     }
   }
 

@@ -329,6 +329,10 @@ int chaos_main(chaos_options& o) {
       if (auto err =
             persistence::forge_ledger_after(s.dsn, s.first_chat, o.chats))
         error = "cannot forge a ledger row's pockets: " + error_message(err);
+    if (o.self_test_lost_event)
+      if (auto err =
+            persistence::forge_lost_event(s.dsn, s.first_chat, o.chats))
+        error = "cannot lose an event: " + error_message(err);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)
@@ -344,7 +348,7 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_over_capture || o.self_test_cancel_charged
                    || o.self_test_uncertain_charged
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
-                   || o.self_test_lost_commit;
+                   || o.self_test_lost_commit || o.self_test_lost_event;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog};
   auto summary = summarize(facts, rec, result);

@@ -20,7 +20,7 @@ const char* const usage_text =
                         [--self-test-cancel-charged]
                         [--self-test-uncertain-charged]
                         [--self-test-uncertain-left]
-                        [--self-test-ledger-chain]
+                        [--self-test-ledger-chain] [--self-test-lost-event]
                         [--self-test-lost-commit]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
@@ -73,6 +73,9 @@ against its record of every request and answer.
   --self-test-ledger-chain   add a credit to the pockets one ledger row
                records, no change and no pocket touched: the check that
                each row starts where the one before it ended must see it
+  --self-test-lost-event   delete one event before the audit (in a run
+               without any, write one that no change made): the check that
+               each change has its one event must see it
   --self-test-lost-commit   with --postgres-ha: the servers connect with
                synchronous_commit = local, and each failover first stalls
                replication for 3 s (SIGSTOP of the primary's walsenders):
@@ -198,6 +201,10 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-ledger-chain") {
       o.self_test_ledger_chain = true;
+      continue;
+    }
+    if (arg == "--self-test-lost-event") {
+      o.self_test_lost_event = true;
       continue;
     }
     if (arg == "--self-test-lost-commit") {

@@ -42,6 +42,9 @@ struct chaos_options {
   bool self_test_uncertain_charged = false;
   bool self_test_uncertain_left = false;
   bool self_test_ledger_chain = false;
+  /// Deletes one event before the audit (or, without any, writes one no
+  /// change made): the check of an event with each change must see it.
+  bool self_test_lost_event = false;
   /// --postgres-ha: the servers commit with synchronous_commit = local and
   /// every failover stalls replication first, so that it loses what was
   /// acknowledged meanwhile: invariant 1 must see it.

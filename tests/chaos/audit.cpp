@@ -74,10 +74,11 @@ struct history {
   }
 
   /// An acknowledged reserve; the reservation is inserted 2 ms after it
-  /// was sent.
+  /// was sent, and Postgres keeps it (with its request id) once it ended.
   op_record reserved(chat_id chat, reservation_id id, int64_t sent_ms,
                      pockets held) {
     created_ms[id] = sent_ms + 2;
+    snap.ended.push_back(id);
     auto r = answered(op::reserve, chat, id, sent_ms, held);
     r.created_us = at(sent_ms + 2);
     r.key = id;
@@ -144,6 +145,9 @@ struct history {
                    charge(3, paused, chat_c, {0, 1, 0}, outage_to_ms + 100),
                    charge(4, unknown_job, chat_f, {0, 0, 1}, 4501)};
     snap.releases = {{swept, chat_b, "lease_expired", at(3000)}};
+    // Each written with its change (migration 010's triggers).
+    snap.events = {{"reconcile_needed", chat_f, unknown_job, "prov-31"},
+                   {"reservation_released", chat_b, swept, "lease_expired"}};
   }
 
   static persistence::audit_ledger_row charge(int64_t row, reservation_id id,
@@ -261,6 +265,8 @@ const std::string cancelled_never_charged = invariant_names[9];
 const std::string uncertain_charged_by_resolve = invariant_names[10];
 const std::string nothing_left_uncertain = invariant_names[11];
 const std::string ledger_chain = invariant_names[12];
+const std::string event_with_each_change = invariant_names[13];
+const std::string reservation_kept = invariant_names[14];
 
 } // namespace
 
@@ -427,6 +433,7 @@ TEST_SUITE("chaos.audit") {
             "caught") {
     history h;
     h.snap.releases.clear();
+    h.snap.events.pop_back(); // never released, so never announced
     h.snap.reservations.push_back({swept, chat_b, true, {0, 0, 1}, at(1002)});
     CHECK(h.failed() == no_lock_left);
   }
@@ -487,6 +494,7 @@ TEST_SUITE("chaos.audit") {
     h.rec.add(h.answered(op::commit, chat_a, asked, 800, {0, 0, 1}));
     h.snap.ledger.push_back(history::charge(9, asked, chat_a, {0, 0, 1}, 801));
     h.snap.chats[0].available = {0, 0, 7};
+    h.snap.events.push_back({"cancel_requested", chat_a, asked, ""});
     CHECK(h.failed() == "");
     h.find(op::cancel, asked).cancel_requested = false;
     CHECK(h.failed() == cancel_xor_start + "," + cancelled_never_charged);
@@ -524,6 +532,7 @@ TEST_SUITE("chaos.audit") {
   TEST_CASE("12: a job still uncertain after the run is caught") {
     history h;
     h.snap.uncertain.push_back({32, chat_f, "", at(4700)});
+    h.snap.events.push_back({"reconcile_needed", chat_f, 32, "prov-32"});
     CHECK(h.failed() == nothing_left_uncertain);
   }
 
@@ -582,5 +591,58 @@ TEST_SUITE("chaos.audit") {
     h.snap.ledger.erase(h.snap.ledger.begin());
     h.snap.chats[0].available = {0, 1, 8};
     CHECK(h.failed() == charged_once);
+  }
+
+  TEST_CASE("14: a release whose event was lost, or written twice, is "
+            "caught") {
+    history h;
+    h.snap.events.pop_back(); // the release of `swept`
+    CHECK(h.failed() == event_with_each_change);
+    history twice;
+    twice.snap.events.push_back(twice.snap.events.back());
+    CHECK(twice.failed() == event_with_each_change);
+  }
+
+  TEST_CASE("14: an event without its change, and a job of unknown outcome "
+            "without reconcile_needed, are caught") {
+    history h;
+    h.snap.events.push_back(
+      {"reservation_released", chat_a, committed, "sweep_timeout"});
+    CHECK(h.failed() == event_with_each_change);
+    history lost;
+    lost.snap.events.erase(lost.snap.events.begin()); // reconcile_needed
+    CHECK(lost.failed() == event_with_each_change);
+  }
+
+  TEST_CASE("14: a cancel answered cancel_requested needs its event; one "
+            "whose answer was lost may have written it") {
+    constexpr reservation_id asked = 15;
+    history h;
+    h.rec.add(h.reserved(chat_d, asked, 700, {0, 0, 1}));
+    h.rec.add(h.answered(op::start, chat_d, asked, 710, {0, 0, 1}));
+    auto cancel = h.answered(op::cancel, chat_d, asked, 720, {0, 0, 1});
+    cancel.cancel_requested = true;
+    h.rec.add(cancel);
+    h.rec.add(h.answered(op::fail, chat_d, asked, 800, {0, 0, 1}));
+    CHECK(h.failed() == event_with_each_change);
+    h.snap.events.push_back({"cancel_requested", chat_d, asked, ""});
+    CHECK(h.failed() == "");
+    auto& sent = h.find(op::cancel, asked);
+    sent.result = static_cast<uint8_t>(outcome::transport);
+    sent.cancel_requested = false;
+    CHECK(h.failed() == "");
+  }
+
+  TEST_CASE("15: an acknowledged reservation Postgres has no trace of (lost "
+            "with a failover) is caught; one still active or only charged "
+            "passes") {
+    history h;
+    h.snap.ended.erase(
+      std::find(h.snap.ended.begin(), h.snap.ended.end(), cancelled));
+    CHECK(h.failed() == reservation_kept);
+    history charged;
+    charged.snap.ended.erase(std::find(charged.snap.ended.begin(),
+                                       charged.snap.ended.end(), committed));
+    CHECK(charged.failed() == "");
   }
 }

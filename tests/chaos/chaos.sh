@@ -79,16 +79,18 @@ check "windows were refilled during the run, each in the ledger" \
 jq -c '{operations: .operations.total, faults: .faults.by_type,
   checked: (.invariants | map_values(.checked))}' "$tmp/run.json"
 
-echo "== self-test: a forged ledger row must be caught"
+echo "== self-test: a forged ledger row and a lost event must be caught"
 status=0
 "$chaos" --seed="$seed" --duration=5 --servers=1 \
   --faults=drop-connection,kill-worker --self-test-violation \
+  --self-test-lost-event \
   --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
   >"$tmp/forged.txt" || status=$?
 ((status == 1)) || die "the forged run exited $status, expected 1"
 check "the forged charge is reported" '.result == "violations"
   and .invariants["1_charged_exactly_once"].violations >= 1
-  and .invariants["2_conservation"].violations >= 1' "$tmp/forged.json"
+  and .invariants["2_conservation"].violations >= 1
+  and .invariants["14_event_with_each_change"].violations >= 1' "$tmp/forged.json"
 grep -q "without any commit request" "$tmp/forged.txt" ||
   die "the text summary does not list the forged charge"
 
