@@ -219,7 +219,7 @@ void add_subscriber(self_ptr self, const caf::actor& who,
 /// that broke while idle fails at once and reconnects: it is tried again
 /// (`retries` times), nothing having been written.
 void subscribe_when_read(self_ptr self, caf::response_promise rp,
-                         caf::actor who, caf::optional<event_id> after,
+                         const caf::actor& who, caf::optional<event_id> after,
                          int retries) {
   self
     ->request(self->state.store, self->state.options.store_timeout,
@@ -247,7 +247,7 @@ void subscribe_when_read(self_ptr self, caf::response_promise rp,
 
 /// Starts `who` after `after` (or, without one, after the newest event),
 /// once Postgres said which id is the newest.
-caf::result<bool> subscribe(self_ptr self, caf::actor who,
+caf::result<bool> subscribe(self_ptr self, const caf::actor& who,
                             caf::optional<event_id> after) {
   if (!who)
     return false;
@@ -255,7 +255,7 @@ caf::result<bool> subscribe(self_ptr self, caf::actor who,
     return caf::make_error(ec::invalid_argument,
                            "the last-seen event id must not be negative");
   auto rp = self->make_response_promise<bool>();
-  subscribe_when_read(self, rp, std::move(who), after, 1);
+  subscribe_when_read(self, rp, who, after, 1);
   return rp;
 }
 
@@ -270,11 +270,11 @@ make_events(events_actor::stateful_pointer<events_state> self,
   self->set_down_handler(
     [self](caf::down_msg& msg) { forget(self, msg.source, "down"); });
   return {
-    [self](atom::subscribe, caf::actor who) {
-      return subscribe(self, std::move(who), caf::none);
+    [self](atom::subscribe, const caf::actor& who) {
+      return subscribe(self, who, caf::none);
     },
-    [self](atom::subscribe, caf::actor who, event_id after) {
-      return subscribe(self, std::move(who), after);
+    [self](atom::subscribe, const caf::actor& who, event_id after) {
+      return subscribe(self, who, after);
     },
     // A notice is a courtesy of this server: sent on at once, unanswered.
     [self](const queue_notice& x) {

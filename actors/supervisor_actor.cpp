@@ -285,7 +285,8 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
   st.events =
     self->spawn<caf::linked>(make_events, events_store(self), options.events);
   std::vector<persistence_actor> chats_pool(
-    st.pool.begin(), st.pool.begin() + options.connections);
+    st.pool.begin(),
+    st.pool.begin() + static_cast<std::ptrdiff_t>(options.connections));
   st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
                                          options.chat);
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
