@@ -91,8 +91,9 @@ caf::expected<caf::optional<event_id>> last_seen(const httplib::Request& req) {
   else
     return caf::optional<event_id>{};
   event_id id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (ec != std::errc{} || end != text.data() + text.size() || id < 0)
+  auto [end, parsed] =
+    std::from_chars(text.data(), text.data() + text.size(), id);
+  if (parsed != std::errc{} || end != text.data() + text.size() || id < 0)
     return caf::make_error(ec::invalid_argument,
                            "Last-Event-ID (or after) must be an event id, a "
                            "non-negative integer: '"
