@@ -283,6 +283,49 @@ void check_faults(chaos_options& o) {
   o.faults = kept;
 }
 
+/// The self-tests' forgeries, written after the run and before the audit.
+/// One that finds nothing to forge (a short run without such a job) says
+/// "nothing to forge", so that a script can retry it with another seed
+/// without ever retrying the auditor's verdict.
+std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
+                  const catalog& products) {
+  std::string error;
+  auto attempt = [&](bool wanted, const std::string& what, auto&& forgery) {
+    if (!wanted || !error.empty())
+      return;
+    if (auto err = forgery())
+      error = (err == ec::not_found ? "nothing to forge: cannot " : "cannot ")
+              + what + ": " + error_message(err);
+  };
+  const auto first = s.first_chat;
+  attempt(o.self_test_violation, "plant the self-test row", [&] {
+    // Computed unsigned, like the seed: past 2^63 - 9e12 the id wraps.
+    return persistence::forge_charge(
+      s.dsn, first + 1,
+      static_cast<reservation_id>(9'000'000'000'000 + o.seed));
+  });
+  attempt(o.self_test_pocket_move, "move the self-test unit", [&] {
+    return persistence::forge_pocket_move(s.dsn, first, o.chats,
+                                          first_daily_pocket(products));
+  });
+  attempt(o.self_test_cancel_charged, "charge a cancelled job",
+          [&] { return charge_a_cancelled_job(s.dsn, rec); });
+  attempt(o.self_test_uncertain_charged, "charge an uncertain job",
+          [&] { return charge_an_uncertain_job(s.dsn, rec); });
+  attempt(o.self_test_uncertain_left, "reopen an uncertain job", [&] {
+    return persistence::forge_reopen_uncertain(s.dsn, first, o.chats);
+  });
+  attempt(o.self_test_over_capture, "over-capture a commit", [&] {
+    return persistence::forge_over_capture(s.dsn, first, o.chats);
+  });
+  attempt(o.self_test_ledger_chain, "forge a ledger row's pockets", [&] {
+    return persistence::forge_ledger_after(s.dsn, first, o.chats);
+  });
+  attempt(o.self_test_lost_event, "lose an event",
+          [&] { return persistence::forge_lost_event(s.dsn, first, o.chats); });
+  return error;
+}
+
 int chaos_main(chaos_options& o) {
   setup_logging();
   std::signal(SIGPIPE, SIG_IGN);
@@ -301,38 +344,7 @@ int chaos_main(chaos_options& o) {
       run(o, s, rec, products, catalog_path, initial, limits.max_active_jobs);
   audit_result result;
   if (error.empty()) {
-    if (o.self_test_violation)
-      // Computed unsigned, like the seed: past 2^63 - 9e12 the id wraps.
-      if (auto err = persistence::forge_charge(
-            s.dsn, s.first_chat + 1,
-            static_cast<reservation_id>(9'000'000'000'000 + o.seed)))
-        error = "cannot plant the self-test row: " + error_message(err);
-    if (o.self_test_pocket_move)
-      if (auto err = persistence::forge_pocket_move(
-            s.dsn, s.first_chat, o.chats, first_daily_pocket(products)))
-        error = "cannot move the self-test unit: " + error_message(err);
-    if (o.self_test_cancel_charged)
-      if (auto err = charge_a_cancelled_job(s.dsn, rec))
-        error = "cannot charge a cancelled job: " + error_message(err);
-    if (o.self_test_uncertain_charged)
-      if (auto err = charge_an_uncertain_job(s.dsn, rec))
-        error = "cannot charge an uncertain job: " + error_message(err);
-    if (o.self_test_uncertain_left)
-      if (auto err =
-            persistence::forge_reopen_uncertain(s.dsn, s.first_chat, o.chats))
-        error = "cannot reopen an uncertain job: " + error_message(err);
-    if (o.self_test_over_capture)
-      if (auto err =
-            persistence::forge_over_capture(s.dsn, s.first_chat, o.chats))
-        error = "cannot over-capture a commit: " + error_message(err);
-    if (o.self_test_ledger_chain)
-      if (auto err =
-            persistence::forge_ledger_after(s.dsn, s.first_chat, o.chats))
-        error = "cannot forge a ledger row's pockets: " + error_message(err);
-    if (o.self_test_lost_event)
-      if (auto err =
-            persistence::forge_lost_event(s.dsn, s.first_chat, o.chats))
-        error = "cannot lose an event: " + error_message(err);
+    error = forge(o, s, rec, products);
     auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
                                                  o.chats + process_chats);
     if (snap)

@@ -80,7 +80,7 @@ check_runs() { # file expected-modes
 }
 
 run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
-  --chats=1000 --duration=3 --warmup=0 --mix=cancel:10,fail:10,double:10 \
+  --chats=1000 --duration=1 --warmup=0 --mix=cancel:10,fail:10,double:10 \
   --client-api=blocking,async,http "${http_flags[@]}"
 check_runs "$tmp/remote.json" "remote,remote_async,http,baseline"
 # The mix happened in both: cancels, fails and double taps answered busy.
@@ -158,7 +158,7 @@ jq -e '.config.chat_order == "sequential" and (.runs[0]
 # batched statement commits K cycles once the pipeline is full (the first
 # two only reserve and start), so the counts say the batches held K cycles.
 # Postgres is local here, so the backend's CPU per cycle is known.
-run_bench "$tmp/alone.json" --persistence=1,5 --chats=1000 --duration=2 \
+run_bench "$tmp/alone.json" --persistence=1,5 --chats=1000 --duration=1 \
   --warmup=0
 jq -e '(.runs | length == 0)
       and ([.persistence[] | [.mode, .batch_cycles]]

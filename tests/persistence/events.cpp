@@ -241,19 +241,23 @@ TEST_SUITE("events") {
     auto follow = [&] {
       auto page = db.events_after(cursor, 50);
       REQUIRE(page);
+      const auto count = page->events.size();
       for (const auto& e : page->events) {
         CHECK(e.id == cursor + 1); // no gap, no step back
         cursor = e.id;
         if (e.chat == chat)
           read.push_back(e.reservation);
       }
+      return count;
     };
     while (done < writers)
       follow();
     for (auto& t : threads)
       t.join();
-    follow();
-    follow();
+    // The reader may trail the writers by many pages: it reads until a page
+    // comes back empty, as a resuming subscriber would.
+    for (int pages = 0; follow() > 0 && pages < 1000; ++pages) {
+    }
     std::set<reservation_id> unique(read.begin(), read.end());
     CHECK(read.size() == static_cast<size_t>(writers * per_writer));
     CHECK(unique.size() == read.size());
