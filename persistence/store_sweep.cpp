@@ -113,43 +113,14 @@ caf::expected<active_count> store::count_active() {
 
 namespace {
 
-/// Deletes rows of `table` whose `column` is older than `retention_ms`,
-/// oldest first, in chunks of `chunk_rows_max`.
+/// Runs a DELETE of at most one chunk ($1: the retention in milliseconds,
+/// $2: the chunk's rows) until a chunk deletes nothing, each chunk in a
+/// transaction of its own, so that pruning never holds many locks long.
 template <class Run>
-caf::expected<uint64_t> prune_table(Run&& run, const char* table,
-                                    const char* column, int64_t retention_ms) {
+caf::expected<uint64_t> delete_in_chunks(Run&& run, const std::string& query,
+                                         int64_t retention_ms) {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
-  auto query = std::string{"DELETE FROM "} + table
-               + " WHERE id IN (SELECT id FROM " + table + " WHERE " + column
-               + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
-               + " LIMIT $2)";
-  uint64_t total = 0;
-  for (int i = 0; i < chunks_max; ++i) {
-    auto deleted = run([&](pqxx::work& tx) -> caf::expected<uint64_t> {
-      auto rs = tx.exec_params(query, retention_ms, chunk_rows_max);
-      return static_cast<uint64_t>(rs.affected_rows());
-    });
-    if (!deleted)
-      return deleted;
-    total += *deleted;
-    if (*deleted < static_cast<uint64_t>(chunk_rows_max))
-      break;
-  }
-  return total;
-}
-
-/// Deletes events older than `retention_ms`: of the oldest thousand by seq,
-/// those that old, until a chunk has none (no index on the time: events
-/// are written off the hot path but many at once, by reactivation).
-template <class Run>
-caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
-  constexpr int64_t chunk_rows_max = 1000;
-  constexpr int chunks_max = 1000;
-  const char* query =
-    "DELETE FROM events WHERE seq IN (SELECT seq FROM (SELECT seq, at FROM "
-    "events ORDER BY seq LIMIT $2) oldest WHERE at < now() - $1 * "
-    "interval '1 millisecond')";
   uint64_t total = 0;
   for (int i = 0; i < chunks_max; ++i) {
     auto deleted = run([&](pqxx::work& tx) -> caf::expected<uint64_t> {
@@ -163,6 +134,34 @@ caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
       break;
   }
   return total;
+}
+
+/// Deletes rows of `table` whose `column` is older than `retention_ms`,
+/// oldest first.
+template <class Run>
+caf::expected<uint64_t> prune_table(Run&& run, const char* table,
+                                    const char* column, int64_t retention_ms) {
+  return delete_in_chunks(
+    run,
+    std::string{"DELETE FROM "} + table + " WHERE id IN (SELECT id FROM "
+      + table + " WHERE " + column
+      + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
+      + " LIMIT $2)",
+    retention_ms);
+}
+
+/// Deletes events older than `retention_ms`: of the oldest chunk by seq,
+/// those that old (no index on the time: events are written off the hot
+/// path but many at once, by reactivation). A chunk can keep some young
+/// rows, so only one that deletes none ends it.
+template <class Run>
+caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
+  return delete_in_chunks(
+    run,
+    "DELETE FROM events WHERE seq IN (SELECT seq FROM (SELECT seq, at FROM "
+    "events ORDER BY seq LIMIT $2) oldest WHERE at < now() - $1 * "
+    "interval '1 millisecond')",
+    retention_ms);
 }
 
 } // namespace
