@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Two chargeonce-server processes on one Postgres, concurrent CLI clients
 # aiming at the same chats through both (a client with an old server list):
-# one active reservation per chat, one charge per commit, no negative pocket.
+# one active reservation per chat, one charge per commit, no negative pocket;
+# and a watch subscribed to both servers, which both send every durable
+# event, prints each event once.
 # Usage: two_servers.sh SERVER CLI   (needs CHARGEONCE_TEST_DSN and jq)
 set -euo pipefail
 # shellcheck source=tests/support/lib.sh
@@ -17,10 +19,12 @@ tmp=$(mktemp -d "$PWD/two_servers.XXXXXX")
 on_exit_remove "$tmp"
 
 servers=() # their pids
-start_server "$tmp/a" --postgres="$CHARGEONCE_TEST_DSN" --port=0
+# A cancel after start asks the worker to stop (a cancel_requested event).
+policy=--image-cancel-after-start=request
+start_server "$tmp/a" --postgres="$CHARGEONCE_TEST_DSN" --port=0 "$policy"
 servers+=("$server_pid")
 a="127.0.0.1:$server_port"
-start_server "$tmp/b" --postgres="$CHARGEONCE_TEST_DSN" --port=0
+start_server "$tmp/b" --postgres="$CHARGEONCE_TEST_DSN" --port=0 "$policy"
 servers+=("$server_pid")
 b="127.0.0.1:$server_port"
 server_of() { (($1 % 2 == 0)) && echo "$a" || echo "$b"; }
@@ -80,6 +84,43 @@ for round in 1 2 3; do
   [[ $balance == 0 ]] || die "round $round: balance $balance, expected 0"
   echo "two_servers: round $round: 1 reservation, 15 busy, 8 commits, 1 charge"
 done
+
+# A watch of both servers: each sends every durable event (each reads the
+# events table), and the watch prints each event id once.
+"$cli" --servers="$a,$b" watch >"$tmp/watch.out" 2>"$tmp/watch.err" &
+watch_pid=$!
+on_exit_kill "$watch_pid"
+for ((i = 0; i < 100; i++)); do
+  grep -q '^chargeonce-cli: watching' "$tmp/watch.err" && break
+  alive "$watch_pid" || die "watch exited: $(cat "$tmp/watch.err")"
+  sleep 0.1
+done
+grep -q '^chargeonce-cli: watching' "$tmp/watch.err" ||
+  die "the watch did not subscribe within 10 s"
+chat=$((RANDOM * 32768 + RANDOM + 200000000000))
+"$cli" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
+id=$("$cli" --server="$a" reserve --chat=$chat --kind=image | jq -r .id)
+"$cli" --server="$a" start --chat=$chat --reservation="$id" >/dev/null
+"$cli" --server="$a" cancel --chat=$chat --reservation="$id" >/dev/null
+# announced: the lines announcing that cancel request (other suites' chats
+# may show up too).
+announced() {
+  jq -c --argjson r "$id" 'select(.event == "cancel_requested"
+    and .reservation == $r)' "$tmp/watch.out" | wc -l
+}
+for ((i = 0; i < 100; i++)); do
+  (($(announced) > 0)) && break
+  sleep 0.1
+done
+# Both servers poll the table every 200 ms while anyone subscribes: a
+# second copy would be printed within a second.
+sleep 1.5
+count=$(announced)
+((count == 1)) || die "the cancel request of $id was printed $count times, expected once: $(cat "$tmp/watch.out")"
+"$cli" --server="$b" fail --chat=$chat --reservation="$id" >/dev/null
+echo "two_servers: a watch of both servers printed the cancel request once"
+kill "$watch_pid" 2>/dev/null || true
+wait "$watch_pid" 2>/dev/null || true
 
 for pid in "${servers[@]}"; do
   stop_server "$pid"
