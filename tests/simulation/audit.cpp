@@ -4,6 +4,8 @@
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
 
+#include <algorithm>
+
 namespace chargeonce::test {
 
 namespace {
@@ -248,6 +250,69 @@ void sim_auditor::audit_drained(const sim_world& w) {
   if (!w.uncertain.empty())
     flag(str(static_cast<int64_t>(w.uncertain.size()))
          + " job(s) left uncertain after the run, past reconcile-timeout");
+}
+
+void sim_auditor::audit_events(const sim_world& w,
+                               const std::vector<event_record>& heard,
+                               const std::string& cut_off) {
+  if (!cut_off.empty())
+    flag("the event bus cut off a gateway that answers at once: " + cut_off);
+  // Each change wrote one event...
+  std::map<std::pair<std::string, reservation_id>, int> written;
+  size_t of_jobs = 0;
+  for (const auto& e : w.events)
+    if (e.reservation != 0) {
+      ++written[{e.event, e.reservation}];
+      ++of_jobs;
+    }
+  size_t changes = 0;
+  auto expect = [&](const std::string& event, reservation_id id) {
+    ++changes;
+    auto n = written[{event, id}];
+    if (n != 1)
+      flag(event + " of " + str(id) + " written " + str(n)
+           + " times with its change, expected once");
+  };
+  for (const auto& [id, chat] : w.released)
+    expect("reservation_released", id);
+  for (const auto& [id, x] : w.resolved)
+    if (x.outcome == "released")
+      expect("reservation_released", id);
+  for (auto id : w.uncertain_applied)
+    expect("reconcile_needed", id);
+  for (auto id : w.cancel_requested_applied)
+    expect("cancel_requested", id);
+  // ...and each event of a job has its change.
+  if (of_jobs != changes)
+    flag(str(static_cast<int64_t>(of_jobs)) + " events of jobs for "
+         + str(static_cast<int64_t>(changes)) + " changes");
+  // Every event heard, as written, the first hearing of each in id order.
+  std::set<event_id> seen;
+  event_id newest = 0;
+  const auto count = static_cast<event_id>(w.events.size());
+  for (const auto& e : heard) {
+    if (e.id < 1 || e.id > count) {
+      flag("heard event " + str(e.id) + ", which was never written");
+      continue;
+    }
+    const auto& t = w.events[static_cast<size_t>(e.id - 1)];
+    if (t.event != e.event || t.chat != e.chat
+        || t.reservation != e.reservation)
+      flag("event " + str(e.id) + " heard as " + e.event + " of "
+           + str(e.reservation) + ", written as " + t.event + " of "
+           + str(t.reservation));
+    if (seen.insert(e.id).second) {
+      if (e.id < newest)
+        flag("event " + str(e.id) + " heard after " + str(newest));
+      newest = std::max(newest, e.id);
+    }
+  }
+  for (const auto& t : w.events)
+    if (seen.count(t.id) == 0) {
+      flag("event " + str(t.id) + " (" + t.event + " of chat " + str(t.chat)
+           + ") never reached the gateway");
+      break;
+    }
 }
 
 } // namespace chargeonce::test

@@ -4,8 +4,9 @@
 // reservations and fencing, no lock left, outage answers, cancel xor start,
 // nothing held twice, one job per request id, a job cancelled while queued
 // never charged, an uncertain job charged only by resolve succeeded, none
-// left past reconcile-timeout, a ledger whose rows chain to the pockets)
-// against the simulated database and what the callers were told.
+// left past reconcile-timeout, a ledger whose rows chain to the pockets,
+// an event with each change and every event delivered) against the
+// simulated database and what the callers were told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -73,6 +74,14 @@ struct sim_auditor {
   /// Invariants 4 and 12 at the end: workers quiet, nothing is left, not
   /// even uncertain.
   void audit_drained(const sim_world& w);
+
+  /// Invariant 14 at the end: each release, job of unknown outcome and
+  /// cancel request wrote exactly one event, and each event has its
+  /// change; and a gateway subscribed from the first event heard every
+  /// event (`heard`), as the table has it, in id order (at least once; it
+  /// answers at once, so it was never cut off).
+  void audit_events(const sim_world& w, const std::vector<event_record>& heard,
+                    const std::string& cut_off);
 };
 
 } // namespace chargeonce::test

@@ -12,6 +12,34 @@ namespace chargeonce::test {
 
 using namespace std::chrono_literals;
 
+namespace {
+
+/// A gateway: answers each durable event at once and remembers it.
+caf::behavior event_log(caf::event_based_actor*,
+                        std::shared_ptr<std::vector<event_record>> heard,
+                        std::shared_ptr<std::string> cut_off) {
+  return {
+    [heard](const reservation_released& x) {
+      heard->push_back(
+        {x.id, "reservation_released", x.chat, x.reservation, x.reason});
+    },
+    [heard](const cancel_requested& x) {
+      heard->push_back({x.id, "cancel_requested", x.chat, x.reservation, ""});
+    },
+    [heard](const reconcile_needed& x) {
+      heard->push_back(
+        {x.id, "reconcile_needed", x.chat, x.reservation, x.provider_ref});
+    },
+    [heard](const limits_refilled& x) {
+      heard->push_back({x.id, "limits_refilled", x.chat, 0, ""});
+    },
+    [](const queue_notice&) {},
+    [cut_off](const subscription_ended& x) { *cut_off = x.reason; },
+  };
+}
+
+} // namespace
+
 simulation::simulation(uint64_t seed, sim_mutant mutant,
                        caf::exit_reason chat_kill_reason, catalog products)
     : rng_(seed), kill_reason_(chat_kill_reason) {
@@ -29,6 +57,10 @@ simulation::simulation(uint64_t seed, sim_mutant mutant,
   options_.sweep_interval = 10s;
   options_.reactivation_interval = 15s;
   options_.chat = chat_options{5s, 3s, 2s}; // short idle: passivation races
+  // The bus also reads at once when a release, a cancel request or a
+  // refill happens here; a slower tick keeps the simulated clock's steps
+  // few.
+  options_.events.poll_interval = 1s;
   world->stall_max = 2 * options_.chat.store_timeout;
   world->store_timeout = options_.chat.store_timeout;
   auditor.sweep_interval = options_.sweep_interval;
@@ -46,6 +78,7 @@ simulation::simulation(uint64_t seed, sim_mutant mutant,
 }
 
 simulation::~simulation() {
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(root_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(fake_actor, caf::exit_reason::user_shutdown);
   for (auto& m : members_)
@@ -219,6 +252,14 @@ kind simulation::last_kind() const {
 
 void simulation::setup() {
   static constexpr int rates[] = {2, 5, 10, 20}; // calm to stormy seeds
+  // Subscribed before anything happens, after id 0: it must hear every
+  // durable event of the run, in id order.
+  gateway_ = sys.spawn(event_log, heard_, cut_off_);
+  auto subscribed = self->request(api_, caf::infinite, atom::subscribe_v,
+                                  gateway_, event_id{0});
+  settle();
+  if (auto ok = receive<bool>(subscribed); !ok || !*ok)
+    auditor.flag("the gateway could not subscribe");
   for (chat_id c = 1; c <= chats_per_run; ++c) {
     // Empty, one job's price, a few: daily pockets 0 to 1 + the highest
     // price, balance one more (for the built-in catalog 0-2, 0-2, 0-3).
@@ -269,6 +310,8 @@ std::string simulation::run() {
     if (x.outcome == "released")
       ++stats["unresolved_releases"];
   stats["requests"] += calls_.size();
+  stats["events_written"] += world->events.size();
+  stats["events_heard"] += heard_->size();
   return auditor.violation;
 }
 
@@ -283,6 +326,7 @@ void simulation::drain() {
             + 2 * options_.sweep_interval + 2 * world->stall_max
             + options_.restart_backoff_max);
   auditor.audit_drained(*world);
+  auditor.audit_events(*world, *heard_, *cut_off_);
   for (const auto& c : calls_)
     if (!c->done)
       auditor.flag("request never answered: " + c->what);

@@ -147,6 +147,12 @@ private:
   std::map<reservation_id, std::pair<chat_id, int32_t>> to_resolve_;
   std::map<chat_id, caf::timestamp> last_answer_;
   sim_acks acks_;
+  /// A gateway subscribed from the first event: what it heard, in order,
+  /// and why the event bus cut it off, if it did.
+  caf::actor gateway_;
+  std::shared_ptr<std::vector<event_record>> heard_ =
+    std::make_shared<std::vector<event_record>>();
+  std::shared_ptr<std::string> cut_off_ = std::make_shared<std::string>();
   uint64_t payments_ = 0;
   caf::exit_reason kill_reason_;
 };

@@ -301,6 +301,11 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<uint64_t>(
         self, 0, []() -> caf::expected<uint64_t> { return uint64_t{0}; });
     },
+    [=](atom::events, event_id after, uint32_t limit) {
+      return submit<event_page>(self, 0, [=]() -> caf::expected<event_page> {
+        return w->events_after(after, limit);
+      });
+    },
     [=](atom::reactivate, const reactivation_cursor& after, uint32_t limit) {
       return submit<reactivation_page>(
         self, 0, [=]() -> caf::expected<reactivation_page> {

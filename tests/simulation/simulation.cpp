@@ -123,20 +123,26 @@ TEST_SUITE("simulation") {
   TEST_CASE("the auditor catches each broken rule within a few seeds") {
     spdlog::set_level(spdlog::level::off);
     constexpr uint64_t seeds_max = 1000;
-    for (auto m :
-         {sim_mutant::commit_not_idempotent, sim_mutant::charge_released,
-          sim_mutant::no_unique_index, sim_mutant::cancel_in_progress,
-          sim_mutant::sweep_blind, sim_mutant::outage_says_busy,
-          sim_mutant::killed_commit_charges_twice,
-          sim_mutant::reserve_ignores_holds, sim_mutant::limit_ignored,
-          sim_mutant::request_id_forgotten, sim_mutant::charged_from_balance,
-          sim_mutant::commit_units_unchecked,
-          sim_mutant::partial_commit_balance_first,
-          sim_mutant::cancel_request_acks_cancelled,
-          sim_mutant::cancelled_job_committable,
-          sim_mutant::commit_of_uncertain,
-          sim_mutant::unresolved_never_released,
-          sim_mutant::refill_unrecorded}) {
+    for (auto m : {sim_mutant::commit_not_idempotent,
+                   sim_mutant::charge_released,
+                   sim_mutant::no_unique_index,
+                   sim_mutant::cancel_in_progress,
+                   sim_mutant::sweep_blind,
+                   sim_mutant::outage_says_busy,
+                   sim_mutant::killed_commit_charges_twice,
+                   sim_mutant::reserve_ignores_holds,
+                   sim_mutant::limit_ignored,
+                   sim_mutant::request_id_forgotten,
+                   sim_mutant::charged_from_balance,
+                   sim_mutant::commit_units_unchecked,
+                   sim_mutant::partial_commit_balance_first,
+                   sim_mutant::cancel_request_acks_cancelled,
+                   sim_mutant::cancelled_job_committable,
+                   sim_mutant::commit_of_uncertain,
+                   sim_mutant::unresolved_never_released,
+                   sim_mutant::refill_unrecorded,
+                   sim_mutant::event_lost,
+                   sim_mutant::event_skipped_by_reader}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

@@ -64,6 +64,10 @@ const char* to_string(sim_mutant x) {
     return "unresolved_never_released";
   case sim_mutant::refill_unrecorded:
     return "refill_unrecorded";
+  case sim_mutant::event_lost:
+    return "event_lost";
+  case sim_mutant::event_skipped_by_reader:
+    return "event_skipped_by_reader";
   }
   return "?";
 }
@@ -398,6 +402,7 @@ sim_world::uncertain_of(chat_id chat, reservation_id id,
   r.uncertain_at = now;
   uncertain[id] = r;
   uncertain_applied.insert(id);
+  announce("reconcile_needed", chat, id, provider_ref);
   return r;
 }
 
@@ -515,6 +520,10 @@ caf::expected<reservation> sim_world::cancel(chat_id chat, reservation_id id,
     const auto* spec = products.find_kind(to_string(i->second.kind));
     if (spec == nullptr || spec->cancel_after_start != cancel_policy::request)
       return err(ec::too_late, "in progress");
+    // Announced once, when the mark is set (a repeated cancel changes
+    // nothing).
+    if (!i->second.cancel_requested)
+      announce("cancel_requested", chat, id, "");
     i->second.cancel_requested = true;
     cancel_requested_applied.insert(id);
     auto answer = i->second;
@@ -611,6 +620,7 @@ sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
                     0,          now,  u->second.provider_ref};
     remember_end(u->second, reservation_status::released);
     uncertain.erase(u);
+    announce("reservation_released", chat, id, "unresolved");
     return reservation_released{chat, id, "unresolved"};
   }
   auto i = reservations.find(id);
@@ -621,8 +631,10 @@ sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
   remember_end(i->second, reservation_status::released);
   reservations.erase(i);
   released[id] = chat;
-  return reservation_released{chat, id,
-                              lease_lapsed ? "lease_expired" : "sweep_timeout"};
+  std::string reason = lease_lapsed ? "lease_expired" : "sweep_timeout";
+  if (!(lease_lapsed && mutant == sim_mutant::event_lost))
+    announce("reservation_released", chat, id, reason);
+  return reservation_released{chat, id, reason};
 }
 
 std::vector<sweep_candidate> sim_world::sweep(const sweep_cursor& after,
@@ -736,10 +748,28 @@ reactivation_page sim_world::reactivate(const reactivation_cursor& after,
     c.reactivated_at = now;
     c.window_started_at = caf::none;
     refill(id, c, now);
+    announce("limits_refilled", id, 0, "");
     page.chats.push_back(id);
     page.next = at;
   }
   return page;
+}
+
+event_page sim_world::events_after(event_id after, uint32_t limit) const {
+  event_page page;
+  page.last_id = static_cast<event_id>(events.size());
+  if (mutant == sim_mutant::event_skipped_by_reader && limit > 0)
+    ++after;
+  for (auto i = std::max<event_id>(after, 0);
+       i < page.last_id && page.events.size() < limit; ++i)
+    page.events.push_back(events[static_cast<size_t>(i)]);
+  return page;
+}
+
+void sim_world::announce(const char* event, chat_id chat, reservation_id id,
+                         std::string detail) {
+  events.push_back({static_cast<event_id>(events.size()) + 1, event, chat, id,
+                    std::move(detail)});
 }
 
 } // namespace chargeonce::test

@@ -65,6 +65,12 @@ enum class sim_mutant : uint8_t {
   /// A refill of the daily window changes the pockets and writes no ledger
   /// row: every total still adds up, only the ledger's chain sees it (13).
   refill_unrecorded,
+  /// A lapsed lease's release writes no event (a trigger missing): the
+  /// gateway is never told to retry (14).
+  event_lost,
+  /// A read of the events table starts one event past the reader's cursor
+  /// (an off-by-one): written, never delivered (14).
+  event_skipped_by_reader,
 };
 
 const char* to_string(sim_mutant x);
@@ -126,6 +132,9 @@ struct sim_world {
   /// How each was settled: succeeded, failed, or released (the timeout).
   std::map<reservation_id, resolution> resolved;
   caf::timespan reconcile_timeout = std::chrono::seconds(60);
+  /// The events table (010_events.sql): each event written with the change
+  /// it announces, ids in commit order from 1.
+  std::vector<event_record> events;
 
   // -- what the auditor needs beyond the tables --
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
@@ -209,6 +218,9 @@ struct sim_world {
                                        caf::timestamp now);
   reactivation_page reactivate(const reactivation_cursor& after, uint32_t limit,
                                caf::timestamp now);
+  /// At most `limit` events after `after`, and the newest id
+  /// (store::events_after).
+  event_page events_after(event_id after, uint32_t limit) const;
 
   /// The killed_commit_charges_twice mutant: takes the hold of a committed
   /// reservation once more.
@@ -244,6 +256,9 @@ private:
   /// The row of a charge: what the receipt says it took.
   void record_charge(chat_id chat, const pockets& charged);
   void refill(chat_id chat, sim_chat& c, caf::timestamp now);
+  /// Writes the event that 010_events.sql's triggers write with a change.
+  void announce(const char* event, chat_id chat, reservation_id id,
+                std::string detail);
 };
 
 } // namespace chargeonce::test
