@@ -35,11 +35,14 @@ inline constexpr const char* history_ledger_sql =
 /// the ended one, the ended one over the bare release. A committed one is
 /// not here: its ledger row (cause commit) is its end, so commits, the bulk
 /// of a busy chat's reservations, cost the page nothing. The branches of
-/// the large tables bound (chat_id, time) by row comparisons, so that each
-/// can only read its (chat_id, time) index (see history_ledger_sql): a page
-/// costs what it shows, however long the chat's past or busy the others.
-/// Chat $1, times (microseconds since the epoch) after $2 up to $3, at most
-/// $4, newest first.
+/// the large tables bound (chat_id, time) by row comparisons and take
+/// their own newest $4 in their (chat_id, time) index's order: so a plan
+/// that starts cheap, reading that index backwards and probing the other
+/// tables by id, wins whatever the statistics say (without the order and
+/// limit, a plan reading another index of the chat, or hashing a whole
+/// table, was chosen now and then). A page costs what it shows, however
+/// long the chat's past or busy the others. Chat $1, times (microseconds
+/// since the epoch) after $2 up to $3, at most $4, newest first.
 inline constexpr const char* history_reservations_sql =
   "WITH bounds AS (SELECT " HISTORY_LOW " AS low, " HISTORY_HIGH " AS high),"
   " ev AS ("
@@ -51,7 +54,7 @@ inline constexpr const char* history_reservations_sql =
   "  FROM reservations r, bounds b WHERE r.chat_id = $1"
   "  AND r.created_at > b.low AND r.created_at <= b.high"
   " UNION ALL"
-  " SELECT e.id, e.kind, e.status, coalesce(x.reason, ''), e.request_id,"
+  " (SELECT e.id, e.kind, e.status, coalesce(x.reason, ''), e.request_id,"
   "  e.held::text, e.units, chargeonce_us(e.created_at),"
   "  chargeonce_us(e.ended_at), NULL, false, NULL"
   "  FROM ended_reservations e"
@@ -61,6 +64,7 @@ inline constexpr const char* history_reservations_sql =
   "  AND (e.chat_id, e.ended_at) <= ($1::bigint, " HISTORY_HIGH ")"
   "  AND NOT EXISTS"
   "   (SELECT 1 FROM uncertain_reservations u WHERE u.id = e.id)"
+  "  ORDER BY e.chat_id DESC, e.ended_at DESC, e.id DESC LIMIT $4)"
   " UNION ALL"
   " SELECT u.id, u.kind,"
   "  CASE u.outcome WHEN 'succeeded' THEN 'committed'"
@@ -76,13 +80,14 @@ inline constexpr const char* history_reservations_sql =
   "  AND coalesce(u.resolved_at, u.uncertain_at) <= b.high"
   "  AND u.uncertain_at <= b.high"
   " UNION ALL"
-  " SELECT x.id, '', 'released', x.reason, '', '{}', 0, NULL,"
+  " (SELECT x.id, '', 'released', x.reason, '', '{}', 0, NULL,"
   "  chargeonce_us(x.released_at), NULL, false, NULL"
   "  FROM released_reservations x"
   "  WHERE (x.chat_id, x.released_at) > ($1::bigint, " HISTORY_LOW ")"
   "  AND (x.chat_id, x.released_at) <= ($1::bigint, " HISTORY_HIGH ")"
   "  AND NOT EXISTS (SELECT 1 FROM ended_reservations e WHERE e.id = x.id)"
   "  AND NOT EXISTS (SELECT 1 FROM uncertain_reservations u WHERE u.id = x.id)"
+  "  ORDER BY x.chat_id DESC, x.released_at DESC, x.id DESC LIMIT $4)"
   ") SELECT id, kind, status, detail, request_id, held, units, created_us,"
   " at_us, lease_us, cancel_requested, uncertain_us FROM ev"
   " ORDER BY at_us DESC, id DESC LIMIT $4";
