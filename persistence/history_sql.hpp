@@ -10,20 +10,24 @@ namespace chargeonce::persistence {
 #define HISTORY_HIGH "(to_timestamp(0) + $3::bigint * interval '1 microsecond')"
 
 /// Up to $3 ledger rows of chat $1 with an id below $2, newest first, each
-/// with the request id its reservation had when one is still known. The
-/// bounds are row comparisons on (chat_id, id), not an equality on chat_id:
-/// so only the (chat_id, id) index can serve them and the order, and the
-/// planner never walks the primary key through other chats' rows, however
-/// its statistics see this chat.
+/// with the request id its reservation had when one is still known (a
+/// lookup by id per row shown: as a join, it let the planner sort the
+/// chat's whole ledger now and then). The bounds are row comparisons on
+/// (chat_id, id), not an equality on chat_id: so only the (chat_id, id)
+/// index can serve them and the order, and the planner never walks the
+/// primary key through other chats' rows, however its statistics see this
+/// chat.
 inline constexpr const char* history_ledger_sql =
   "SELECT l.id, chargeonce_us(l.committed_at), l.entry, "
   "coalesce(l.detail, ''), coalesce(l.reservation_id, 0), "
   "coalesce(l.kind, ''), coalesce(l.payment_id, ''), l.charged::text, "
   "l.credited_balance, l.changed::text, l.pockets::text, l.units, "
-  "l.released::text, coalesce(e.request_id, u.request_id, '') "
+  "l.released::text, coalesce("
+  "(SELECT e.request_id FROM ended_reservations e"
+  " WHERE e.id = l.reservation_id),"
+  " (SELECT u.request_id FROM uncertain_reservations u"
+  "  WHERE u.id = l.reservation_id), '') "
   "FROM ledger l "
-  "LEFT JOIN ended_reservations e ON e.id = l.reservation_id "
-  "LEFT JOIN uncertain_reservations u ON u.id = l.reservation_id "
   "WHERE (l.chat_id, l.id) > ($1::bigint, 0::bigint) "
   "AND (l.chat_id, l.id) < ($1::bigint, $2::bigint) "
   "ORDER BY l.chat_id DESC, l.id DESC LIMIT $3";
@@ -35,14 +39,15 @@ inline constexpr const char* history_ledger_sql =
 /// the ended one, the ended one over the bare release. A committed one is
 /// not here: its ledger row (cause commit) is its end, so commits, the bulk
 /// of a busy chat's reservations, cost the page nothing. The branches of
-/// the large tables bound (chat_id, time) by row comparisons and take
-/// their own newest $4 in their (chat_id, time) index's order: so a plan
-/// that starts cheap, reading that index backwards and probing the other
-/// tables by id, wins whatever the statistics say (without the order and
-/// limit, a plan reading another index of the chat, or hashing a whole
-/// table, was chosen now and then). A page costs what it shows, however
-/// long the chat's past or busy the others. Chat $1, times (microseconds
-/// since the epoch) after $2 up to $3, at most $4, newest first.
+/// the large tables name the chat by equality (so the planner estimates
+/// its few rows well) and bound (chat_id, time) by row comparisons (which
+/// only their (chat_id, time) index can serve), and take their own newest
+/// $4 in that index's order; a release's reason is a lookup by id per row
+/// shown. Each of these was needed: without them a plan reading the chat's
+/// request-id index (100,000 rows), or hashing released_reservations whole,
+/// was chosen now and then, as the statistics went. A page costs what it
+/// shows, however long the chat's past or busy the others. Chat $1, times
+/// (microseconds since the epoch) after $2 up to $3, at most $4, newest first.
 inline constexpr const char* history_reservations_sql =
   "WITH bounds AS (SELECT " HISTORY_LOW " AS low, " HISTORY_HIGH " AS high),"
   " ev AS ("
@@ -54,12 +59,13 @@ inline constexpr const char* history_reservations_sql =
   "  FROM reservations r, bounds b WHERE r.chat_id = $1"
   "  AND r.created_at > b.low AND r.created_at <= b.high"
   " UNION ALL"
-  " (SELECT e.id, e.kind, e.status, coalesce(x.reason, ''), e.request_id,"
+  " (SELECT e.id, e.kind, e.status,"
+  "  coalesce((SELECT x.reason FROM released_reservations x"
+  "            WHERE x.id = e.id), ''), e.request_id,"
   "  e.held::text, e.units, chargeonce_us(e.created_at),"
   "  chargeonce_us(e.ended_at), NULL, false, NULL"
   "  FROM ended_reservations e"
-  "  LEFT JOIN released_reservations x ON x.id = e.id"
-  "  WHERE e.status <> 'committed'"
+  "  WHERE e.status <> 'committed' AND e.chat_id = $1"
   "  AND (e.chat_id, e.ended_at) > ($1::bigint, " HISTORY_LOW ")"
   "  AND (e.chat_id, e.ended_at) <= ($1::bigint, " HISTORY_HIGH ")"
   "  AND NOT EXISTS"
@@ -83,7 +89,8 @@ inline constexpr const char* history_reservations_sql =
   " (SELECT x.id, '', 'released', x.reason, '', '{}', 0, NULL,"
   "  chargeonce_us(x.released_at), NULL, false, NULL"
   "  FROM released_reservations x"
-  "  WHERE (x.chat_id, x.released_at) > ($1::bigint, " HISTORY_LOW ")"
+  "  WHERE x.chat_id = $1"
+  "  AND (x.chat_id, x.released_at) > ($1::bigint, " HISTORY_LOW ")"
   "  AND (x.chat_id, x.released_at) <= ($1::bigint, " HISTORY_HIGH ")"
   "  AND NOT EXISTS (SELECT 1 FROM ended_reservations e WHERE e.id = x.id)"
   "  AND NOT EXISTS (SELECT 1 FROM uncertain_reservations u WHERE u.id = x.id)"

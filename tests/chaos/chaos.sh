@@ -7,8 +7,9 @@
 # catalog, each of which the auditor must report (so a blind auditor fails
 # this test); then 30 s with a catalog generated from the seed, and a short
 # one with a credit moved between pockets that only conservation per pocket
-# can see; and a usage error. The seed is random unless CHARGEONCE_CHAOS_SEED is set, and is
-# printed: rerun with it to replay the same workload and fault schedule.
+# can see; and a usage error. The seed is random unless CHARGEONCE_CHAOS_SEED
+# is set, and is printed: rerun with it to replay the same workload and
+# fault schedule.
 #
 # usage: chaos.sh CHARGEONCE-CHAOS CHARGEONCE-SERVER
 set -euo pipefail

@@ -105,7 +105,8 @@ void add_rows_read(const nlohmann::json& node,
   if (!node.is_object())
     return;
   auto table = node.value("Relation Name", "");
-  if (table == "ledger" || table == "ended_reservations") {
+  if (table == "ledger" || table == "ended_reservations"
+      || table == "released_reservations") {
     auto rows = node.value("Actual Rows", 0.0)
                 + node.value("Rows Removed by Filter", 0.0)
                 + node.value("Rows Removed by Index Recheck", 0.0);
