@@ -223,6 +223,10 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   const server_timings t;
   wopts.late_ms = t.sweep_timeout_ms + 2 * t.sweep_interval_ms + 1000;
   wopts.products = products;
+  // The forgeries need jobs that a short run may lack: planted ones.
+  wopts.plant = o.self_test_over_capture || o.self_test_cancel_charged
+                || o.self_test_uncertain_charged || o.self_test_uncertain_left
+                || o.self_test_ledger_chain || o.self_test_lost_event;
   workload wl{c, rec, wopts};
   std::mt19937_64 rng{o.seed};
   if (!wl.create_chats(rng))
@@ -245,6 +249,10 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
   wl.start();
+  if (wopts.plant && !wl.planted()) {
+    wl.stop();
+    return "nothing to forge: no chat took the planted jobs";
+  }
   auto ok = faults.run(std::chrono::steady_clock::now()
                        + std::chrono::seconds(o.duration_s));
   wl.stop();

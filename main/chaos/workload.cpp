@@ -184,6 +184,8 @@ bool workload::create_chats(std::mt19937_64& rng) {
 }
 
 void workload::start() {
+  if (opts_.plant)
+    plant();
   std::mt19937_64 seeds{opts_.seed};
   uint32_t actor = 1;
   for (size_t i = 0; i < opts_.gateways; ++i, ++actor)
@@ -211,6 +213,52 @@ std::string workload::request_id(uint64_t key) const {
   return "chaos-" + std::to_string(opts_.seed) + "-" + std::to_string(key);
 }
 
+// -- planted jobs -------------------------------------------------------------
+
+bool workload::plant_on(chat_id chat) {
+  // Recorded like every other operation, so the auditor checks them too;
+  // no fault runs yet, so each answer is definite.
+  const uint32_t actor = 0;
+  auto cancelled = reserve(actor, chat, paid_kind(), next_key(), 1);
+  if (!cancelled.ok())
+    return false;
+  cancel_job(actor, cancelled);
+  auto captured = reserve(actor, chat, paid_kind(), next_key(), 3);
+  if (!captured.ok() || captured.units < 2)
+    return false;
+  job j{chat, captured.id, captured.units};
+  if (!start_job(actor, j))
+    return false;
+  commit_job(actor, j, retries_max, 1);
+  auto left = reserve(actor, chat, paid_kind(), next_key(), 1);
+  job u{chat, left.id, left.units};
+  if (!left.ok() || !start_job(actor, u))
+    return false;
+  auto r = begin(op::uncertain, actor, chat, u.id);
+  finish(rec_, r, client_.uncertain(chat, u.id, "planted"));
+  return r.ok();
+}
+
+void workload::plant() {
+  // The chats with the most jobs' worth of the paid kind first.
+  std::vector<std::pair<int64_t, chat_id>> richest;
+  for (const auto& [chat, amounts] : initial) {
+    int64_t worth = 0;
+    for (const auto& source : opts_.products.kinds.back().pay_from)
+      worth += amounts.get(source.pocket) / source.price;
+    if (chat <= opts_.first_chat + opts_.chats)
+      richest.emplace_back(-worth, chat);
+  }
+  std::sort(richest.begin(), richest.end());
+  for (size_t i = 0; i < richest.size() && i < 4 && !planted_; ++i)
+    planted_ = plant_on(richest[i].second);
+  // Their reserves queued them: the workers leave them alone.
+  std::lock_guard<std::mutex> guard{queue_mtx_};
+  queue_.clear();
+  if (!planted_)
+    spdlog::error("chaos: no chat took the planted jobs");
+}
+
 // -- job queue ----------------------------------------------------------------
 
 void workload::push(const job& j) {
@@ -236,13 +284,14 @@ bool workload::pop(job& out) {
 // -- gateways -----------------------------------------------------------------
 
 op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
-                            uint64_t key) {
+                            uint64_t key, int32_t units) {
   auto r = begin(op::reserve, actor, chat);
   r.key = key;
   r.job = k;
   // A third of the jobs may cost up to 3 units; a tap of the same key asks
   // for the same.
-  auto units = key % 3 == 0 ? static_cast<int32_t>(1 + key / 3 % 3) : 0;
+  if (units < 0)
+    units = key % 3 == 0 ? static_cast<int32_t>(1 + key / 3 % 3) : 0;
   auto x = client_.reserve(chat, k, request_id(key), units);
   finish(rec_, r, x);
   if (x)

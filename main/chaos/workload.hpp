@@ -53,6 +53,10 @@ struct workload_options {
   /// What the servers sell: the kinds reserved, the pockets chats start
   /// with.
   catalog products = builtin_catalog({});
+  /// Before the threads start (and the faults with them), make one job of
+  /// each sort the self-tests forge from: a commit of fewer units than
+  /// held, a job left uncertain and unresolved, a cancel while queued.
+  bool plant = false;
 };
 
 /// A reserved job handed from gateways to workers.
@@ -77,6 +81,8 @@ public:
   bool create_chats(std::mt19937_64& rng);
   void start();
   void stop();
+  /// False when no chat could take the planted jobs (see `plant`).
+  bool planted() const { return planted_; }
 
   /// The pockets each chat was created with.
   std::map<chat_id, pockets> initial;
@@ -102,8 +108,9 @@ private:
   /// The last attempt's record.
   op_record resolve(uint32_t actor, const job& j, const std::string& outcome,
                     int32_t units);
+  /// `units` < 0: as the key has it (a third of the jobs up to 3).
   op_record reserve(uint32_t actor, chat_id chat, const kind& k,
-                    uint64_t request);
+                    uint64_t request, int32_t units = -1);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
   void cancel(uint32_t actor, chat_id chat);
   void cancel_job(uint32_t actor, const op_record& reserved);
@@ -119,6 +126,11 @@ private:
   chat_id pick_chat(std::mt19937_64& rng) const;
   uint64_t next_key() { return ++keys_; }
   std::string request_id(uint64_t key) const;
+
+  /// workload_options::plant, on the richest chats for the paid kind.
+  void plant();
+  /// The planted jobs on `chat`; false at the first refusal.
+  bool plant_on(chat_id chat);
 
   void push(const job& j);
   bool pop(job& out);
@@ -141,6 +153,7 @@ private:
   /// then every resolve is such a pair, so each run covers that answer.
   std::atomic<bool> disagreed_{false};
   std::vector<std::thread> threads_;
+  bool planted_ = false;
 };
 
 } // namespace chargeonce::chaos

@@ -84,9 +84,11 @@ jq -c '{operations: .operations.total, faults: .faults.by_type,
 # reported by its invariant, told apart by what the auditor says where two
 # share one (chaos.audit checks each mutant alone, and that no other
 # invariant sees it). A forgery needs a job of its sort, which a short run
-# sometimes lacks (a tenth of the provider calls time out): the harness then
-# says "nothing to forge" and the run is repeated with the next seed, at
-# most twice; the auditor's verdict is never retried.
+# on a slow machine often lacks, so the harness plants one of each before
+# the workload and the faults start (a partial capture, a job left
+# uncertain, a cancel while queued). Should a chat still refuse them, the
+# harness says "nothing to forge" and the run is repeated with the next
+# seed, at most twice; the auditor's verdict is never retried.
 echo "== self-test: every forgery must be caught by its invariant"
 for try in 0 1 2; do
   forged_seed=$((seed + try))
