@@ -190,7 +190,8 @@ caf::error charge_an_uncertain_job(const std::string& dsn,
 std::string run(const chaos_options& o, setup& s, recorder& rec,
                 const catalog& products, const std::string& catalog_path,
                 std::map<chat_id, pockets>& initial,
-                std::map<chat_id, int32_t>& max_active_jobs) {
+                std::map<chat_id, int32_t>& max_active_jobs,
+                chat_id& planted_chat) {
   std::vector<std::string> policy_args;
   if (catalog_path.empty())
     policy_args.push_back("--image-cancel-after-start=request");
@@ -249,7 +250,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
   wl.start();
-  if (wopts.plant && !wl.planted()) {
+  planted_chat = wl.planted_chat();
+  if (wopts.plant && planted_chat == 0) {
     wl.stop();
     return "nothing to forge: no chat took the planted jobs";
   }
@@ -344,12 +346,13 @@ int chaos_main(chaos_options& o) {
   auto limits = limits_of(o.seed, server_timings{});
   std::string catalog_path;
   std::string error;
+  chat_id planted_chat = 0;
   auto products = products_for(o, catalog_path, error);
   if (error.empty())
     error = prepare(o, s);
   if (error.empty())
-    error =
-      run(o, s, rec, products, catalog_path, initial, limits.max_active_jobs);
+    error = run(o, s, rec, products, catalog_path, initial,
+                limits.max_active_jobs, planted_chat);
   audit_result result;
   if (error.empty()) {
     error = forge(o, s, rec, products);
@@ -370,7 +373,7 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
                    || o.self_test_lost_commit || o.self_test_lost_event;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
-                  error,  self_test,    o.catalog};
+                  error,  self_test,    o.catalog, planted_chat};
   auto summary = summarize(facts, rec, result);
   std::cout << render(summary) << std::flush;
   if (!o.json_path.empty())

@@ -79,6 +79,9 @@ nlohmann::json summarize(const run_facts& facts, const recorder& rec,
           {"catalog", facts.catalog},
           {"faults_enabled", enabled},
           {"self_test_violation", facts.self_test},
+          {"planted_chat", facts.planted_chat == 0
+                             ? nlohmann::json(nullptr)
+                             : nlohmann::json(facts.planted_chat)},
           {"operations", operations(rec)},
           {"faults", faults(facts, rec)},
           {"invariants", inv},

@@ -22,6 +22,8 @@ struct run_facts {
   std::string harness_error;       ///< empty when the harness itself worked
   bool self_test = false;          ///< a forged ledger row was planted
   std::string catalog = "builtin"; ///< --catalog: replays need it too
+  /// The chat of the jobs planted for the forgeries; 0 when none.
+  chat_id planted_chat = 0;
 };
 
 nlohmann::json summarize(const run_facts& facts, const recorder& rec,

@@ -230,6 +230,12 @@ bool workload::plant_on(chat_id chat) {
   if (!start_job(actor, j))
     return false;
   commit_job(actor, j, retries_max, 1);
+  // A second charge: the first one's ledger row then has one after it.
+  auto whole = reserve(actor, chat, paid_kind(), next_key(), 1);
+  job w{chat, whole.id, whole.units};
+  if (!whole.ok() || !start_job(actor, w))
+    return false;
+  commit_job(actor, w, retries_max, 0);
   auto left = reserve(actor, chat, paid_kind(), next_key(), 1);
   job u{chat, left.id, left.units};
   if (!left.ok() || !start_job(actor, u))
@@ -250,12 +256,13 @@ void workload::plant() {
       richest.emplace_back(-worth, chat);
   }
   std::sort(richest.begin(), richest.end());
-  for (size_t i = 0; i < richest.size() && i < 4 && !planted_; ++i)
-    planted_ = plant_on(richest[i].second);
+  for (size_t i = 0; i < richest.size() && i < 4 && planted_chat_ == 0; ++i)
+    if (plant_on(richest[i].second))
+      planted_chat_ = richest[i].second;
   // Their reserves queued them: the workers leave them alone.
   std::lock_guard<std::mutex> guard{queue_mtx_};
   queue_.clear();
-  if (!planted_)
+  if (planted_chat_ == 0)
     spdlog::error("chaos: no chat took the planted jobs");
 }
 

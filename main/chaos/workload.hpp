@@ -54,8 +54,9 @@ struct workload_options {
   /// with.
   catalog products = builtin_catalog({});
   /// Before the threads start (and the faults with them), make one job of
-  /// each sort the self-tests forge from: a commit of fewer units than
-  /// held, a job left uncertain and unresolved, a cancel while queued.
+  /// each sort the self-tests forge from: a cancel while queued, a commit of
+  /// fewer units than held and a whole one after it (two charges in a row),
+  /// a job left uncertain and unresolved.
   bool plant = false;
 };
 
@@ -81,8 +82,8 @@ public:
   bool create_chats(std::mt19937_64& rng);
   void start();
   void stop();
-  /// False when no chat could take the planted jobs (see `plant`).
-  bool planted() const { return planted_; }
+  /// The chat that took the planted jobs (see `plant`); 0 when none did.
+  chat_id planted_chat() const { return planted_chat_; }
 
   /// The pockets each chat was created with.
   std::map<chat_id, pockets> initial;
@@ -153,7 +154,7 @@ private:
   /// then every resolve is such a pair, so each run covers that answer.
   std::atomic<bool> disagreed_{false};
   std::vector<std::thread> threads_;
-  bool planted_ = false;
+  chat_id planted_chat_ = 0;
 };
 
 } // namespace chargeonce::chaos
