@@ -114,11 +114,13 @@ caf::expected<active_count> store::count_active() {
 namespace {
 
 /// Runs a DELETE of at most one chunk ($1: the retention in milliseconds,
-/// $2: the chunk's rows) until a chunk deletes nothing, each chunk in a
+/// $2: the chunk's rows) until a chunk deletes nothing, or, when
+/// `short_chunk_is_last`, fewer rows than a chunk; each chunk in a
 /// transaction of its own, so that pruning never holds many locks long.
 template <class Run>
 caf::expected<uint64_t> delete_in_chunks(Run&& run, const std::string& query,
-                                         int64_t retention_ms) {
+                                         int64_t retention_ms,
+                                         bool short_chunk_is_last) {
   constexpr int64_t chunk_rows_max = 1000;
   constexpr int chunks_max = 1000; // a bound, not a goal: 1M rows per call
   uint64_t total = 0;
@@ -130,14 +132,16 @@ caf::expected<uint64_t> delete_in_chunks(Run&& run, const std::string& query,
     if (!deleted)
       return deleted;
     total += *deleted;
-    if (*deleted == 0)
+    if (*deleted == 0
+        || (short_chunk_is_last
+            && *deleted < static_cast<uint64_t>(chunk_rows_max)))
       break;
   }
   return total;
 }
 
 /// Deletes rows of `table` whose `column` is older than `retention_ms`,
-/// oldest first.
+/// oldest first: a short chunk took every row that old.
 template <class Run>
 caf::expected<uint64_t> prune_table(Run&& run, const char* table,
                                     const char* column, int64_t retention_ms) {
@@ -147,7 +151,7 @@ caf::expected<uint64_t> prune_table(Run&& run, const char* table,
       + table + " WHERE " + column
       + " < now() - $1 * interval '1 millisecond' ORDER BY " + column
       + " LIMIT $2)",
-    retention_ms);
+    retention_ms, true);
 }
 
 /// Deletes events older than `retention_ms`: of the oldest chunk by seq,
@@ -161,7 +165,7 @@ caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
     "DELETE FROM events WHERE seq IN (SELECT seq FROM (SELECT seq, at FROM "
     "events ORDER BY seq LIMIT $2) oldest WHERE at < now() - $1 * "
     "interval '1 millisecond')",
-    retention_ms);
+    retention_ms, false);
 }
 
 } // namespace

@@ -294,9 +294,9 @@ void check_faults(chaos_options& o) {
 }
 
 /// The self-tests' forgeries, written after the run and before the audit.
-/// One that finds nothing to forge (a short run without such a job) says
-/// "nothing to forge", so that a script can retry it with another seed
-/// without ever retrying the auditor's verdict.
+/// One that finds nothing to forge (no job of its sort, though the run
+/// plants one of each) says "nothing to forge": a harness error, never a
+/// verdict of the auditor.
 std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
                   const catalog& products) {
   std::string error;

@@ -283,4 +283,23 @@ TEST_SUITE("sweep") {
     CHECK(db.commit(chat, r.id).error() == ec::not_found);
   }
 
+  TEST_CASE_FIXTURE(sweep_fixture,
+                    "a prune goes on chunk after chunk until every row past "
+                    "the retention is gone") {
+    // 2,500 rows: two whole chunks of 1,000 and a short one.
+    auto chat = make_chat();
+    auto where = " WHERE chat_id = " + std::to_string(chat);
+    test::sql("INSERT INTO released_reservations (id, chat_id, reason, "
+              "released_at) SELECT 9100000000000 + 10000 * "
+              + std::to_string(chat % 1000000) + "::bigint + g, "
+              + std::to_string(chat)
+              + ", 'lease_expired', now() - interval '25 hours' "
+                "FROM generate_series(1, 2500) g");
+    auto pruned = db.prune();
+    REQUIRE(pruned);
+    CHECK(*pruned >= 2500);
+    CHECK(test::sql_int("SELECT count(*) FROM released_reservations" + where)
+          == 0);
+  }
+
 } // TEST_SUITE
