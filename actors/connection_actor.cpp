@@ -18,21 +18,39 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
   install_log_handlers(self);
   return {
     [self, job = std::move(job), owner = std::move(owner)](atom::apply) {
+      auto& db = job->db;
+      // The next batch when it went out before this one was answered.
+      std::vector<persistence::batch_operation> next;
+      bool sent = false;
       for (bool more = true; more;) {
         finished_job out;
         if (job->run) {
-          job->run(job->db);
+          job->run(db);
           job->run = nullptr;
           out.alone = true;
         } else {
-          out.results = job->db.apply(job->ops);
+          if (!sent)
+            db.send(job->ops);
+          // Once this batch's rows are in, Postgres commits it: what was
+          // staged meanwhile goes out now and waits there, so Postgres
+          // starts on it right after the commit.
+          db.await_rows();
+          {
+            std::lock_guard<std::mutex> guard{job->mtx};
+            next.swap(job->staged);
+          }
+          if (!next.empty())
+            db.send(next);
+          out.results = db.receive();
         }
-        out.connections_made = job->db.connections_made();
-        out.unavailable = job->db.unavailable();
+        out.connections_made = db.connections_made();
+        out.unavailable = db.unavailable();
         {
           std::lock_guard<std::mutex> guard{job->mtx};
           job->ops.clear();
-          job->ops.swap(job->staged);
+          sent = !next.empty();
+          job->ops.swap(sent ? next : job->staged);
+          next.clear();
           out.taken = job->ops.size();
           job->finished.push_back(std::move(out));
         }

@@ -24,7 +24,8 @@ namespace chargeonce {
 struct finished_job {
   bool alone = false; ///< it was a `run` job (which keeps its own result)
   std::vector<persistence::batch_result> results; ///< else, one per op
-  /// Staged operations the connection took as its next job right away.
+  /// Staged operations the connection took as its next job (sent already
+  /// while this one committed, or right after it).
   size_t taken = 0;
   /// The store after the job: connections it opened so far, and whether
   /// the job found no writable Postgres (the metrics of reconnects and of
@@ -36,10 +37,11 @@ struct finished_job {
 /// What a persistence actor and its connection actor share. The persistence
 /// actor fills in a job while the connection is idle, then sends `apply`.
 /// While the connection works, the persistence actor stages the next
-/// batch's hot operations; the connection takes them the moment it
-/// finishes, without waiting for a round trip through the persistence
-/// actor (whose thread may be busy with other actors), and reports each
-/// finished job with `done`.
+/// batch's hot operations; the connection takes them the moment Postgres
+/// sent this batch's rows and commits it, and sends them at once (they wait
+/// at Postgres until the commit is done), without waiting for a round trip
+/// through the persistence actor (whose thread may be busy with other
+/// actors). It reports each finished job with `done`.
 struct connection_job {
   explicit connection_job(persistence::store_options opts);
   persistence::store db;

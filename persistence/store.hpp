@@ -145,6 +145,20 @@ public:
   /// statement_operations_max operations.
   std::vector<batch_result> apply(const std::vector<batch_operation>& ops);
 
+  /// apply() in steps, for a caller that overlaps batches: `send` hands a
+  /// batch to Postgres without waiting; `await_rows` waits until the oldest
+  /// batch sent has its rows (Postgres is committing it now) or failed;
+  /// `receive` returns the oldest batch's answers once it committed. A
+  /// batch sent after await_rows waits at Postgres while the one before
+  /// commits: Postgres is never idle between them. Batches are received in
+  /// the order they were sent; none may be in flight when another
+  /// operation of the store runs.
+  void send(const std::vector<batch_operation>& ops);
+  void await_rows();
+  std::vector<batch_result> receive();
+  /// Batches sent and not yet received.
+  size_t batches_in_flight() const;
+
   /// Connects if there is no open connection yet, then returns its Postgres
   /// backend's process id; 0 when Postgres cannot be reached.
   /// chargeonce-bench reads the backend's CPU time from /proc when Postgres

@@ -5,7 +5,11 @@
 #include "protocol/validation.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
 #include <numeric>
+#include <poll.h>
 #include <type_traits>
 
 namespace chargeonce::persistence {
@@ -82,13 +86,7 @@ std::string array_literal(const std::vector<batch_operation>& ops,
   return out;
 }
 
-caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
-  if (f.is_null())
-    return caf::none;
-  return from_unix_micros(f.as<int64_t>());
-}
-
-receipt receipt_of(const pqxx::row& r, reservation_id id) {
+receipt receipt_of(const pg_row& r, reservation_id id) {
   receipt x;
   x.reservation = id;
   x.chat = r["c_chat"].as<int64_t>();
@@ -100,8 +98,7 @@ receipt receipt_of(const pqxx::row& r, reservation_id id) {
   return x;
 }
 
-chat_status status_of(const pqxx::row& r, chat_id chat,
-                      const store_options& o) {
+chat_status status_of(const pg_row& r, chat_id chat, const store_options& o) {
   chat_status x;
   x.chat = chat;
   x.amounts = pockets_of(r["s_pockets"]);
@@ -120,7 +117,7 @@ chat_status status_of(const pqxx::row& r, chat_id chat,
   return x;
 }
 
-batch_result result_of(const pqxx::row& r, const batch_operation& op,
+batch_result result_of(const pg_row& r, const batch_operation& op,
                        const store_options& o) {
   auto outcome = r["outcome"].as<std::string>();
   if (outcome != "ok") {
@@ -151,34 +148,111 @@ bool isolatable(const failure& f) {
 
 } // namespace
 
-std::vector<batch_result>
-store::apply(const std::vector<batch_operation>& ops) {
-  std::vector<batch_result> out(ops.size(), caf::error{});
+// -- the pipeline
+// --------------------------------------------------------------
+//
+// Each batch is one statement followed by a flush request and a sync point:
+// Postgres sends the batch's rows as soon as the statement ran, then
+// commits at the sync point. The connection actor sends the next batch the
+// moment the rows are in, so that it waits at Postgres while this one's
+// commit is flushed to disk, instead of leaving Postgres idle for the round
+// trip and the parsing of the rows. A batch's answers count only after its
+// sync point: until then its commit may still fail.
+
+namespace {
+
+constexpr const char* apply_sql =
+  "SELECT * FROM chargeonce_apply_batch($1::text[], $2::bigint[], "
+  "$3::bigint[], $4::text[], $5::text[], $6::integer[], $7::bigint, "
+  "$8::integer, $9::integer, $10::jsonb)";
+
+using result_ptr = std::unique_ptr<PGresult, void (*)(PGresult*)>;
+
+/// What libpq reports of a failed statement, commit or connection, thrown
+/// as libpqxx throws it, so that classify() reads it the same way.
+[[noreturn]] void throw_error(PGconn* pg, const PGresult* r) {
+  std::string message = r ? PQresultErrorMessage(r) : "";
+  if (message.empty())
+    message = PQerrorMessage(pg);
+  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  std::string sqlstate = state ? state : "";
+  if (PQstatus(pg) == CONNECTION_BAD || sqlstate.empty()
+      || sqlstate.rfind("08", 0) == 0)
+    throw pqxx::broken_connection(message);
+  if (sqlstate == "40003")
+    throw pqxx::statement_completion_unknown(message);
+  throw pqxx::sql_error(message, apply_sql, sqlstate.c_str());
+}
+
+void wait_readable(PGconn* pg) {
+  pollfd fd{PQsocket(pg), POLLIN, 0};
+  if (fd.fd < 0)
+    throw pqxx::broken_connection("the connection has no socket");
+  while (poll(&fd, 1, -1) < 0)
+    if (errno != EINTR)
+      throw pqxx::broken_connection(std::string{"poll: "}
+                                    + std::strerror(errno));
+}
+
+/// Records that `b` failed for good: what was thrown last.
+void fail_for_good(sent_batch& b) {
+  b.error = std::current_exception();
+  b.rows.reset();
+  b.rows_or_error = true;
+  b.ended = true;
+}
+
+} // namespace
+
+std::unique_ptr<sent_batch>
+store::impl::prepare(const std::vector<batch_operation>& ops) {
+  auto b = std::make_unique<sent_batch>();
+  b->ops = ops;
+  b->out.assign(ops.size(), caf::error{});
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (auto err = validate(ops[i], opts.products))
+      b->out[i] = std::move(err);
+    else
+      b->order.push_back(i);
+  }
   // Sorted by chat: concurrent batches (other servers too) take chat row
   // locks in one order and cannot deadlock each other. Stable: one chat's
   // operations keep their order.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (auto err = validate(ops[i], impl_->opts.products))
-      out[i] = std::move(err);
-    else
-      order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return ops[a].chat < ops[b].chat;
+  std::stable_sort(b->order.begin(), b->order.end(), [&](size_t x, size_t y) {
+    return ops[x].chat < ops[y].chat;
   });
-  if (order.empty())
-    return out;
-  auto lease_ms = static_cast<int64_t>(impl_->opts.lease_duration.count());
-  auto fail_all = [&](const caf::error& err) {
-    for (auto i : order)
-      out[i] = err;
-  };
+  b->ended = b->order.empty();
+  return b;
+}
+
+bool store::impl::in_flight() const {
+  return std::any_of(wire.begin(), wire.end(),
+                     [](const auto& x) { return x->link != 0 && !x->ended; });
+}
+
+void store::impl::send_now(sent_batch& b) {
+  const auto& ops = b.ops;
+  const auto& order = b.order;
   try {
-    pqxx::nontransaction tx{impl_->connection()};
+    // Connecting again only while nothing is in flight: a new connection
+    // would lose the answers of what is.
+    if (!in_flight())
+      connection();
+    if (!conn || !conn->is_open() || !conn->raw())
+      throw pqxx::broken_connection("the connection was lost with batches "
+                                    "in flight");
+    PGconn* pg = conn->raw();
+    if (prepared_link != link()) {
+      result_ptr r{PQprepare(pg, apply_statement, apply_sql, 10, nullptr),
+                   PQclear};
+      if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
+        throw_error(pg, r.get());
+      prepared_link = link();
+    }
+    if (PQpipelineStatus(pg) == PQ_PIPELINE_OFF && PQenterPipelineMode(pg) != 1)
+      throw_error(pg, nullptr);
     using text = std::string;
-    auto rs = tx.exec_prepared(
-      apply_statement,
+    std::string params[] = {
       array_literal<text>(ops, order,
                           [](const auto& x) { return text{to_string(x.op)}; }),
       array_literal<int64_t>(ops, order, [](const auto& x) { return x.chat; }),
@@ -192,39 +266,200 @@ store::apply(const std::vector<batch_operation>& ops) {
       array_literal<text>(ops, order,
                           [](const auto& x) { return x.request_id; }),
       array_literal<int32_t>(ops, order, [](const auto& x) { return x.units; }),
-      lease_ms, impl_->opts.free_max_active_jobs,
-      impl_->opts.premium_max_active_jobs, impl_->products_text);
-    if (rs.size() != order.size())
-      throw broken_invariant("chargeonce_apply_batch answered "
-                             + std::to_string(rs.size()) + " rows for "
-                             + std::to_string(order.size()) + " operations");
-    std::vector<bool> answered(order.size(), false);
-    for (const auto& row : rs) {
-      auto k = row["idx"].as<size_t>();
-      if (k >= order.size() || answered[k])
-        throw broken_invariant("chargeonce_apply_batch answered operation "
-                               + std::to_string(k) + " twice or out of range");
-      answered[k] = true;
-      out[order[k]] = result_of(row, ops[order[k]], impl_->opts);
-    }
-    impl_->unavailable = false;
+      std::to_string(opts.lease_duration.count()),
+      std::to_string(opts.free_max_active_jobs),
+      std::to_string(opts.premium_max_active_jobs),
+      products_text,
+    };
+    const char* values[std::size(params)];
+    for (size_t i = 0; i < std::size(params); ++i)
+      values[i] = params[i].c_str();
+    if (PQsendQueryPrepared(pg, apply_statement,
+                            static_cast<int>(std::size(params)), values,
+                            nullptr, nullptr, 0)
+          != 1
+        || PQsendFlushRequest(pg) != 1 || PQpipelineSync(pg) != 1)
+      throw_error(pg, nullptr);
+    b.link = link();
   } catch (...) {
-    auto f = classify(std::current_exception());
-    // A deadlock or one operation's unexpected error aborted the statement
-    // and wrote nothing: one by one, only the culprit fails.
-    if (order.size() > 1 && isolatable(f)) {
-      spdlog::warn("batch split operations={} sqlstate={} error={}",
-                   order.size(), f.sqlstate, f.detail);
-      for (auto i : order)
-        out[i] = std::move(apply({ops[i]}).front());
-      return out;
-    }
-    // A lost connection or an in-doubt commit leaves the outcome unknown
-    // (a retry is safe: reserve by request_id, commit by reservation); a
-    // bug fails every operation, including those already answered above.
-    fail_all(impl_->failed("apply", ops[order[0]].chat, ops[order[0]].id, f));
+    fail_for_good(b);
   }
+}
+
+void store::impl::read(sent_batch& b, bool until_rows) {
+  if (b.ended || (until_rows && b.rows_or_error))
+    return;
+  try {
+    if (!conn || !conn->raw() || link() != b.link)
+      throw pqxx::broken_connection("the connection was lost before the "
+                                    "batch's answer came");
+    PGconn* pg = conn->raw();
+    for (;;) {
+      if (PQstatus(pg) == CONNECTION_BAD)
+        throw_error(pg, nullptr);
+      while (PQisBusy(pg) == 0) {
+        result_ptr r{PQgetResult(pg), PQclear};
+        if (!b.rows_or_error) {
+          // The statement's own result, then a null ending it.
+          if (!r)
+            throw pqxx::broken_connection("no answer to the batch");
+          b.rows_or_error = true;
+          if (PQresultStatus(r.get()) == PGRES_TUPLES_OK)
+            b.rows = std::move(r);
+          else
+            try {
+              throw_error(pg, r.get());
+            } catch (...) {
+              b.error = std::current_exception();
+            }
+          if (PQgetResult(pg) != nullptr)
+            throw broken_invariant("the batch statement answered twice");
+          if (until_rows)
+            return;
+        } else if (!r) {
+          continue; // after the commit's error (below)
+        } else if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) {
+          b.ended = true;
+          return;
+        } else {
+          // The commit at the sync point failed: the rows do not count.
+          b.rows.reset();
+          try {
+            throw_error(pg, r.get());
+          } catch (...) {
+            b.error = std::current_exception();
+          }
+        }
+      }
+      wait_readable(pg);
+      if (PQconsumeInput(pg) != 1)
+        throw_error(pg, nullptr);
+    }
+  } catch (...) {
+    fail_for_good(b);
+  }
+}
+
+void store::impl::drain() {
+  for (auto& x : wire)
+    read(*x, false);
+}
+
+void store::impl::leave_pipeline() {
+  if (in_flight() || !conn || !conn->raw()
+      || PQpipelineStatus(conn->raw()) == PQ_PIPELINE_OFF)
+    return;
+  if (PQexitPipelineMode(conn->raw()) != 1) {
+    spdlog::error("persistence connection cannot leave pipeline mode ({}): "
+                  "closing it",
+                  one_line(PQerrorMessage(conn->raw())));
+    conn.reset();
+  }
+}
+
+std::vector<batch_result> store::impl::settle(sent_batch& b) {
+  auto& out = b.out;
+  const auto& order = b.order;
+  if (order.empty())
+    return std::move(out);
+  if (!b.error) {
+    try {
+      const PGresult* rs = b.rows.get();
+      auto rows = static_cast<size_t>(PQntuples(rs));
+      if (rows != order.size())
+        throw broken_invariant("chargeonce_apply_batch answered "
+                               + std::to_string(rows) + " rows for "
+                               + std::to_string(order.size()) + " operations");
+      std::vector<bool> answered(order.size(), false);
+      for (size_t i = 0; i < rows; ++i) {
+        pg_row row{rs, static_cast<int>(i)};
+        auto k = row["idx"].as<size_t>();
+        if (k >= order.size() || answered[k])
+          throw broken_invariant("chargeonce_apply_batch answered operation "
+                                 + std::to_string(k)
+                                 + " twice or out of range");
+        answered[k] = true;
+        out[order[k]] = result_of(row, b.ops[order[k]], opts);
+      }
+      unavailable = false;
+      return std::move(out);
+    } catch (...) {
+      b.error = std::current_exception();
+    }
+  }
+  auto f = classify(b.error);
+  // The batches behind it first: their answers are kept before the
+  // connection is split or dropped.
+  drain();
+  // A deadlock or one operation's unexpected error aborted the statement
+  // and wrote nothing: one by one, only the culprit fails.
+  if (order.size() > 1 && isolatable(f)) {
+    spdlog::warn("batch split operations={} sqlstate={} error={}", order.size(),
+                 f.sqlstate, f.detail);
+    for (auto i : order)
+      out[i] = std::move(alone({b.ops[i]}).front());
+    return std::move(out);
+  }
+  // A lost connection or an in-doubt commit leaves the outcome unknown
+  // (a retry is safe: reserve by request_id, commit by reservation); a
+  // bug fails every operation, including those already answered above.
+  auto err = failed("apply", b.ops[order[0]].chat, b.ops[order[0]].id, f);
+  for (auto i : order)
+    out[i] = err;
+  return std::move(out);
+}
+
+std::vector<batch_result>
+store::impl::alone(const std::vector<batch_operation>& ops) {
+  // What is in flight is read first: this batch goes out on its own.
+  drain();
+  auto b = prepare(ops);
+  if (!b->ended)
+    send_now(*b);
+  read(*b, false);
+  auto out = settle(*b);
+  leave_pipeline();
   return out;
+}
+
+void store::send(const std::vector<batch_operation>& ops) {
+  auto& wire = impl_->wire;
+  auto b = impl_->prepare(ops);
+  // After one that could not go out yet, in order.
+  bool waiting = std::any_of(wire.begin(), wire.end(), [](const auto& x) {
+    return x->link == 0 && !x->ended;
+  });
+  if (!b->ended && !waiting)
+    impl_->send_now(*b);
+  wire.push_back(std::move(b));
+}
+
+void store::await_rows() {
+  if (!impl_->wire.empty())
+    impl_->read(*impl_->wire.front(), true);
+}
+
+std::vector<batch_result> store::receive() {
+  auto& wire = impl_->wire;
+  if (wire.empty())
+    throw std::logic_error("store::receive: no batch was sent");
+  auto b = std::move(wire.front());
+  wire.pop_front();
+  if (!b->ended && b->link == 0)
+    impl_->send_now(*b);
+  impl_->read(*b, false);
+  auto out = impl_->settle(*b);
+  impl_->leave_pipeline();
+  return out;
+}
+
+size_t store::batches_in_flight() const {
+  return impl_->wire.size();
+}
+
+std::vector<batch_result>
+store::apply(const std::vector<batch_operation>& ops) {
+  return impl_->alone(ops);
 }
 
 } // namespace chargeonce::persistence

@@ -21,12 +21,6 @@ namespace {
 constexpr int64_t no_bound_low = 0;
 constexpr int64_t no_bound_high = 32503680000LL * 1000000;
 
-caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
-  if (f.is_null())
-    return caf::none;
-  return from_unix_micros(f.as<int64_t>());
-}
-
 /// The ledger's entry as the support view names its cause.
 std::string cause_of(const std::string& entry) {
   return entry == "charge" ? "commit" : entry;

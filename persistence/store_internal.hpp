@@ -3,6 +3,8 @@
 // operations, and the connection handling behind every transaction.
 #pragma once
 
+#include "persistence/batch.hpp"
+#include "persistence/connection.hpp"
 #include "persistence/failure.hpp"
 #include "persistence/health.hpp"
 #include "persistence/pockets_column.hpp"
@@ -14,6 +16,8 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,10 +51,73 @@ inline std::string micros_to_timestamptz(const char* param) {
          + " % 1000000) * interval '1 microsecond')";
 }
 
-inline kind parse_kind(const pqxx::field& f) {
+/// One field of a libpq result, read as libpqxx reads its own: the rows of
+/// a pipelined batch (store_batch.cpp) never become a pqxx::result.
+class pg_field {
+public:
+  pg_field(const PGresult* res, int row, int col)
+      : res_(res), row_(row), col_(col) {
+    // nop
+  }
+
+  bool is_null() const { return PQgetisnull(res_, row_, col_) != 0; }
+
+  const char* c_str() const { return PQgetvalue(res_, row_, col_); }
+
+  template <class T>
+  T as() const {
+    if (is_null())
+      throw pqxx::conversion_error(std::string{"null in column "}
+                                   + PQfname(res_, col_));
+    T out{};
+    pqxx::string_traits<T>::from_string(c_str(), out);
+    return out;
+  }
+
+private:
+  const PGresult* res_;
+  int row_;
+  int col_;
+};
+
+/// One row of a libpq result, its fields by name as in a pqxx::row.
+class pg_row {
+public:
+  pg_row(const PGresult* res, int row) : res_(res), row_(row) {
+    // nop
+  }
+
+  pg_field operator[](const char* name) const {
+    int col = PQfnumber(res_, name);
+    if (col < 0)
+      throw broken_invariant(std::string{"no column "} + name);
+    return {res_, row_, col};
+  }
+
+private:
+  const PGresult* res_;
+  int row_;
+};
+
+template <class Field>
+kind parse_kind(const Field& f) {
   kind k = kind::text;
-  from_string(f.as<std::string>(), k);
+  from_string(f.template as<std::string>(), k);
   return k;
+}
+
+template <class Field>
+caf::optional<caf::timestamp> optional_micros(const Field& f) {
+  if (f.is_null())
+    return caf::none;
+  return from_unix_micros(f.template as<int64_t>());
+}
+
+// The overloads of pockets_column.hpp stay visible beside this one.
+using persistence::pockets_of;
+
+inline pockets pockets_of(const pg_field& f) {
+  return pockets_of(nlohmann::json::parse(f.c_str()));
 }
 
 inline reservation to_reservation(const pqxx::row& r) {
@@ -101,7 +168,27 @@ inline std::string remember_ended(const char* how) {
 std::string release_statement_sql();
 
 /// A reservation from the r_* columns of a chargeonce_outcome row.
-reservation reservation_of(const pqxx::row& r);
+template <class Row>
+reservation reservation_of(const Row& r) {
+  reservation x;
+  x.id = r["r_id"].template as<int64_t>();
+  x.chat = r["r_chat"].template as<int64_t>();
+  x.kind = parse_kind(r["r_kind"]);
+  from_string(r["r_status"].template as<std::string>(), x.status);
+  x.queue = r["r_queue"].template as<std::string>();
+  x.held = pockets_of(r["r_held"]);
+  x.request_id = r["r_request_id"].template as<std::string>();
+  x.created_at = from_unix_micros(r["r_created_us"].template as<int64_t>());
+  x.lease_expires_at = optional_micros(r["r_lease_us"]);
+  x.slot = r["r_slot"].is_null() ? 0 : r["r_slot"].template as<int32_t>();
+  x.ended_at = optional_micros(r["r_ended_us"]);
+  x.units = r["r_units"].is_null() ? 1 : r["r_units"].template as<int32_t>();
+  if (!r["r_held_units"].is_null())
+    x.held_units = pockets_of(r["r_held_units"]);
+  x.cancel_requested = !r["r_cancel_requested"].is_null()
+                       && r["r_cancel_requested"].template as<bool>();
+  return x;
+}
 
 /// The chat's active reservations, oldest first, from the JSON array of
 /// chargeonce_reservations_json (003_parallel_jobs.sql).
@@ -277,6 +364,25 @@ using namespace detail;
 
 // -- connection handling ------------------------------------------------------
 
+/// A batch handed to Postgres and not yet answered (store_batch.cpp).
+struct sent_batch {
+  std::vector<batch_operation> ops;
+  /// The indexes of ops that passed validation, sorted by chat: the order
+  /// of the statement's arrays and of its answers' idx.
+  std::vector<size_t> order;
+  /// One per op; the refusals of validation already in.
+  std::vector<batch_result> out;
+  /// The link (store::impl::link) it went out on; 0: not sent yet.
+  uint64_t link = 0;
+  /// What the pipeline gave back so far: the statement's rows, what failed
+  /// (the statement, its commit, or the connection), and whether its
+  /// commit's sync point came (or it failed for good).
+  std::unique_ptr<PGresult, void (*)(PGresult*)> rows{nullptr, PQclear};
+  std::exception_ptr error;
+  bool rows_or_error = false;
+  bool ended = false;
+};
+
 struct store::impl {
   store_options opts;
   /// What every batch passes to chargeonce_apply_batch, built once.
@@ -287,18 +393,42 @@ struct store::impl {
   /// SQL of a refill's change (the ledger's `changed`) from the pockets
   /// `b.pockets` before to `a.pockets` after, built once (refill_change_sql).
   std::string refill_change;
-  std::unique_ptr<pqxx::connection> conn;
+  std::unique_ptr<persistence::connection> conn;
+  /// Which libpq connection conn is now: one more for each connection
+  /// object and each reconnect libpqxx makes on its own.
+  uint64_t link() const {
+    return (connections_made << 24) + conn->generation();
+  }
+  /// The link the batch statement was prepared on.
+  uint64_t prepared_link = 0;
+  /// Batches sent and not yet received, oldest first (store::send).
+  std::deque<std::unique_ptr<sent_batch>> wire;
   /// Connections opened so far (the first and every reconnect).
   uint64_t connections_made = 0;
   /// The last operation found no writable Postgres (lost_primary); false
   /// again after the next that reached it.
   bool unavailable = false;
 
+  // The batches (store_batch.cpp): one is sent, read up to its rows or to
+  // the sync point after its commit, and settled into its answers.
+  std::unique_ptr<sent_batch> prepare(const std::vector<batch_operation>& ops);
+  /// Whether a batch went out on the connection and is not read to its end.
+  bool in_flight() const;
+  void send_now(sent_batch& b);
+  void read(sent_batch& b, bool until_rows);
+  /// Reads every batch sent to its end, keeping the answers.
+  void drain();
+  /// Out of pipeline mode once nothing is in flight.
+  void leave_pipeline();
+  std::vector<batch_result> settle(sent_batch& b);
+  /// One batch, sent and answered on its own.
+  std::vector<batch_result> alone(const std::vector<batch_operation>& ops);
+
   /// Refuses a fresh connection to a server that cannot take writes: with
   /// a multi-host DSN lacking target_session_attrs=read-write, or a single
   /// host that is now a standby after a failover, it would fail every
   /// write. Logged, closed, and the next operation connects again.
-  static void require_primary(pqxx::connection& c, pqxx::result& rs) {
+  static void require_primary(pqxx::connection_base& c, pqxx::result& rs) {
     if (rs.empty() || !rs[0][0].as<bool>())
       return;
     auto where = std::string{"host="} + (c.hostname() ? c.hostname() : "")
@@ -310,10 +440,21 @@ struct store::impl {
                       + where);
   }
 
-  pqxx::connection& connection() {
+  /// The connection for a libpqxx transaction: out of pipeline mode (the
+  /// batches leave it when the last one is received), connected again if
+  /// it was lost.
+  persistence::connection& connection() {
+    if (conn && conn->is_open() && conn->raw()
+        && PQpipelineStatus(conn->raw()) != PQ_PIPELINE_OFF
+        && PQexitPipelineMode(conn->raw()) != 1) {
+      spdlog::error("persistence connection still in pipeline mode ({}): "
+                    "closing it",
+                    one_line(PQerrorMessage(conn->raw())));
+      conn.reset();
+    }
     if (!conn || !conn->is_open()) {
       conn.reset();
-      auto fresh = std::make_unique<pqxx::connection>(opts.dsn);
+      auto fresh = std::make_unique<persistence::connection>(opts.dsn);
       pqxx::nontransaction setup{*fresh};
       // One round trip: the timeout, and whether this server takes writes.
       auto rs = setup.exec("SET statement_timeout = "
@@ -321,12 +462,8 @@ struct store::impl {
                            + "; " + read_only_sql);
       setup.commit();
       require_primary(*fresh, rs);
-      // Prepared lazily on first use, again on every new connection.
-      fresh->prepare(apply_statement,
-                     "SELECT * FROM chargeonce_apply_batch($1::text[], "
-                     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], "
-                     "$6::integer[], $7::bigint, $8::integer, $9::integer, "
-                     "$10::jsonb)");
+      // Prepared lazily on first use, again on every new connection. (The
+      // batch statement is libpq's: store_batch.cpp prepares it.)
       fresh->prepare(release_statement, release_statement_sql());
       conn = std::move(fresh);
       ++connections_made;

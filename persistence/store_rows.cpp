@@ -8,12 +8,6 @@ namespace chargeonce::persistence::detail {
 
 namespace {
 
-caf::optional<caf::timestamp> optional_micros(const pqxx::field& f) {
-  if (f.is_null())
-    return caf::none;
-  return from_unix_micros(f.as<int64_t>());
-}
-
 caf::optional<caf::timestamp> optional_micros(const nlohmann::json& x) {
   if (x.is_null())
     return caf::none;
@@ -21,27 +15,6 @@ caf::optional<caf::timestamp> optional_micros(const nlohmann::json& x) {
 }
 
 } // namespace
-
-reservation reservation_of(const pqxx::row& r) {
-  reservation x;
-  x.id = r["r_id"].as<int64_t>();
-  x.chat = r["r_chat"].as<int64_t>();
-  x.kind = parse_kind(r["r_kind"]);
-  from_string(r["r_status"].as<std::string>(), x.status);
-  x.queue = r["r_queue"].as<std::string>();
-  x.held = pockets_of(r["r_held"]);
-  x.request_id = r["r_request_id"].as<std::string>();
-  x.created_at = from_unix_micros(r["r_created_us"].as<int64_t>());
-  x.lease_expires_at = optional_micros(r["r_lease_us"]);
-  x.slot = r["r_slot"].is_null() ? 0 : r["r_slot"].as<int32_t>();
-  x.ended_at = optional_micros(r["r_ended_us"]);
-  x.units = r["r_units"].is_null() ? 1 : r["r_units"].as<int32_t>();
-  if (!r["r_held_units"].is_null())
-    x.held_units = pockets_of(r["r_held_units"]);
-  x.cancel_requested =
-    !r["r_cancel_requested"].is_null() && r["r_cancel_requested"].as<bool>();
-  return x;
-}
 
 std::vector<reservation> reservations_from_json(const std::string& text) {
   std::vector<reservation> out;
