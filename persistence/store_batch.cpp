@@ -312,7 +312,7 @@ void store::impl::read(sent_batch& b, bool until_rows) {
             } catch (...) {
               b.error = std::current_exception();
             }
-          if (PQgetResult(pg) != nullptr)
+          if (result_ptr extra{PQgetResult(pg), PQclear}; extra)
             throw broken_invariant("the batch statement answered twice");
           if (until_rows)
             return;
