@@ -150,9 +150,9 @@ public:
   /// batch sent has its rows (Postgres is committing it now) or failed;
   /// `receive` returns the oldest batch's answers once it committed. A
   /// batch sent after await_rows waits at Postgres while the one before
-  /// commits: Postgres is never idle between them. Batches are received in
-  /// the order they were sent; none may be in flight when another
-  /// operation of the store runs.
+  /// commits, and starts right after it, without a round trip between them.
+  /// Batches are received in the order they were sent; none may be in
+  /// flight when another operation of the store runs.
   void send(const std::vector<batch_operation>& ops);
   void await_rows();
   std::vector<batch_result> receive();
