@@ -148,8 +148,7 @@ bool isolatable(const failure& f) {
 
 } // namespace
 
-// -- the pipeline
-// --------------------------------------------------------------
+// -- the pipeline -------------------------------------------------------------
 //
 // Each batch is one statement followed by a flush request and a sync point:
 // Postgres sends the batch's rows as soon as the statement ran, then
