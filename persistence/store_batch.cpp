@@ -197,7 +197,6 @@ void wait_readable(PGconn* pg) {
 void fail_for_good(sent_batch& b) {
   b.error = std::current_exception();
   b.rows.reset();
-  b.rows_or_error = true;
   b.ended = true;
 }
 
@@ -286,7 +285,7 @@ void store::impl::send_now(sent_batch& b) {
 }
 
 void store::impl::read(sent_batch& b, bool until_rows) {
-  if (b.ended || (until_rows && b.rows_or_error))
+  if (b.ended || (until_rows && b.answered()))
     return;
   try {
     if (!conn || !conn->raw() || link() != b.link)
@@ -298,11 +297,10 @@ void store::impl::read(sent_batch& b, bool until_rows) {
         throw_error(pg, nullptr);
       while (PQisBusy(pg) == 0) {
         result_ptr r{PQgetResult(pg), PQclear};
-        if (!b.rows_or_error) {
+        if (!b.answered()) {
           // The statement's own result, then a null ending it.
           if (!r)
             throw pqxx::broken_connection("no answer to the batch");
-          b.rows_or_error = true;
           if (PQresultStatus(r.get()) == PGRES_TUPLES_OK)
             b.rows = std::move(r);
           else

@@ -379,8 +379,11 @@ struct sent_batch {
   /// commit's sync point came (or it failed for good).
   std::unique_ptr<PGresult, void (*)(PGresult*)> rows{nullptr, PQclear};
   std::exception_ptr error;
-  bool rows_or_error = false;
   bool ended = false;
+
+  /// The statement answered (its rows, or why it failed), or the batch
+  /// failed before it could.
+  bool answered() const { return rows || error; }
 };
 
 struct store::impl {
