@@ -10,7 +10,7 @@
 #   docs/experiments/pocket-representation/alternate.sh /tmp/pre/build 3 \
 #     base arrays free
 # Prints one line per round: cycles/s of the before build, then of each
-# variant. The arrays variant adds arrays.sql's columns to its cluster.
+# variant. The arrays variants add arrays.sql's columns to its cluster.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 root=$(pwd)
@@ -45,7 +45,7 @@ run() {
 # A server migrates its cluster when it starts: one short run each first.
 run "$before" "$before_dsn" >/dev/null
 run "$after" "$after_dsn" >/dev/null
-if [[ " $* " == *" arrays "* ]] && ! psql "$after_dsn" -qAtc \
+if [[ " $* " == *" arrays"* ]] && ! psql "$after_dsn" -qAtc \
   "SELECT 1 FROM pg_attribute WHERE attrelid = 'chats'::regclass AND attname = 'pv'" | grep -q 1; then
   psql "$after_dsn" -q -v ON_ERROR_STOP=1 -f "$here/arrays.sql"
 fi
