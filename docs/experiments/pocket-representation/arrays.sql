@@ -19,3 +19,26 @@ BEGIN
 END $$;
 CREATE TRIGGER experiment_pockets_by_ordinal BEFORE INSERT ON chats
   FOR EACH ROW EXECUTE FUNCTION experiment_pockets_by_ordinal();
+ALTER TABLE uncertain_reservations ADD COLUMN hv integer[];
+
+-- The general paths of the arrays_general variant, which the bench never
+-- takes: present so that the statements pay for having them.
+CREATE FUNCTION experiment_choose_general(spec jsonb, premium boolean,
+                                          pv integer[], chat bigint,
+                                          units integer)
+  RETURNS integer LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'experiment: general choice for chat %', chat;
+END $$;
+CREATE FUNCTION experiment_charge_general(pv integer[], hv integer[],
+                                          units integer, named integer)
+  RETURNS integer[] LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'experiment: general charge';
+END $$;
+CREATE FUNCTION experiment_after_general(pv integer[], hv integer[],
+                                         units integer, named integer)
+  RETURNS integer[] LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'experiment: general pockets after a charge';
+END $$;

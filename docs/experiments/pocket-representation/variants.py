@@ -14,6 +14,15 @@ Apply the output to a scratch cluster, never to one that holds real money.
              prototype of a representation: needs arrays.sql first; the
              jsonb columns are left empty, so the bench's audit fails
   arrays_jsonb_holds  arrays, but holds and charges still built as jsonb
+  arrays_lean  arrays_general without the general paths in the set-based
+             statements: what they do not cover is left to the one-by-one
+             path after them, as refusals already are
+  arrays_general  arrays as a real version would be: the kind's first two
+             (ordinal, price) pairs arrive per operation (here arrays
+             filled once per batch), prices are not assumed to be 1, and
+             the general paths (several units, premium-free kinds, longer
+             pay lists, holds on several pockets) are in the statements
+             (arrays.sql's experiment_*_general, which refuse to run)
   Cheaper jsonb forms (right answers):
   case_choose   reserve chooses among the kind's first two pockets in a
                 CASE, chargeonce_choose only for the rest
@@ -116,6 +125,113 @@ HOLDS_JSONB = [
                    LEAST(t.hv[t.hp], c.pv[t.hp])) AS charged,"""),
 ]
 
+# ARRAYS with what a real version needs around it.
+ARRAYS_GENERAL = [
+    ("""  v_lock_chats bigint[];""",
+     """  v_lock_chats bigint[];
+  b_p0 integer[] := array_fill(2, ARRAY[cardinality(b_ops)]);
+  b_c0 integer[] := array_fill(1, ARRAY[cardinality(b_ops)]);
+  b_p1 integer[] := array_fill(3, ARRAY[cardinality(b_ops)]);
+  b_c1 integer[] := array_fill(1, ARRAY[cardinality(b_ops)]);
+  b_more boolean[] := array_fill(false, ARRAY[cardinality(b_ops)]);"""),
+    ("""      SELECT u.n, u.chat, u.k, u.request_id, products -> u.k AS spec,
+             coalesce(nullif(u.units, 0), 1) AS units
+        FROM unnest(b_ops, b_chats, b_kinds, b_request_ids, b_units)
+             WITH ORDINALITY AS u(op, chat, k, request_id, units, n)""",
+     """      SELECT u.n, u.chat, u.k, u.request_id, products -> u.k AS spec,
+             coalesce(nullif(u.units, 0), 1) AS units, u.p0, u.c0, u.p1,
+             u.c1, u.more
+        FROM unnest(b_ops, b_chats, b_kinds, b_request_ids, b_units, b_p0,
+                    b_c0, b_p1, b_c1, b_more)
+             WITH ORDINALITY
+             AS u(op, chat, k, request_id, units, p0, c0, p1, c1, more, n)"""),
+    ("""          SELECT chargeonce_pockets_sum(r.held) AS held,""",
+     """          SELECT coalesce(sum(r.hv[req.p0]), 0) AS held0,
+                 coalesce(sum(r.hv[req.p1]), 0) AS held1,"""),
+    ("""            FROM (SELECT held, slot FROM reservations
+                   WHERE chat_id = req.chat
+                  UNION ALL
+                  SELECT held, NULL FROM uncertain_reservations""",
+     """            FROM (SELECT hv, slot FROM reservations
+                   WHERE chat_id = req.chat
+                  UNION ALL
+                  SELECT hv, NULL FROM uncertain_reservations"""),
+    (CHOOSE, """CASE
+               WHEN c.premium AND (req.spec ->> 'free')::boolean
+                 OR req.units <> 1 OR req.more THEN
+                 experiment_choose_general(req.spec, c.premium, c.pv,
+                                           req.chat, req.units)
+               WHEN c.pv[req.p0] - a.held0 >= req.c0 THEN 0
+               WHEN c.pv[req.p1] - a.held1 >= req.c1 THEN 1 END"""),
+    ("""      INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
+                                units, held_units)
+      SELECT chat, k, chargeonce_queue(spec, premium), choice -> 'held',
+             request_id, free_slot, units, choice -> 'units'""",
+     """      INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
+                                units, held_units, hp, hv)
+      SELECT chat, k, chargeonce_queue(spec, premium), '{}',
+             request_id, free_slot, units, '{}',
+             CASE choice WHEN 0 THEN p0 ELSE p1 END,
+             CASE choice WHEN 0 THEN array_fill(0, ARRAY[p0 - 1]) || c0
+                         ELSE array_fill(0, ARRAY[p1 - 1]) || c1 END"""),
+    # As in ARRAYS: holds made by chargeonce_apply_one have no ordinal.
+    ("""         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units""",
+     """         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units
+         AND r.hv IS NOT NULL"""),
+    ("""                r.held_units, cm.units AS units_named),""",
+     """                r.held_units, cm.units AS units_named, r.hp, r.hv),"""),
+    ("""      SELECT t.*, c.ctid AS chat_row, m.charged, m.after,""",
+     """      SELECT t.*, c.ctid AS chat_row, m.charged, m.after, m.cv,"""),
+    (COMMIT_MATH, """        CROSS JOIN LATERAL (
+          SELECT '{}'::jsonb AS charged,
+                 CASE WHEN t.hp IS NOT NULL AND NOT p.partial THEN
+                   array_fill(0, ARRAY[t.hp - 1])
+                     || LEAST(t.hv[t.hp], c.pv[t.hp])
+                 ELSE experiment_charge_general(c.pv, t.hv, t.units,
+                                                t.units_named) END AS cv,
+                 CASE WHEN t.hp IS NOT NULL AND NOT p.partial THEN
+                   c.pv[:t.hp - 1] || GREATEST(0, c.pv[t.hp] - t.hv[t.hp])
+                     || c.pv[t.hp + 1:]
+                 ELSE experiment_after_general(c.pv, t.hv, t.units,
+                                               t.units_named) END AS after
+          ) m),"""),
+    ("""      UPDATE chats c SET pockets = bf.after""",
+     """      UPDATE chats c SET pv = bf.after"""),
+    ("""      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
+                          released, pockets)
+      SELECT id, chat_id, kind, charged, units_charged, released, after""",
+     """      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
+                          released, pockets, cv, av)
+      SELECT id, chat_id, kind, charged, units_charged, released, NULL, cv,
+             after"""),
+]
+
+
+def lean(changes):
+    """ARRAYS_GENERAL with its general branches left to the one-by-one path."""
+    out = []
+    for old, new in changes:
+        if old == CHOOSE:
+            new = """CASE
+               WHEN c.pv[req.p0] - a.held0 >= req.c0 THEN 0
+               WHEN c.pv[req.p1] - a.held1 >= req.c1 THEN 1 END"""
+        elif old == COMMIT_MATH:
+            new = """        CROSS JOIN LATERAL (
+          SELECT '{}'::jsonb AS charged,
+                 array_fill(0, ARRAY[t.hp - 1])
+                   || LEAST(t.hv[t.hp], c.pv[t.hp]) AS cv,
+                 c.pv[:t.hp - 1] || GREATEST(0, c.pv[t.hp] - t.hv[t.hp])
+                   || c.pv[t.hp + 1:] AS after) m),"""
+        elif "AND r.hv IS NOT NULL" in new:
+            new = new.replace("AND r.hv IS NOT NULL",
+                              "AND r.hp IS NOT NULL AND cm.units IN (0, r.units)")
+        out.append((old, new))
+    out.append(("""       WHERE req.spec IS NOT NULL AND req.units BETWEEN 1 AND 1000000),""",
+                """       WHERE req.spec IS NOT NULL AND req.units = 1 AND NOT req.more
+         AND NOT (c.premium AND (req.spec ->> 'free')::boolean)),"""))
+    return out
+
+
 CASE_CHOOSE = [(CHOOSE, """CASE
                WHEN c.premium AND (req.spec ->> 'free')::boolean
                  OR req.units <> 1 THEN
@@ -187,6 +303,8 @@ SKIPFIND = [(FIND, "CASE WHEN req.request_id <> '' THEN " + FIND + " END")]
 VARIANTS = {"base": [], "nochoose": NOCHOOSE, "nomath": NOMATH,
             "free": NOCHOOSE + NOMATH, "arrays": ARRAYS,
             "arrays_jsonb_holds": ARRAYS + HOLDS_JSONB,
+            "arrays_general": ARRAYS_GENERAL,
+            "arrays_lean": lean(ARRAYS_GENERAL),
             "case_choose": CASE_CHOOSE,
             "pocket_by_catalog": POCKET_BY_CATALOG,
             "pocket_by_text": POCKET_BY_TEXT,
