@@ -14,15 +14,15 @@ Apply the output to a scratch cluster, never to one that holds real money.
              prototype of a representation: needs arrays.sql first; the
              jsonb columns are left empty, so the bench's audit fails
   arrays_jsonb_holds  arrays, but holds and charges still built as jsonb
-  arrays_lean  arrays_general without the general paths in the set-based
-             statements: what they do not cover is left to the one-by-one
-             path after them, as refusals already are
   arrays_general  arrays as a real version would be: the kind's first two
              (ordinal, price) pairs arrive per operation (here arrays
              filled once per batch), prices are not assumed to be 1, and
              the general paths (several units, premium-free kinds, longer
              pay lists, holds on several pockets) are in the statements
              (arrays.sql's experiment_*_general, which refuse to run)
+  arrays_lean  arrays_general without the general paths in the set-based
+             statements: what they do not cover is left to the one-by-one
+             path after them, as refusals already are
   Cheaper jsonb forms (right answers):
   case_choose   reserve chooses among the kind's first two pockets in a
                 CASE, chargeonce_choose only for the rest
