@@ -60,6 +60,22 @@ NOCHOOSE = [(CHOOSE,
 NOMATH = [(COMMIT_MATH, """        CROSS JOIN LATERAL (
           SELECT p.nominal AS charged, c.pockets AS after) m),""")]
 
+# What every arrays variant changes alike in commit: the hold's ordinal and
+# amounts come out of the DELETE, the charge's amounts out of `before`, and
+# the chat's pockets are written as an array.
+ARRAY_COMMIT = [
+    ("""                r.held_units, cm.units AS units_named),""",
+     """                r.held_units, cm.units AS units_named, r.hp, r.hv),"""),
+    ("""      SELECT t.*, c.ctid AS chat_row, m.charged, m.after,""",
+     """      SELECT t.*, c.ctid AS chat_row, m.charged, m.after, m.cv,"""),
+    ("""      UPDATE chats c SET pockets = bf.after""",
+     """      UPDATE chats c SET pv = bf.after"""),
+]
+COMMIT_FILTER = """         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units"""
+LEDGER_INSERT = """      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
+                          released, pockets)
+      SELECT id, chat_id, kind, charged, units_charged, released, after"""
+
 # Ordinals and prices are the built-in image's (daily_images, then balance,
 # one each): a real version would pass them per operation.
 ARRAYS = [
@@ -87,27 +103,19 @@ ARRAYS = [
              array_fill(0, ARRAY[choice::integer - 1]) || 1"""),
     # Holds made by chargeonce_apply_one (batches of one) have no ordinal:
     # they are committed one by one, through the jsonb path.
-    ("""         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units""",
+    (COMMIT_FILTER,
      """         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units
          AND r.hp IS NOT NULL"""),
-    ("""                r.held_units, cm.units AS units_named),""",
-     """                r.held_units, cm.units AS units_named, r.hp, r.hv),"""),
-    ("""      SELECT t.*, c.ctid AS chat_row, m.charged, m.after,""",
-     """      SELECT t.*, c.ctid AS chat_row, m.charged, m.after, m.cv,"""),
     (COMMIT_MATH, """        CROSS JOIN LATERAL (
           SELECT '{}'::jsonb AS charged, LEAST(t.hv[t.hp], c.pv[t.hp]) AS cv,
                  c.pv[:t.hp - 1] || GREATEST(0, c.pv[t.hp] - t.hv[t.hp])
                    || c.pv[t.hp + 1:] AS after) m),"""),
-    ("""      UPDATE chats c SET pockets = bf.after""",
-     """      UPDATE chats c SET pv = bf.after"""),
-    ("""      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                          released, pockets)
-      SELECT id, chat_id, kind, charged, units_charged, released, after""",
+    (LEDGER_INSERT,
      """      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
                           released, pockets, cv, av)
       SELECT id, chat_id, kind, charged, units_charged, released, NULL,
              array_fill(0, ARRAY[hp - 1]) || cv, after"""),
-]
+] + ARRAY_COMMIT
 
 # As `arrays`, but holds and charges stay jsonb, built per row (only the
 # chat's pockets and the ledger's pockets after a charge are arrays).
@@ -175,13 +183,9 @@ ARRAYS_GENERAL = [
              CASE choice WHEN 0 THEN array_fill(0, ARRAY[p0 - 1]) || c0
                          ELSE array_fill(0, ARRAY[p1 - 1]) || c1 END"""),
     # As in ARRAYS: holds made by chargeonce_apply_one have no ordinal.
-    ("""         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units""",
+    (COMMIT_FILTER,
      """         AND r.status = 'in_progress' AND cm.units BETWEEN 0 AND r.units
          AND r.hv IS NOT NULL"""),
-    ("""                r.held_units, cm.units AS units_named),""",
-     """                r.held_units, cm.units AS units_named, r.hp, r.hv),"""),
-    ("""      SELECT t.*, c.ctid AS chat_row, m.charged, m.after,""",
-     """      SELECT t.*, c.ctid AS chat_row, m.charged, m.after, m.cv,"""),
     (COMMIT_MATH, """        CROSS JOIN LATERAL (
           SELECT '{}'::jsonb AS charged,
                  CASE WHEN t.hp IS NOT NULL AND NOT p.partial THEN
@@ -195,16 +199,12 @@ ARRAYS_GENERAL = [
                  ELSE experiment_after_general(c.pv, t.hv, t.units,
                                                t.units_named) END AS after
           ) m),"""),
-    ("""      UPDATE chats c SET pockets = bf.after""",
-     """      UPDATE chats c SET pv = bf.after"""),
-    ("""      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                          released, pockets)
-      SELECT id, chat_id, kind, charged, units_charged, released, after""",
+    (LEDGER_INSERT,
      """      INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
                           released, pockets, cv, av)
       SELECT id, chat_id, kind, charged, units_charged, released, NULL, cv,
              after"""),
-]
+] + ARRAY_COMMIT
 
 
 def lean(changes):
