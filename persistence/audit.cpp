@@ -2,7 +2,7 @@
 #include "persistence/audit.hpp"
 
 #include "persistence/failure.hpp"
-#include "persistence/pockets_column.hpp"
+#include "persistence/pocket_ordinals.hpp"
 #include "protocol/errors.hpp"
 
 #include <pqxx/pqxx>
@@ -26,17 +26,17 @@ std::string micros_of(const std::string& column) {
 }
 
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
-                audit_snapshot& out) {
+                audit_snapshot& out, pocket_ordinals& ordinals) {
   auto rs = tx.exec_params("SELECT chat_id, pockets::text FROM chats "
                            "WHERE chat_id > $1 AND chat_id <= $2 "
                            "ORDER BY chat_id",
                            first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(audit_chat{r[0].as<int64_t>(), pockets_of(r[1])});
+    out.chats.push_back(audit_chat{r[0].as<int64_t>(), ordinals.read(r[1].c_str())});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
-                 audit_snapshot& out) {
+                 audit_snapshot& out, pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT id, entry, coalesce(reservation_id, 0), chat_id, "
     "charged::text, credited_balance, coalesce(payment_id, ''), "
@@ -51,21 +51,21 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
     x.charge = x.entry == "charge";
     x.reservation = r[2].as<int64_t>();
     x.chat = r[3].as<int64_t>();
-    x.charged = pockets_of(r[4]);
+    x.charged = ordinals.read(r[4].c_str());
     x.credited = r[5].as<int32_t>();
     x.payment_id = r[6].as<std::string>();
     x.at_us = r[7].as<int64_t>();
-    x.changed = pockets_of(r[8]);
+    x.changed = ordinals.read(r[8].c_str());
     x.detail = r[9].as<std::string>();
     x.has_after = !r[10].is_null();
     if (x.has_after)
-      x.after = pockets_of(r[10]);
+      x.after = ordinals.read(r[10].c_str());
     out.ledger.push_back(std::move(x));
   }
 }
 
 void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
-                       audit_snapshot& out) {
+                       audit_snapshot& out, pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT id, chat_id, status = 'in_progress', held::text, "
       + micros_of("created_at")
@@ -74,7 +74,7 @@ void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
   for (const auto& r : rs)
     out.reservations.push_back(
       audit_reservation{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<bool>(),
-                        pockets_of(r[3]), r[4].as<int64_t>()});
+                        ordinals.read(r[3].c_str()), r[4].as<int64_t>()});
 }
 
 void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -144,9 +144,11 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     pqxx::connection conn{dsn};
     pqxx::transaction<pqxx::isolation_level::repeatable_read> tx{conn};
     audit_snapshot out;
-    read_chats(tx, first, count, out);
-    read_ledger(tx, first, count, out);
-    read_reservations(tx, first, count, out);
+    pocket_ordinals ordinals;
+    ordinals.load(tx);
+    read_chats(tx, first, count, out, ordinals);
+    read_ledger(tx, first, count, out, ordinals);
+    read_reservations(tx, first, count, out, ordinals);
     read_releases(tx, first, count, out);
     read_uncertain(tx, first, count, out);
     read_events(tx, first, count, out);
@@ -233,9 +235,11 @@ caf::error forge_pocket_move(const std::string& dsn, chat_id first,
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     auto moved = tx.exec_params(
-      "UPDATE chats SET pockets = pockets || jsonb_build_object("
-      "    'balance', chargeonce_amount(pockets, 'balance') - 1,"
-      "    $3::text, chargeonce_amount(pockets, $3::text) + 1)"
+      "UPDATE chats SET pockets = chargeonce_pockets_set("
+      "    chargeonce_pockets_set(pockets, chargeonce_pocket('balance'),"
+      "      chargeonce_amount(pockets, 'balance') - 1),"
+      "    chargeonce_pocket($3::text),"
+      "    chargeonce_amount(pockets, $3::text) + 1)"
       " WHERE chat_id = (SELECT chat_id FROM chats"
       "                   WHERE chat_id > $1 AND chat_id <= $2"
       "                     AND chargeonce_amount(pockets, 'balance') > 0"
@@ -261,10 +265,9 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
       // Pockets that can give it now (a refill may have lowered them):
       // the take must not clamp, or a total would change.
       "              AND NOT EXISTS (SELECT 1 FROM chats c,"
-      "                    jsonb_each_text(l.released) e"
+      "                    unnest(l.released) WITH ORDINALITY AS e(v, i)"
       "                   WHERE c.chat_id = l.chat_id AND"
-      "                     chargeonce_amount(c.pockets, e.key)"
-      "                       < e.value::integer)"
+      "                     coalesce(c.pockets[e.i], 0) < e.v)"
       "            ORDER BY reservation_id LIMIT 1),"
       " booked AS (UPDATE ledger l"
       "               SET charged = chargeonce_pockets_add(l.charged,"
@@ -300,7 +303,8 @@ caf::error forge_ledger_after(const std::string& dsn, chat_id first,
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     auto forged = tx.exec_params(
-      "UPDATE ledger SET pockets = pockets || jsonb_build_object('balance',"
+      "UPDATE ledger SET pockets = chargeonce_pockets_set(pockets,"
+      "    chargeonce_pocket('balance'),"
       "    chargeonce_amount(pockets, 'balance') + 1)"
       " WHERE id = (SELECT l.id FROM ledger l"
       "              WHERE l.chat_id > $1 AND l.chat_id <= $2"

@@ -16,7 +16,8 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
       pqxx::work tx{conn};
       tx.exec_params("INSERT INTO chats (chat_id, pockets) "
                      "SELECT $1::bigint + g, "
-                     "jsonb_build_object('balance', $3::integer) "
+                     "chargeonce_pockets_set('{}', "
+                     "chargeonce_pocket('balance'), $3::integer) "
                      "FROM generate_series(1::bigint, $2::bigint) AS g",
                      first, count, balance);
       // Each chat's ledger opens with what it was seeded with; the chats

@@ -11,13 +11,8 @@ namespace chargeonce::persistence {
 
 store::store(store_options opts) : impl_(std::make_unique<impl>()) {
   impl_->opts = std::move(opts);
-  impl_->products_text = catalog_text(impl_->opts.products);
-  impl_->free_quotas_text =
-    pockets_text(impl_->opts.products.daily_quotas(false));
-  impl_->premium_quotas_text =
-    pockets_text(impl_->opts.products.daily_quotas(true));
-  impl_->refill_change =
-    refill_change_sql(impl_->opts.products, "b.pockets", "a.pockets");
+  // Filled on the first connection (impl::learn_ordinals).
+  impl_->ordinals = pocket_ordinals{impl_->opts.dsn};
 }
 
 store::~store() = default;
@@ -54,7 +49,8 @@ std::string busy_message(chat_id chat, size_t active, int32_t limit) {
 
 /// The chat's active reservations, oldest first: its rows by its index,
 /// then sorted (OFFSET 0 keeps the planner off the created_at index).
-std::vector<reservation> active_of(pqxx::work& tx, chat_id chat) {
+std::vector<reservation> active_of(pqxx::work& tx, chat_id chat,
+                                   pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
                              + " FROM (SELECT * FROM reservations WHERE "
                                "chat_id = $1 OFFSET 0) r "
@@ -62,13 +58,14 @@ std::vector<reservation> active_of(pqxx::work& tx, chat_id chat) {
                            chat);
   std::vector<reservation> out;
   for (const auto& r : rs)
-    out.push_back(to_reservation(r));
+    out.push_back(to_reservation(r, ordinals));
   return out;
 }
 
 /// The chat's active reservations and its jobs of unknown outcome (status
 /// outcome_unknown, slot -1), whose holds count too: one statement.
-std::vector<reservation> holding_of(pqxx::work& tx, chat_id chat) {
+std::vector<reservation> holding_of(pqxx::work& tx, chat_id chat,
+                                    pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     std::string{"SELECT "} + reservation_columns
       + " FROM reservations WHERE chat_id = $1 UNION ALL SELECT id, chat_id, "
@@ -79,7 +76,7 @@ std::vector<reservation> holding_of(pqxx::work& tx, chat_id chat) {
     chat);
   std::vector<reservation> out;
   for (const auto& r : rs)
-    out.push_back(to_reservation(r));
+    out.push_back(to_reservation(r, ordinals));
   return out;
 }
 
@@ -101,7 +98,8 @@ int32_t free_slot(const std::vector<reservation>& active, int32_t limit) {
 caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                                       const kind& k,
                                       const std::string& request_id,
-                                      int32_t units, const store_options& o) {
+                                      int32_t units, const store_options& o,
+                                      pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT pockets::text, coalesce(premium_until > now(), false), blocked, "
     "banned, max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
@@ -112,7 +110,7 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   // A retry of the same request (after a timeout or a dropped connection)
   // gets its job back, active or ended, with the price decided then: a
   // replay, never a new hold.
-  if (auto replay = find_request(tx, chat, request_id)) {
+  if (auto replay = find_request(tx, chat, request_id, ordinals)) {
     if (replay->kind != k)
       return caf::make_error(ec::invalid_argument,
                              "request_id " + request_id + " of chat "
@@ -140,7 +138,7 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                            "chat " + std::to_string(chat) + " runs up to "
                              + std::to_string(limit)
                              + " jobs at once: reserve needs a request_id");
-  auto holding = holding_of(tx, chat);
+  auto holding = holding_of(tx, chat, ordinals);
   std::vector<reservation> active;
   std::copy_if(holding.begin(), holding.end(), std::back_inserter(active),
                [](const reservation& x) { return is_active(x.status); });
@@ -151,7 +149,8 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   const auto& spec = *o.products.find_kind(to_string(k));
   pocket_choice choice;
   if (auto code = choose_pockets(spec, premium,
-                                 left_after(pockets_of(r[0]), held_by(holding)),
+                                 left_after(ordinals.read(r[0].c_str()),
+                                            held_by(holding)),
                                  std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));
@@ -160,15 +159,15 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   auto inserted = tx.exec_params(
     std::string{"INSERT INTO reservations (chat_id, kind, queue, held, "
                 "request_id, slot, units, held_units) VALUES ($1, $2, $3, "
-                "$4::jsonb, $5, $6, $7, $8::jsonb) "
+                "$4::integer[], $5, $6, $7, $8::integer[]) "
                 "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
       + reservation_columns,
-    chat, to_string(k), choice.queue, pockets_text(choice.held), request_id,
-    slot, std::max(units, 1), pockets_text(choice.held_units));
+    chat, to_string(k), choice.queue, ordinals.text(choice.held), request_id,
+    slot, std::max(units, 1), ordinals.text(choice.held_units));
   if (inserted.empty())
     return caf::make_error(ec::busy,
                            busy_message(chat, active.size() + 1, limit));
-  return to_reservation(inserted[0]);
+  return to_reservation(inserted[0], ordinals);
 }
 
 /// Deletes the reservations `where` selects ($1, $2, ...: `params`), and
@@ -219,11 +218,11 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
     [&](pqxx::work& tx) -> caf::expected<chat_status> {
       auto rs = tx.exec_params(
         "INSERT INTO chats (chat_id, pockets, premium_until, "
-        "max_active_jobs) VALUES ($1, $2::jsonb, CASE WHEN $3 THEN "
+        "max_active_jobs) VALUES ($1, $2::integer[], CASE WHEN $3 THEN "
           + micros_to_timestamptz("$4::bigint")
           + " END, CASE WHEN $5 THEN $6::integer END) "
             "ON CONFLICT (chat_id) DO NOTHING RETURNING chat_id",
-        spec.chat, pockets_text(spec.initial),
+        spec.chat, impl_->ordinals.text(spec.initial),
         static_cast<bool>(spec.premium_until), premium_us,
         static_cast<bool>(spec.max_active_jobs),
         spec.max_active_jobs ? *spec.max_active_jobs : 0);
@@ -232,7 +231,7 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
                                                      + std::to_string(spec.chat)
                                                      + " already exists");
       record_opening(tx, spec.chat, "admin", "create_chat");
-      return read_status(tx, spec.chat, impl_->opts);
+      return read_status(tx, spec.chat, impl_->opts, impl_->ordinals);
     });
 }
 
@@ -250,7 +249,8 @@ caf::expected<reservation> store::reserve(chat_id chat, const kind& k,
     return err;
   return impl_->run<reservation>(
     "reserve", chat, 0, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      return reserve_in(tx, chat, k, request_id, units, impl_->opts);
+      return reserve_in(tx, chat, k, request_id, units, impl_->opts,
+                        impl_->ordinals);
     });
 }
 
@@ -269,9 +269,9 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
           + reservation_columns,
         id, chat);
       if (!rs.empty())
-        return to_reservation(rs[0]);
+        return to_reservation(rs[0], impl_->ordinals);
       // A worker retrying its start must not be told the job is gone.
-      if (auto current = find_active(tx, chat, id))
+      if (auto current = find_active(tx, chat, id, impl_->ordinals))
         return *current;
       return explain_missing(tx, chat, id);
     });
@@ -293,8 +293,8 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
           + reservation_columns,
         id, chat, lease_ms);
       if (!rs.empty())
-        return to_reservation(rs[0]);
-      if (find_active(tx, chat, id))
+        return to_reservation(rs[0], impl_->ordinals);
+      if (find_active(tx, chat, id, impl_->ordinals))
         return caf::make_error(ec::invalid_state,
                                describe(chat, id) + " was never started");
       return explain_missing(tx, chat, id);
@@ -317,7 +317,7 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
       if (locked.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
-      if (auto done = find_receipt(tx, id)) {
+      if (auto done = find_receipt(tx, id, impl_->ordinals)) {
         if (done->chat != chat)
           return explain_missing(tx, chat, id);
         return *done; // idempotent: the first receipt, nothing charged again
@@ -328,7 +328,7 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
                                id);
       if (rs.empty() || rs[0][1].as<int64_t>() != chat)
         return explain_missing(tx, chat, id);
-      auto held = to_reservation(rs[0]);
+      auto held = to_reservation(rs[0], impl_->ordinals);
       if (held.status != reservation_status::in_progress)
         return caf::make_error(ec::invalid_state,
                                describe(chat, id) + " was never started");
@@ -343,21 +343,22 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
       // contract). Under the row lock: the pockets written are the ones
       // just read.
       auto nominal = captured(held.held, held.held_units, held.units, units);
-      auto amounts = pockets_of(locked[0][0]);
+      auto amounts = impl_->ordinals.read(locked[0][0].c_str());
       auto charged = take_clamped(amounts, nominal);
       auto rest = held.held;
       rest -= nominal;
       auto released = without_zeros(rest);
       auto charged_units = units == 0 ? held.units : units;
-      tx.exec_params("UPDATE chats SET pockets = $2::jsonb WHERE chat_id = $1",
-                     chat, pockets_text(amounts));
+      tx.exec_params("UPDATE chats SET pockets = $2::integer[] WHERE chat_id = $1",
+                     chat, impl_->ordinals.text(amounts));
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, "
-        "released, pockets) VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, "
-        "$7::jsonb) "
+        "released, pockets) VALUES ($1, $2, $3, $4::integer[], $5, "
+        "$6::integer[], $7::integer[]) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-        id, chat, to_string(held.kind), pockets_text(charged), charged_units,
-        pockets_text(released), pockets_text(amounts));
+        id, chat, to_string(held.kind), impl_->ordinals.text(charged),
+        charged_units, impl_->ordinals.text(released),
+        impl_->ordinals.text(amounts));
       delete_and_remember(tx, "id = $1", "committed", id);
       receipt x{id, chat, held.kind, charged,
                 from_unix_micros(written[0][0].as<int64_t>())};
@@ -378,7 +379,7 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
       auto rs =
         delete_and_remember(tx, "id = $1 AND chat_id = $2", "failed", id, chat);
       if (!rs.empty())
-        return to_reservation(rs[0]);
+        return to_reservation(rs[0], impl_->ordinals);
       return explain_missing(tx, chat, id);
     });
 }
@@ -394,7 +395,8 @@ namespace {
 /// than one.
 caf::expected<reservation_id> cancel_target(pqxx::work& tx, chat_id chat,
                                             reservation_id id,
-                                            const std::string& request_id) {
+                                            const std::string& request_id,
+                                            pocket_ordinals& ordinals) {
   if (id != 0)
     return id;
   auto unknown = [&]() -> caf::expected<reservation_id> {
@@ -402,7 +404,7 @@ caf::expected<reservation_id> cancel_target(pqxx::work& tx, chat_id chat,
                            "unknown chat " + std::to_string(chat));
   };
   if (!request_id.empty()) {
-    if (auto job = find_request(tx, chat, request_id))
+    if (auto job = find_request(tx, chat, request_id, ordinals))
       return job->id;
     if (!chat_exists(tx, chat))
       return unknown();
@@ -410,7 +412,7 @@ caf::expected<reservation_id> cancel_target(pqxx::work& tx, chat_id chat,
                                             + " has no job of request_id "
                                             + request_id);
   }
-  auto active = active_of(tx, chat);
+  auto active = active_of(tx, chat, ordinals);
   if (active.size() > 1) {
     std::string ids;
     for (const auto& r : active)
@@ -448,7 +450,8 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
     return err;
   return impl_->run<reservation>(
     "cancel", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      auto target = cancel_target(tx, chat, id, request_id);
+      auto target =
+        cancel_target(tx, chat, id, request_id, impl_->ordinals);
       if (!target)
         return target.error();
       // Conditional on status: a start that won the row lock first leaves
@@ -457,8 +460,8 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
         tx, "id = $1 AND chat_id = $2 AND status = 'queued'", "cancelled",
         *target, chat);
       if (!rs.empty())
-        return to_reservation(rs[0]);
-      auto started = find_active(tx, chat, *target);
+        return to_reservation(rs[0], impl_->ordinals);
+      auto started = find_active(tx, chat, *target, impl_->ordinals);
       if (!started)
         return explain_missing(tx, chat, *target);
       if (!cancel_may_request(impl_->opts.products, *started))
@@ -473,7 +476,7 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
           + reservation_columns,
         *target, chat);
       if (!marked.empty())
-        return to_reservation(marked[0]);
+        return to_reservation(marked[0], impl_->ordinals);
       return explain_missing(tx, chat, *target);
     });
 }
@@ -485,7 +488,7 @@ caf::expected<chat_status> store::status(chat_id chat) {
   if (auto err = validate_chat(chat))
     return err;
   return impl_->run<chat_status>("status", chat, 0, [&](pqxx::work& tx) {
-    return read_status(tx, chat, impl_->opts);
+    return read_status(tx, chat, impl_->opts, impl_->ordinals);
   });
 }
 

@@ -86,22 +86,24 @@ std::string array_literal(const std::vector<batch_operation>& ops,
   return out;
 }
 
-receipt receipt_of(const pg_row& r, reservation_id id) {
+receipt receipt_of(const pg_row& r, reservation_id id,
+                   pocket_ordinals& ordinals) {
   receipt x;
   x.reservation = id;
   x.chat = r["c_chat"].as<int64_t>();
   x.kind = parse_kind(r["c_kind"]);
-  x.charged = pockets_of(r["c_charged"]);
+  x.charged = ordinals.read(r["c_charged"].c_str());
   x.committed_at = from_unix_micros(r["c_committed_us"].as<int64_t>());
   x.units = r["c_units"].as<int32_t>();
-  x.released = pockets_of(r["c_released"]);
+  x.released = ordinals.read(r["c_released"].c_str());
   return x;
 }
 
-chat_status status_of(const pg_row& r, chat_id chat, const store_options& o) {
+chat_status status_of(const pg_row& r, chat_id chat, const store_options& o,
+                      pocket_ordinals& ordinals) {
   chat_status x;
   x.chat = chat;
-  x.amounts = pockets_of(r["s_pockets"]);
+  x.amounts = ordinals.read(r["s_pockets"].c_str());
   x.premium_until = optional_micros(r["s_premium_us"]);
   x.premium = r["s_premium"].as<bool>();
   x.started = r["s_started"].as<bool>();
@@ -112,13 +114,13 @@ chat_status status_of(const pg_row& r, chat_id chat, const store_options& o) {
   if (!r["s_max_jobs"].is_null())
     x.own_max_active_jobs = r["s_max_jobs"].as<int32_t>();
   x.reservations =
-    reservations_from_json(r["s_reservations"].as<std::string>());
+    reservations_from_json(r["s_reservations"].as<std::string>(), ordinals);
   complete_status(x, o);
   return x;
 }
 
 batch_result result_of(const pg_row& r, const batch_operation& op,
-                       const store_options& o) {
+                       const store_options& o, pocket_ordinals& ordinals) {
   auto outcome = r["outcome"].as<std::string>();
   if (outcome != "ok") {
     auto code = ec::storage_unavailable;
@@ -128,11 +130,11 @@ batch_result result_of(const pg_row& r, const batch_operation& op,
   }
   switch (op.op) {
   case batch_op::commit:
-    return receipt_of(r, op.id);
+    return receipt_of(r, op.id, ordinals);
   case batch_op::status:
-    return status_of(r, op.chat, o);
+    return status_of(r, op.chat, o, ordinals);
   default:
-    return reservation_of(r);
+    return reservation_of(r, ordinals);
   }
 }
 
@@ -162,8 +164,9 @@ namespace {
 
 constexpr const char* apply_sql =
   "SELECT * FROM chargeonce_apply_batch($1::text[], $2::bigint[], "
-  "$3::bigint[], $4::text[], $5::text[], $6::integer[], $7::bigint, "
-  "$8::integer, $9::integer, $10::jsonb)";
+  "$3::bigint[], $4::text[], $5::text[], $6::integer[], $7::integer[], "
+  "$8::integer[], $9::integer[], $10::integer[], $11::bigint, $12::integer, "
+  "$13::integer, $14::jsonb)";
 
 using result_ptr = std::unique_ptr<PGresult, void (*)(PGresult*)>;
 
@@ -241,7 +244,7 @@ void store::impl::send_now(sent_batch& b) {
                                     "in flight");
     PGconn* pg = conn->raw();
     if (prepared_link != link()) {
-      result_ptr r{PQprepare(pg, apply_statement, apply_sql, 10, nullptr),
+      result_ptr r{PQprepare(pg, apply_statement, apply_sql, 14, nullptr),
                    PQclear};
       if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
         throw_error(pg, r.get());
@@ -250,6 +253,16 @@ void store::impl::send_now(sent_batch& b) {
     if (PQpipelineStatus(pg) == PQ_PIPELINE_OFF && PQenterPipelineMode(pg) != 1)
       throw_error(pg, nullptr);
     using text = std::string;
+    // A reserve's kind's first two ways to pay (ordinal, price; 0s where
+    // there are fewer): what the set-based reserve decides from.
+    auto pay_of = [this](size_t i) {
+      return [this, i](const batch_operation& x) -> int32_t {
+        if (x.op != batch_op::reserve)
+          return 0;
+        auto found = first_pay.find(to_string(x.k));
+        return found == first_pay.end() ? 0 : found->second[i];
+      };
+    };
     std::string params[] = {
       array_literal<text>(ops, order,
                           [](const auto& x) { return text{to_string(x.op)}; }),
@@ -264,6 +277,10 @@ void store::impl::send_now(sent_batch& b) {
       array_literal<text>(ops, order,
                           [](const auto& x) { return x.request_id; }),
       array_literal<int32_t>(ops, order, [](const auto& x) { return x.units; }),
+      array_literal<int32_t>(ops, order, pay_of(0)),
+      array_literal<int32_t>(ops, order, pay_of(1)),
+      array_literal<int32_t>(ops, order, pay_of(2)),
+      array_literal<int32_t>(ops, order, pay_of(3)),
       std::to_string(opts.lease_duration.count()),
       std::to_string(opts.free_max_active_jobs),
       std::to_string(opts.premium_max_active_jobs),
@@ -376,7 +393,7 @@ std::vector<batch_result> store::impl::settle(sent_batch& b) {
                                  + std::to_string(k)
                                  + " twice or out of range");
         answered[k] = true;
-        out[order[k]] = result_of(row, b.ops[order[k]], opts);
+        out[order[k]] = result_of(row, b.ops[order[k]], opts, ordinals);
       }
       unavailable = false;
       return std::move(out);

@@ -70,7 +70,8 @@ caf::expected<int64_t> upper_bound_of(pqxx::work& tx, chat_id chat,
 /// newest first, each with the request id its reservation had when one is
 /// still known.
 std::vector<history_entry> read_ledger_rows(pqxx::work& tx, chat_id chat,
-                                            int64_t before, uint32_t limit) {
+                                            int64_t before, uint32_t limit,
+                                            pocket_ordinals& ordinals) {
   auto rs =
     tx.exec_params(history_ledger_sql, chat,
                    before == 0 ? std::numeric_limits<int64_t>::max() : before,
@@ -87,13 +88,13 @@ std::vector<history_entry> read_ledger_rows(pqxx::work& tx, chat_id chat,
     x.reservation = r[4].as<int64_t>();
     x.kind = r[5].as<std::string>();
     x.payment_id = r[6].as<std::string>();
-    x.change =
-      change_of(entry, pockets_of(r[7]), r[8].as<int32_t>(), pockets_of(r[9]));
+    x.change = change_of(entry, ordinals.read(r[7].c_str()),
+                         r[8].as<int32_t>(), ordinals.read(r[9].c_str()));
     if (!r[10].is_null())
-      x.after = pockets_of(r[10]);
+      x.after = ordinals.read(r[10].c_str());
     if (entry == "charge") {
       x.units = r[11].as<int32_t>();
-      x.released = pockets_of(r[12]);
+      x.released = ordinals.read(r[12].c_str());
     }
     x.request_id = r[13].as<std::string>();
     out.push_back(std::move(x));
@@ -122,6 +123,7 @@ deadline_of(const std::string& status, caf::timestamp created,
 std::vector<history_entry> read_reservation_events(pqxx::work& tx, chat_id chat,
                                                    int64_t low, int64_t high,
                                                    const store_options& o,
+                                                   pocket_ordinals& ordinals,
                                                    bool& truncated) {
   auto rs = tx.exec_params(history_reservations_sql, chat, low, high,
                            int64_t{history_reservations_max} + 1);
@@ -137,7 +139,7 @@ std::vector<history_entry> read_reservation_events(pqxx::work& tx, chat_id chat,
     x.status = r[2].as<std::string>();
     x.detail = r[3].as<std::string>();
     x.request_id = r[4].as<std::string>();
-    x.held = pockets_of(r[5]);
+    x.held = ordinals.read(r[5].c_str());
     x.units = r[6].as<int32_t>();
     x.created_at = optional_micros(r[7]);
     x.at = from_unix_micros(r[8].as<int64_t>());
@@ -171,13 +173,14 @@ std::vector<history_entry> merged(std::vector<history_entry> rows,
 
 caf::expected<history_page> read_history(pqxx::work& tx, chat_id chat,
                                          int64_t before, uint32_t limit,
-                                         const store_options& o) {
+                                         const store_options& o,
+                                         pocket_ordinals& ordinals) {
   auto high = upper_bound_of(tx, chat, before);
   if (!high)
     return std::move(high.error());
   history_page page;
   page.chat = chat;
-  page.entries = read_ledger_rows(tx, chat, before, limit);
+  page.entries = read_ledger_rows(tx, chat, before, limit, ordinals);
   // A page's reservations are those after its oldest row; the last page
   // takes every older one.
   auto low = no_bound_low;
@@ -187,7 +190,7 @@ caf::expected<history_page> read_history(pqxx::work& tx, chat_id chat,
     low = to_unix_micros(page.entries.back().at);
   }
   auto events =
-    read_reservation_events(tx, chat, low, *high, o, page.truncated);
+    read_reservation_events(tx, chat, low, *high, o, ordinals, page.truncated);
   page.entries = merged(std::move(page.entries), std::move(events));
   return page;
 }
@@ -206,7 +209,8 @@ caf::expected<history_page> store::history(chat_id chat, int64_t before,
   if (auto err = validate_history(chat, before, limit))
     return err;
   return impl_->run<history_page>("history", chat, 0, [&](pqxx::work& tx) {
-    return read_history(tx, chat, before, limit, impl_->opts);
+    return read_history(tx, chat, before, limit, impl_->opts,
+                        impl_->ordinals);
   });
 }
 
@@ -216,10 +220,11 @@ caf::expected<chat_explanation> store::explain(chat_id chat) {
   const auto& o = impl_->opts;
   return impl_->run<chat_explanation>(
     "explain", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_explanation> {
-      auto status = read_status(tx, chat, o);
+      auto status = read_status(tx, chat, o, impl_->ordinals);
       if (!status)
         return std::move(status.error());
-      auto recent = read_history(tx, chat, 0, explain_history_entries, o);
+      auto recent = read_history(tx, chat, 0, explain_history_entries, o,
+                                 impl_->ordinals);
       if (!recent)
         return std::move(recent.error());
       chat_explanation out;

@@ -7,7 +7,7 @@
 #include "persistence/connection.hpp"
 #include "persistence/failure.hpp"
 #include "persistence/health.hpp"
-#include "persistence/pockets_column.hpp"
+#include "persistence/pocket_ordinals.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
@@ -16,7 +16,9 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <deque>
+#include <map>
 #include <exception>
 #include <memory>
 #include <string>
@@ -113,42 +115,37 @@ caf::optional<caf::timestamp> optional_micros(const Field& f) {
   return from_unix_micros(f.template as<int64_t>());
 }
 
-// The overloads of pockets_column.hpp stay visible beside this one.
-using persistence::pockets_of;
-
-inline pockets pockets_of(const pg_field& f) {
-  return pockets_of(nlohmann::json::parse(f.c_str()));
-}
-
-inline reservation to_reservation(const pqxx::row& r) {
+inline reservation to_reservation(const pqxx::row& r,
+                                  pocket_ordinals& ordinals) {
   reservation x;
   x.id = r[0].as<int64_t>();
   x.chat = r[1].as<int64_t>();
   x.kind = parse_kind(r[2]);
   from_string(r[3].as<std::string>(), x.status);
   x.queue = r[4].as<std::string>();
-  x.held = pockets_of(r[5]);
+  x.held = ordinals.read(r[5].c_str());
   x.request_id = r[6].as<std::string>();
   x.created_at = from_unix_micros(r[7].as<int64_t>());
   if (!r[8].is_null())
     x.lease_expires_at = from_unix_micros(r[8].as<int64_t>());
   x.slot = r[9].as<int32_t>();
   x.units = r[10].as<int32_t>();
-  x.held_units = pockets_of(r[11]);
+  x.held_units = ordinals.read(r[11].c_str());
   x.cancel_requested = r[12].as<bool>();
   return x;
 }
 
 /// The active reservation `id` of `chat`, if it is one.
 inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
-                                              reservation_id id) {
+                                              reservation_id id,
+                                              pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
                              + " FROM reservations WHERE id = $1 AND "
                                "chat_id = $2",
                            id, chat);
   if (rs.empty())
     return caf::none;
-  return to_reservation(rs[0]);
+  return to_reservation(rs[0], ordinals);
 }
 
 /// The CTE `kept` that remembers the rows of the CTE `gone` (reservations
@@ -169,14 +166,14 @@ std::string release_statement_sql();
 
 /// A reservation from the r_* columns of a chargeonce_outcome row.
 template <class Row>
-reservation reservation_of(const Row& r) {
+reservation reservation_of(const Row& r, pocket_ordinals& ordinals) {
   reservation x;
   x.id = r["r_id"].template as<int64_t>();
   x.chat = r["r_chat"].template as<int64_t>();
   x.kind = parse_kind(r["r_kind"]);
   from_string(r["r_status"].template as<std::string>(), x.status);
   x.queue = r["r_queue"].template as<std::string>();
-  x.held = pockets_of(r["r_held"]);
+  x.held = ordinals.read(r["r_held"].c_str());
   x.request_id = r["r_request_id"].template as<std::string>();
   x.created_at = from_unix_micros(r["r_created_us"].template as<int64_t>());
   x.lease_expires_at = optional_micros(r["r_lease_us"]);
@@ -184,7 +181,7 @@ reservation reservation_of(const Row& r) {
   x.ended_at = optional_micros(r["r_ended_us"]);
   x.units = r["r_units"].is_null() ? 1 : r["r_units"].template as<int32_t>();
   if (!r["r_held_units"].is_null())
-    x.held_units = pockets_of(r["r_held_units"]);
+    x.held_units = ordinals.read(r["r_held_units"].c_str());
   x.cancel_requested = !r["r_cancel_requested"].is_null()
                        && r["r_cancel_requested"].template as<bool>();
   return x;
@@ -192,12 +189,14 @@ reservation reservation_of(const Row& r) {
 
 /// The chat's active reservations, oldest first, from the JSON array of
 /// chargeonce_reservations_json (003_parallel_jobs.sql).
-std::vector<reservation> reservations_from_json(const std::string& text);
+std::vector<reservation> reservations_from_json(const std::string& text,
+                                                pocket_ordinals& ordinals);
 
 /// The job `request_id` names in `chat`, active or ended (with its final
 /// status and ended_at), read in one statement (chargeonce_find_request).
 caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
-                                        const std::string& request_id);
+                                        const std::string& request_id,
+                                        pocket_ordinals& ordinals);
 
 /// The limit of active jobs that applies to a chat: its own, else its
 /// plan's.
@@ -227,7 +226,8 @@ inline void complete_status(chat_status& x, const store_options& o) {
 /// The chat's pockets, flags, limits and active reservations, read in one
 /// statement (one snapshot: a commit is seen whole or not at all).
 inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
-                                              const store_options& o) {
+                                              const store_options& o,
+                                              pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT pockets::text, "
     "(extract(epoch FROM premium_until) * 1000000)::bigint, "
@@ -248,7 +248,7 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
   };
   chat_status x;
   x.chat = chat;
-  x.amounts = pockets_of(r[0]);
+  x.amounts = ordinals.read(r[0].c_str());
   x.premium_until = optional_time(1);
   x.premium = r[2].as<bool>();
   x.started = r[3].as<bool>();
@@ -258,20 +258,20 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
   x.last_activity_at = optional_time(7);
   if (!r[8].is_null())
     x.own_max_active_jobs = r[8].as<int32_t>();
-  x.reservations = reservations_from_json(r[9].as<std::string>());
+  x.reservations = reservations_from_json(r[9].as<std::string>(), ordinals);
   complete_status(x, o);
   return x;
 }
 
 /// The ledger row of a refill or an admin change of `chat` (entry and
 /// detail as in 008_ledger_of_every_change.sql), its pockets as they are
-/// now in this transaction and its change from `before` (JSON; nullptr:
-/// nothing changed, only the plan did).
+/// now in this transaction and its change from `before` (an array's text;
+/// nullptr: nothing changed, only the plan did).
 inline void record_change(pqxx::work& tx, chat_id chat, const char* entry,
                           const char* detail, const char* before) {
   tx.exec_params("INSERT INTO ledger (entry, detail, chat_id, changed, "
                  "pockets) SELECT $2, $3, chat_id, "
-                 "chargeonce_pockets_change(coalesce($4::jsonb, pockets), "
+                 "chargeonce_pockets_change(coalesce($4::integer[], pockets), "
                  "pockets), pockets FROM chats WHERE chat_id = $1",
                  chat, entry, detail, before);
 }
@@ -279,26 +279,48 @@ inline void record_change(pqxx::work& tx, chat_id chat, const char* entry,
 /// SQL of what a refill changed, from the pockets `before` to `after` (SQL
 /// expressions), as the ledger's `changed` has it: a refill sets only the
 /// catalog's daily pockets, so one plain expression per daily pocket
-/// (nulls stripped: unchanged) does it. chargeonce_pockets_change, which
-/// takes any pockets, costs 15 us per row, most of a reactivation page.
-/// Pocket names are the catalog's, [a-z][a-z0-9_]*: no quoting needed.
+/// (NULL: unchanged) does it. chargeonce_pockets_change, which takes any
+/// pockets, is a function call per row, most of a reactivation page.
 inline std::string refill_change_sql(const catalog& products,
+                                     const pocket_ordinals& ordinals,
                                      const std::string& before,
                                      const std::string& after) {
-  std::string items;
+  std::vector<std::string> items;
   for (const auto& p : products.pockets) {
     if (p.purchased)
       continue;
-    auto name = "'" + p.name + "'";
-    if (!items.empty())
-      items += ", ";
-    items.append(name).append(", nullif(chargeonce_amount(").append(after);
-    items.append(", ").append(name).append(") - chargeonce_amount(");
-    items.append(before).append(", ").append(name).append("), 0)");
+    auto i = static_cast<size_t>(ordinals.ordinal(p.name));
+    if (items.size() < i)
+      items.resize(i, "NULL");
+    auto at = "[" + std::to_string(i) + "]";
+    items[i - 1] = "nullif(coalesce(" + after + at + ", 0) - coalesce("
+                   + before + at + ", 0), 0)";
   }
-  if (items.empty())
-    return "'{}'::jsonb";
-  return "jsonb_strip_nulls(jsonb_build_object(" + items + "))";
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return "ARRAY[" + out + "]::integer[]";
+}
+
+/// An UPDATE's SET item that puts every daily pocket of `products` at the
+/// quota of the chat's plan now; $n is the free plan's quotas, $n+1 the
+/// premium plan's (arrays). Other pockets (balance) keep their amounts.
+inline std::string refill_to_quota_sql(const catalog& products,
+                                       const pocket_ordinals& ordinals,
+                                       int n) {
+  auto premium = "coalesce(premium_until > now(), false)";
+  std::string value = "pockets";
+  for (const auto& p : products.pockets) {
+    if (p.purchased)
+      continue;
+    auto at = "[" + std::to_string(ordinals.ordinal(p.name)) + "]";
+    value = "chargeonce_pockets_set(" + value + ", "
+            + std::to_string(ordinals.ordinal(p.name)) + ", CASE WHEN "
+            + premium + " THEN ($" + std::to_string(n + 1) + "::integer[])"
+            + at + " ELSE ($" + std::to_string(n) + "::integer[])" + at
+            + " END)";
+  }
+  return "pockets = " + value;
 }
 
 /// A chat's first ledger row: everything it has came with this change.
@@ -317,7 +339,8 @@ inline bool chat_exists(pqxx::work& tx, chat_id chat) {
             .empty();
 }
 
-inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
+inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id,
+                                           pocket_ordinals& ordinals) {
   auto rs =
     tx.exec_params("SELECT chat_id, kind, charged::text, "
                    "(extract(epoch FROM committed_at) * 1000000)::bigint, "
@@ -331,10 +354,10 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id) {
   x.reservation = id;
   x.chat = r[0].as<int64_t>();
   x.kind = parse_kind(r[1]);
-  x.charged = pockets_of(r[2]);
+  x.charged = ordinals.read(r[2].c_str());
   x.committed_at = from_unix_micros(r[3].as<int64_t>());
   x.units = r[4].as<int32_t>();
-  x.released = pockets_of(r[5]);
+  x.released = ordinals.read(r[5].c_str());
   return x;
 }
 
@@ -390,12 +413,20 @@ struct store::impl {
   store_options opts;
   /// What every batch passes to chargeonce_apply_batch, built once.
   std::string products_text;
-  /// What a refill sets the daily pockets to, per plan (jsonb text).
+  /// What a refill sets the daily pockets to, per plan (array text).
   std::string free_quotas_text;
   std::string premium_quotas_text;
   /// SQL of a refill's change (the ledger's `changed`) from the pockets
-  /// `b.pockets` before to `a.pockets` after, built once (refill_change_sql).
+  /// `b.pockets` before to `a.pockets` after (refill_change_sql), and of
+  /// its SET item (refill_to_quota_sql, $2 and $3).
   std::string refill_change;
+  std::string refill_to_quota;
+  /// Per kind, its first two ways to pay as ordinal, price, ordinal, price
+  /// (0s where it has fewer): the batch's b_pay1 ... b_price2.
+  std::map<std::string, std::array<int32_t, 4>, std::less<>> first_pay;
+  /// The pockets' ordinals, read on every new connection, which first
+  /// registers the catalog's pockets: the strings above are built then.
+  pocket_ordinals ordinals;
   std::unique_ptr<persistence::connection> conn;
   /// Which libpq connection conn is now: one more for each connection
   /// object and each reconnect libpqxx makes on its own.
@@ -426,6 +457,28 @@ struct store::impl {
   std::vector<batch_result> settle(sent_batch& b);
   /// One batch, sent and answered on its own.
   std::vector<batch_result> alone(const std::vector<batch_operation>& ops);
+
+  /// Registers the catalog's pockets, reads every ordinal and builds what
+  /// depends on them: on every new connection, as the database may be
+  /// another one (a failover) or may have gained pockets.
+  void learn_ordinals(pqxx::connection_base& c) {
+    ordinals.register_catalog(c, opts.products);
+    products_text = catalog_text(opts.products, ordinals);
+    free_quotas_text = ordinals.text(opts.products.daily_quotas(false));
+    premium_quotas_text = ordinals.text(opts.products.daily_quotas(true));
+    refill_change =
+      refill_change_sql(opts.products, ordinals, "b.pockets", "a.pockets");
+    refill_to_quota = refill_to_quota_sql(opts.products, ordinals, 2);
+    first_pay.clear();
+    for (const auto& k : opts.products.kinds) {
+      auto& pay = first_pay[k.name];
+      pay.fill(0);
+      for (size_t i = 0; i < 2 && i < k.pay_from.size(); ++i) {
+        pay[2 * i] = ordinals.ordinal(k.pay_from[i].pocket);
+        pay[2 * i + 1] = k.pay_from[i].price;
+      }
+    }
+  }
 
   /// Refuses a fresh connection to a server that cannot take writes: with
   /// a multi-host DSN lacking target_session_attrs=read-write, or a single
@@ -468,6 +521,7 @@ struct store::impl {
       // Prepared lazily on first use, again on every new connection. (The
       // batch statement is libpq's: store_batch.cpp prepares it.)
       fresh->prepare(release_statement, release_statement_sql());
+      learn_ordinals(*fresh);
       conn = std::move(fresh);
       ++connections_made;
     }

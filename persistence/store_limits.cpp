@@ -39,16 +39,6 @@ std::string announce_refills() {
          "AS i, count(*) OVER () AS n FROM refilled) r)";
 }
 
-/// Every daily pocket at the quota of the chat's plan now, as an UPDATE's
-/// SET item; $n is the free plan's quotas, $n+1 the premium plan's (jsonb).
-/// Other pockets (balance) keep their amounts.
-std::string refill_to_quota(int n) {
-  return "pockets = pockets || CASE WHEN coalesce(premium_until > now(), "
-         "false) THEN $"
-         + std::to_string(n + 1) + "::jsonb ELSE $" + std::to_string(n)
-         + "::jsonb END";
-}
-
 } // namespace
 
 caf::expected<chat_status> store::touch(chat_id chat) {
@@ -64,7 +54,7 @@ caf::expected<chat_status> store::touch(chat_id chat) {
       // ledger opens with that window's refill.
       auto created = tx.exec_params("INSERT INTO chats (chat_id, pockets, "
                                     "window_started_at, last_activity_at) "
-                                    "VALUES ($1, $2::jsonb, now(), now()) "
+                                    "VALUES ($1, $2::integer[], now(), now()) "
                                     "ON CONFLICT (chat_id) DO NOTHING "
                                     "RETURNING chat_id",
                                     chat, free_quotas);
@@ -95,13 +85,14 @@ caf::expected<chat_status> store::touch(chat_id chat) {
           "WITH b AS (SELECT pockets FROM chats WHERE chat_id = $1), "
           "a AS (UPDATE chats SET last_activity_at = now(), "
           "window_started_at = now(), "
-            + refill_to_quota(2) + " WHERE chat_id = $1 RETURNING pockets) "
+            + impl_->refill_to_quota
+            + " WHERE chat_id = $1 RETURNING pockets) "
             + record_refill("window", "$1", impl_->refill_change),
           chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
         break;
       }
-      return read_status(tx, chat, impl_->opts);
+      return read_status(tx, chat, impl_->opts, impl_->ordinals);
     });
 }
 
@@ -142,15 +133,14 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
                                                        + std::to_string(chat)
                                                        + " would overflow");
       auto after =
-        tx.exec_params("UPDATE chats SET pockets = pockets || "
-                       "jsonb_build_object('balance', "
-                       "chargeonce_amount(pockets, 'balance') + $2::integer) "
+        tx.exec_params("UPDATE chats SET pockets = chargeonce_pockets_set("
+                       "pockets, $3, coalesce(pockets[$3], 0) + $2::integer) "
                        "WHERE chat_id = $1 RETURNING pockets::text",
-                       chat, credits);
+                       chat, credits, impl_->ordinals.ordinal(pocket::balance));
       try {
         auto written = tx.exec_params(
           "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
-          "pockets) VALUES ('top_up', $1, $2, $3, $4::jsonb) "
+          "pockets) VALUES ('top_up', $1, $2, $3, $4::integer[]) "
           "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
           chat, payment_id, credits, after[0][0].c_str());
         spdlog::info("top_up chat={} payment_id={} credits={}", chat,
@@ -183,7 +173,7 @@ caf::expected<chat_status> store::set_premium(chat_id chat,
                                "unknown chat " + std::to_string(chat));
       // No amount changes, the plan does: support reads it in the history.
       record_admin(tx, chat, "set_premium");
-      return read_status(tx, chat, impl_->opts);
+      return read_status(tx, chat, impl_->opts, impl_->ordinals);
     });
 }
 
@@ -209,7 +199,7 @@ caf::expected<chat_status> store::set_flags(chat_id chat,
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
-      return read_status(tx, chat, impl_->opts);
+      return read_status(tx, chat, impl_->opts, impl_->ordinals);
     });
 }
 
@@ -232,43 +222,43 @@ store::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
       spdlog::info("limits chat={} max_active_jobs={}", chat,
                    max_active_jobs ? std::to_string(*max_active_jobs)
                                    : std::string{"default"});
-      return read_status(tx, chat, impl_->opts);
+      return read_status(tx, chat, impl_->opts, impl_->ordinals);
     });
 }
 
 caf::expected<reactivation_page>
 store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
   const auto& o = impl_->opts;
-  auto after_ts = micros_to_timestamptz("$1::bigint");
-  // The WHERE clause repeats the partial index's predicate so that the
-  // planner walks that index; FOR UPDATE re-checks each row, so a chat
-  // touched meanwhile is skipped.
-  auto query =
-    "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
-    "FROM chats "
-    "WHERE started AND NOT blocked AND NOT banned "
-    "AND last_activity_at IS NOT NULL "
-    "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
-    "AND last_activity_at < now() - $3 * interval '1 millisecond' "
-    "AND last_activity_at >= "
-    + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
-    + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
-      "refilled AS (UPDATE chats c SET reactivated_at = now(), "
-      "window_started_at = NULL, "
-    + refill_to_quota(5)
-    + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
-      "due.last_activity_at, due.before, c.pockets AS after), "
-      "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
-      "pockets) SELECT 'refill', 'reactivation', chat_id, "
-    + refill_change_sql(o.products, "before", "after")
-    + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
-    + announce_refills()
-    + " SELECT chat_id, "
-      "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
-      "FROM refilled";
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
+    auto after_ts = micros_to_timestamptz("$1::bigint");
+    // The WHERE clause repeats the partial index's predicate so that the
+    // planner walks that index; FOR UPDATE re-checks each row, so a chat
+    // touched meanwhile is skipped.
+    auto query =
+      "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
+      "FROM chats "
+      "WHERE started AND NOT blocked AND NOT banned "
+      "AND last_activity_at IS NOT NULL "
+      "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
+      "AND last_activity_at < now() - $3 * interval '1 millisecond' "
+      "AND last_activity_at >= "
+      + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
+      + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
+        "refilled AS (UPDATE chats c SET reactivated_at = now(), "
+        "window_started_at = NULL, "
+      + refill_to_quota_sql(o.products, impl_->ordinals, 5)
+      + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
+        "due.last_activity_at, due.before, c.pockets AS after), "
+        "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
+        "pockets) SELECT 'refill', 'reactivation', chat_id, "
+      + refill_change_sql(o.products, impl_->ordinals, "before", "after")
+      + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
+      + announce_refills()
+      + " SELECT chat_id, "
+        "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
+        "FROM refilled";
       // Each ledger row names a chat this statement has locked: the
       // per-row check that it exists (a trigger) can be skipped.
       tx.exec("SET LOCAL chargeonce.references_checked = 'on'");

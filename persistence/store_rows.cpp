@@ -16,7 +16,8 @@ caf::optional<caf::timestamp> optional_micros(const nlohmann::json& x) {
 
 } // namespace
 
-std::vector<reservation> reservations_from_json(const std::string& text) {
+std::vector<reservation> reservations_from_json(const std::string& text,
+                                                pocket_ordinals& ordinals) {
   std::vector<reservation> out;
   // Written by chargeonce_reservations_json: a malformed array is a bug, and
   // nlohmann's exceptions are classified as one.
@@ -27,13 +28,13 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
     from_string(j.at("kind").get<std::string>(), x.kind);
     from_string(j.at("status").get<std::string>(), x.status);
     x.queue = j.at("queue").get<std::string>();
-    x.held = pockets_of(j.at("held"));
+    x.held = ordinals.read(j.at("held"));
     x.request_id = j.at("request_id").get<std::string>();
     x.created_at = from_unix_micros(j.at("created_us").get<int64_t>());
     x.lease_expires_at = optional_micros(j.at("lease_us"));
     x.slot = j.at("slot").get<int32_t>();
     x.units = j.at("units").get<int32_t>();
-    x.held_units = pockets_of(j.at("held_units"));
+    x.held_units = ordinals.read(j.at("held_units"));
     x.cancel_requested = j.at("cancel_requested").get<bool>();
     if (const auto& ref = j.at("provider_ref"); !ref.is_null())
       x.provider_ref = ref.get<std::string>();
@@ -44,7 +45,8 @@ std::vector<reservation> reservations_from_json(const std::string& text) {
 }
 
 caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
-                                        const std::string& request_id) {
+                                        const std::string& request_id,
+                                        pocket_ordinals& ordinals) {
   if (request_id.empty())
     return caf::none;
   auto rs = tx.exec_params("SELECT * FROM chargeonce_find_request($1, $2) "
@@ -52,46 +54,7 @@ caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
                            chat, request_id);
   if (rs.empty())
     return caf::none;
-  return reservation_of(rs[0]);
+  return reservation_of(rs[0], ordinals);
 }
 
 } // namespace chargeonce::persistence::detail
-
-namespace chargeonce::persistence {
-
-pockets pockets_of(const nlohmann::json& j) {
-  pockets out;
-  for (const auto& [name, amount] : j.items())
-    out.set(name, amount.get<int32_t>());
-  return out;
-}
-
-pockets pockets_of(const pqxx::field& f) {
-  return pockets_of(nlohmann::json::parse(f.as<std::string>()));
-}
-
-std::string pockets_text(const pockets& x) {
-  auto out = nlohmann::json::object();
-  for (const auto& [name, amount] : x.items())
-    out[name] = amount;
-  return out.dump();
-}
-
-std::string catalog_text(const catalog& products) {
-  auto out = nlohmann::json::object();
-  for (const auto& k : products.kinds) {
-    auto pay = nlohmann::json::array();
-    for (const auto& source : k.pay_from)
-      pay.push_back({source.pocket, source.price});
-    out[k.name] = {{"pay", std::move(pay)},
-                   {"free", k.premium_free},
-                   {"q", k.queue},
-                   {"pq", k.priority_queue},
-                   {"cancel", to_string(k.cancel_after_start)},
-                   {"refusal", to_string(insufficient_for(kind{k.name}))},
-                   {"why", cannot_pay_detail(k)}};
-  }
-  return out.dump();
-}
-
-} // namespace chargeonce::persistence

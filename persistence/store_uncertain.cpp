@@ -28,7 +28,7 @@ caf::expected<reservation> store::uncertain(chat_id chat, reservation_id id,
                                chat, id, provider_ref);
       if (rs[0]["outcome"].as<std::string>() != "ok")
         return refusal(rs[0]);
-      auto x = reservation_of(rs[0]);
+      auto x = reservation_of(rs[0], impl_->ordinals);
       // The same transaction: what the function just wrote (rare, so a
       // second round trip).
       auto u = tx.exec_params("SELECT provider_ref, "
@@ -59,8 +59,8 @@ caf::expected<resolution> store::resolve(chat_id chat, reservation_id id,
       x.chat = chat;
       x.kind = parse_kind(r["kind"]);
       x.outcome = r["resolution"].as<std::string>();
-      x.charged = pockets_of(r["charged"]);
-      x.released = pockets_of(r["released"]);
+      x.charged = impl_->ordinals.read(r["charged"].c_str());
+      x.released = impl_->ordinals.read(r["released"].c_str());
       x.units = r["units"].as<int32_t>();
       x.resolved_at = from_unix_micros(r["resolved_us"].as<int64_t>());
       x.provider_ref = r["provider_ref"].as<std::string>();
@@ -84,7 +84,7 @@ caf::expected<unresolved_page> store::unresolved(reservation_id after,
         after, limit);
       unresolved_page out;
       for (const auto& r : rs) {
-        auto x = reservation_of(r);
+        auto x = reservation_of(r, impl_->ordinals);
         x.provider_ref = r["provider_ref"].as<std::string>();
         x.uncertain_at = from_unix_micros(r["uncertain_us"].as<int64_t>());
         out.jobs.push_back(std::move(x));

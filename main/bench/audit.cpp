@@ -12,8 +12,8 @@ run_audit audit_run(const std::string& dsn, chat_id first, int64_t count,
   auto r = tx.exec_params1(
     "SELECT (SELECT count(*) FROM ledger"
     "         WHERE chat_id > $1 AND chat_id <= $2 AND entry = 'charge'),"
-    "       (SELECT coalesce(sum(e.value::bigint), 0)"
-    "          FROM ledger, jsonb_each_text(charged) e"
+    "       (SELECT coalesce(sum(e.v::bigint), 0)"
+    "          FROM ledger, unnest(charged) AS e(v)"
     "         WHERE chat_id > $1 AND chat_id <= $2 AND entry = 'charge'),"
     "       (SELECT coalesce(sum(chargeonce_amount(charged, 'balance')), 0)"
     "          FROM ledger"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "main/bench/baseline.hpp"
 
-#include "persistence/pockets_column.hpp"
+#include "persistence/pocket_ordinals.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/time.hpp"
@@ -38,25 +38,26 @@ constexpr const char* session_sql =
 
 /// Lock, decide, hold in one statement: protocol/pockets.cpp's
 /// choose_pockets for the built-in catalog, written out as SQL under the
-/// chat row's lock (the straightforward design knows its two kinds); one
+/// chat row's lock (the straightforward design knows its two kinds and the
+/// ordinals of their pockets, which 012_pockets_by_ordinal.sql fixes:
+/// daily_messages 1, daily_images 2, balance 3); one
 /// job per chat, in slot 0: the UNIQUE (chat_id, slot) index, as the ON
 /// CONFLICT arbiter, decides busy. The first three columns say why nothing
 /// was inserted.
 constexpr const char* reserve_sql =
   "WITH c AS ("
-  "  SELECT chat_id, chargeonce_amount(pockets, 'daily_messages') AS m,"
-  "         chargeonce_amount(pockets, 'daily_images') AS i,"
-  "         chargeonce_amount(pockets, 'balance') AS b,"
+  "  SELECT chat_id, coalesce(pockets[1], 0) AS m,"
+  "         coalesce(pockets[2], 0) AS i, coalesce(pockets[3], 0) AS b,"
   "         coalesce(premium_until > now(), false) AS premium, blocked,"
   "         banned"
   "    FROM chats WHERE chat_id = $1::bigint FOR UPDATE),"
   "d AS ("
   "  SELECT c.*,"
   "         CASE WHEN $2::text = 'text' THEN"
-  "                CASE WHEN premium THEN '{}'::jsonb"
-  "                     WHEN m > 0 THEN '{\"daily_messages\": 1}'::jsonb END"
-  "              WHEN i > 0 THEN '{\"daily_images\": 1}'::jsonb"
-  "              WHEN b > 0 THEN '{\"balance\": 1}'::jsonb END AS hold"
+  "                CASE WHEN premium THEN '{}'::integer[]"
+  "                     WHEN m > 0 THEN '{1}'::integer[] END"
+  "              WHEN i > 0 THEN '{NULL,1}'::integer[]"
+  "              WHEN b > 0 THEN '{NULL,NULL,1}'::integer[] END AS hold"
   "    FROM c),"
   "ins AS ("
   "  INSERT INTO reservations (chat_id, kind, queue, held, request_id)"
@@ -79,7 +80,8 @@ constexpr const char* start_sql =
 /// same chat waits here instead of deadlocking. Charged is the held amount
 /// clamped at what the locked row has, as the UPDATE takes it.
 /// Both are computed in the statement (as chargeonce_apply_batch does), not
-/// by helper functions that would run a query of their own.
+/// by helper functions that would run a query of their own. A hold of the
+/// built-in kinds is on one pocket, its last element, or on none.
 constexpr const char* commit_sql =
   "WITH c AS ("
   "  SELECT chat_id, pockets FROM chats WHERE chat_id = $2::bigint FOR UPDATE),"
@@ -87,15 +89,18 @@ constexpr const char* commit_sql =
   "  DELETE FROM reservations"
   "   WHERE id = $1::bigint AND chat_id = (SELECT chat_id FROM c)"
   "     AND status = 'in_progress'"
-  "  RETURNING id, chat_id, kind, held),"
+  "  RETURNING id, chat_id, kind, held, cardinality(held) AS p),"
   "m AS ("
-  "  SELECT r.*, x.* FROM r, c, LATERAL ("
-  "    SELECT coalesce(jsonb_object_agg(e.key, LEAST(e.value::integer,"
-  "             chargeonce_amount(c.pockets, e.key))), '{}') AS charged,"
-  "           c.pockets || coalesce(jsonb_object_agg(e.key, GREATEST(0,"
-  "             chargeonce_amount(c.pockets, e.key) - e.value::integer)),"
-  "             '{}') AS after"
-  "      FROM jsonb_each_text(r.held) AS e) x),"
+  "  SELECT r.*,"
+  "         CASE WHEN r.p = 0 THEN '{}'::integer[]"
+  "              ELSE array_fill(NULL::integer, ARRAY[r.p - 1])"
+  "                   || LEAST(r.held[r.p], coalesce(c.pockets[r.p], 0))"
+  "         END AS charged,"
+  "         CASE WHEN r.p = 0 THEN c.pockets"
+  "              ELSE chargeonce_pockets_set(c.pockets, r.p, GREATEST(0,"
+  "                     coalesce(c.pockets[r.p], 0) - r.held[r.p]))"
+  "         END AS after"
+  "    FROM r, c),"
   "u AS ("
   "  UPDATE chats SET pockets = m.after FROM m WHERE chats.chat_id = m.chat_id)"
   "INSERT INTO ledger (reservation_id, chat_id, kind, charged, pockets)"
@@ -127,14 +132,15 @@ constexpr statement statements[] = {{"baseline_reserve", reserve_sql},
 // -- rows ---------------------------------------------------------------------
 
 /// The reservation whose 9 columns start at `at`.
-reservation to_reservation(const pqxx::row& r, pqxx::row::size_type at) {
+reservation to_reservation(const pqxx::row& r, pqxx::row::size_type at,
+                           persistence::pocket_ordinals& ordinals) {
   reservation x;
   x.id = r[at].as<int64_t>();
   x.chat = r[at + 1].as<int64_t>();
   from_string(r[at + 2].as<std::string>(), x.kind);
   from_string(r[at + 3].as<std::string>(), x.status);
   x.queue = r[at + 4].as<std::string>();
-  x.held = persistence::pockets_of(r[at + 5]);
+  x.held = ordinals.read(r[at + 5].c_str());
   x.request_id = r[at + 6].as<std::string>();
   x.created_at = from_unix_micros(r[at + 7].as<int64_t>());
   if (!r[at + 8].is_null())
@@ -163,6 +169,8 @@ caf::error refusal(chat_id chat, const kind& k, const pqxx::row& r) {
 struct baseline_store::impl {
   std::string dsn;
   std::unique_ptr<pqxx::connection> conn;
+  /// The pockets' names of the arrays read, loaded on each connection.
+  persistence::pocket_ordinals ordinals;
   /// The rare answers (a replayed request, a retried start or commit, a
   /// reservation that is gone) come from the store's per-statement code on
   /// a connection of its own, opened only when first needed: they are
@@ -178,6 +186,7 @@ struct baseline_store::impl {
       setup.exec(session_sql);
       for (const auto& s : statements)
         fresh->prepare(s.name, s.sql);
+      ordinals.load(setup);
       conn = std::move(fresh);
     }
     return *conn;
@@ -247,7 +256,7 @@ baseline_store::reserve(chat_id chat, const kind& k,
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
       if (!rs[0][3].is_null())
-        return to_reservation(rs[0], 3);
+        return to_reservation(rs[0], 3, impl_->ordinals);
       // A retry of the same request gets its reservation back: decided
       // again by the store, under the chat row's lock.
       if (!request_id.empty())
@@ -263,7 +272,7 @@ caf::expected<reservation> baseline_store::start(chat_id chat,
   return impl_->run<reservation>("start", [&]() -> caf::expected<reservation> {
     auto rs = impl_->exec("baseline_start", id, chat);
     if (!rs.empty())
-      return to_reservation(rs[0], 0);
+      return to_reservation(rs[0], 0, impl_->ordinals);
     return impl_->rare_answers().start(chat, id);
   });
 }
@@ -280,7 +289,7 @@ caf::expected<receipt> baseline_store::commit(chat_id chat, reservation_id id) {
     out.reservation = id;
     out.chat = chat;
     from_string(r[0].as<std::string>(), out.kind);
-    out.charged = persistence::pockets_of(r[1]);
+    out.charged = impl_->ordinals.read(r[1].c_str());
     out.committed_at = from_unix_micros(r[2].as<int64_t>());
     return out;
   });
@@ -293,7 +302,7 @@ caf::expected<reservation> baseline_store::fail(chat_id chat,
   return impl_->run<reservation>("fail", [&]() -> caf::expected<reservation> {
     auto rs = impl_->exec("baseline_fail", id, chat);
     if (!rs.empty())
-      return to_reservation(rs[0], 0);
+      return to_reservation(rs[0], 0, impl_->ordinals);
     return impl_->rare_answers().fail(chat, id);
   });
 }
@@ -304,7 +313,7 @@ caf::expected<reservation> baseline_store::cancel(chat_id chat) {
   return impl_->run<reservation>("cancel", [&]() -> caf::expected<reservation> {
     auto rs = impl_->exec("baseline_cancel", chat);
     if (!rs.empty())
-      return to_reservation(rs[0], 0);
+      return to_reservation(rs[0], 0, impl_->ordinals);
     return impl_->rare_answers().cancel(chat);
   });
 }

@@ -217,12 +217,11 @@ TEST_SUITE("persistence.catalog") {
 TEST_SUITE("persistence.catalog") {
 
   TEST_CASE("the database refuses a negative pocket, whoever writes it, and "
-            "a pockets value that is not an object") {
+            "a pockets value that is not one dimension from 1") {
     store db{test::store_options()};
     auto chat = make_chat(db, amounts({{pocket::balance, 1}}));
     for (const char* value :
-         {R"({"balance": -1})", R"({"daily_voice": -5, "balance": 1})",
-          R"([1, 2])", R"("balance")"}) {
+         {"{NULL,NULL,-1}", "{0,0,1,-5}", "{{1,2},{3,4}}", "[0:2]={1,2,3}"}) {
       CAPTURE(value);
       CHECK_THROWS_AS(test::sql("UPDATE chats SET pockets = '"
                                 + std::string{value} + "'" + where(chat)),

@@ -98,8 +98,9 @@ TEST_SUITE("persistence.failure") {
     // same database keep the real one.
     test::sql("CREATE SCHEMA IF NOT EXISTS broken_batch");
     test::sql("CREATE OR REPLACE FUNCTION broken_batch.chargeonce_apply_batch("
-              "text[], bigint[], bigint[], text[], text[], integer[], bigint, "
-              "integer, integer, jsonb) "
+              "text[], bigint[], bigint[], text[], text[], integer[], "
+              "integer[], integer[], integer[], integer[], bigint, integer, "
+              "integer, jsonb) "
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
               "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
     auto opts = test::store_options();
@@ -168,8 +169,9 @@ TEST_SUITE("persistence.failure") {
             "not storage_unavailable, and writes nothing") {
     test::sql("CREATE SCHEMA IF NOT EXISTS wrong_batch");
     test::sql("CREATE OR REPLACE FUNCTION wrong_batch.chargeonce_apply_batch("
-              "text[], bigint[], bigint[], text[], text[], integer[], bigint, "
-              "integer, integer, jsonb) "
+              "text[], bigint[], bigint[], text[], text[], integer[], "
+              "integer[], integer[], integer[], integer[], bigint, integer, "
+              "integer, jsonb) "
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE plpgsql AS "
               "$$ BEGIN PERFORM no_such_column FROM public.chats; END $$");
     auto opts = test::store_options();

@@ -360,7 +360,7 @@ TEST_SUITE("history") {
               "queue, held, request_id, slot, created_at, ended_at) SELECT "
               + base + " - g, " + c
               + ", 'image', CASE WHEN g % 2 = 0 THEN 'committed' ELSE "
-                "'failed' END, 'image_generation', '{\"balance\": 1}', 'r' "
+                "'failed' END, 'image_generation', '{NULL,NULL,1}', 'r' "
                 "|| g, 0, now() - ("
               + std::to_string(rows) + " - g) * interval '1 second', now() - ("
               + std::to_string(rows)

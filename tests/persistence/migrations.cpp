@@ -208,7 +208,8 @@ TEST_SUITE("migrations") {
       "p_id bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT "
       "'reservation ' || p_id || ' of chat' || p_chat $$",
       "ALTER FUNCTION chargeonce_apply_batch(text[], bigint[], bigint[], "
-      "text[], text[], integer[], bigint, integer, integer, jsonb) RESET "
+      "text[], text[], integer[], integer[], integer[], integer[], "
+      "integer[], bigint, integer, integer, jsonb) RESET "
       "enable_hashjoin",
     };
     for (const char* change : changes) {

@@ -5,7 +5,7 @@
 // (the SET options of chargeonce_apply_batch), and a batch costs index
 // lookups in proportion to its size (its LATERAL lookups).
 #include "persistence/migrations.hpp"
-#include "persistence/pockets_column.hpp"
+#include "persistence/pocket_ordinals.hpp"
 #include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -19,7 +19,9 @@ namespace {
 
 /// The built-in catalog, the batch function's last parameter.
 std::string builtin_products() {
-  return chargeonce::persistence::catalog_text(chargeonce::builtin_catalog({}));
+  return chargeonce::persistence::catalog_text(
+    chargeonce::builtin_catalog({}),
+    chargeonce::persistence::pocket_ordinals::builtin());
 }
 
 /// One operation: position 0 of the arrays chargeonce_apply_batch takes.
@@ -36,7 +38,8 @@ std::pair<std::string, long long> apply_one(pqxx::work& tx,
   auto rs = tx.exec_params(
     "SELECT outcome, coalesce(r_id, 0) FROM chargeonce_apply_batch("
     "ARRAY[$1::text], ARRAY[$2::bigint], ARRAY[$3::bigint], "
-    "ARRAY['image'], ARRAY[''], ARRAY[0], 30000, 1, 1, $4::jsonb)",
+    "ARRAY['image'], ARRAY[''], ARRAY[0], ARRAY[2], ARRAY[1], ARRAY[3], "
+    "ARRAY[1], 30000, 1, 1, $4::jsonb)",
     x.op, x.chat, x.id, builtin_products());
   REQUIRE(rs.size() == 1);
   return {rs[0][0].as<std::string>(), rs[0][1].as<long long>()};
@@ -67,7 +70,7 @@ void cycle(pqxx::connection& conn, long long chat) {
 void insert_chats(pqxx::connection& conn) {
   pqxx::work tx{conn};
   tx.exec("INSERT INTO chats (chat_id, pockets) "
-          "SELECT g, '{\"balance\": 10}' FROM generate_series(1, 60000) AS g");
+          "SELECT g, '{NULL,NULL,10}' FROM generate_series(1, 60000) AS g");
   tx.commit();
 }
 
@@ -81,7 +84,9 @@ std::vector<long long> apply_section(pqxx::work& tx, const char* op, int n,
     "ARRAY(SELECT g::bigint FROM generate_series(1, $2::int) AS g), "
     "$3::bigint[], array_fill('image'::text, ARRAY[$2::int]), "
     "array_fill(''::text, ARRAY[$2::int]), "
-    "array_fill(0, ARRAY[$2::int]), 30000, 1, 1, $4::jsonb) "
+    "array_fill(0, ARRAY[$2::int]), array_fill(2, ARRAY[$2::int]), "
+    "array_fill(1, ARRAY[$2::int]), array_fill(3, ARRAY[$2::int]), "
+    "array_fill(1, ARRAY[$2::int]), 30000, 1, 1, $4::jsonb) "
     "ORDER BY idx",
     op, n, ids, builtin_products());
   REQUIRE(rs.size() == static_cast<size_t>(n));
@@ -157,11 +162,11 @@ TEST_SUITE("plans") {
               "SELECT 1000000 + g, 100 + g, 'image', '{}' "
               "FROM generate_series(1, 50000) AS g");
       tx.exec("INSERT INTO reservations (chat_id, kind, held, queue) "
-              "SELECT 100 + g, 'image', '{\"balance\": 1}', "
+              "SELECT 100 + g, 'image', '{NULL,NULL,1}', "
               "'image_generation' FROM generate_series(1, 50000) AS g");
       tx.exec("DELETE FROM reservations WHERE chat_id > 100");
       tx.exec("INSERT INTO reservations (chat_id, kind, held, queue) "
-              "SELECT 30000 + g, 'image', '{\"balance\": 1}', "
+              "SELECT 30000 + g, 'image', '{NULL,NULL,1}', "
               "'image_generation' FROM generate_series(1, 20000) AS g");
       tx.exec("INSERT INTO released_reservations (id, chat_id, reason) "
               "SELECT 2000000 + g, 100 + g, 'sweep_timeout' "

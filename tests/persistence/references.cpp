@@ -3,7 +3,7 @@
 // the batch function is checked as a foreign key would check it, with the
 // same SQLSTATE and constraint names; the batch function, which skips the
 // per-row check, never writes a row for a chat that does not exist.
-#include "persistence/pockets_column.hpp"
+#include "persistence/pocket_ordinals.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
@@ -34,7 +34,7 @@ std::string str(chat_id chat) {
 chat_id make_chat() {
   auto chat = test::fresh_chat();
   test::sql("INSERT INTO chats (chat_id, pockets) VALUES (" + str(chat)
-            + ", '{\"daily_images\": 3, \"balance\": 3}')");
+            + ", chargeonce_pockets('{\"daily_images\": 3, \"balance\": 3}'))");
   return chat;
 }
 
@@ -57,13 +57,13 @@ sql_outcome try_sql(const std::string& statement) {
 std::string insert_reservation(chat_id chat) {
   return "INSERT INTO reservations (chat_id, kind, queue, held) VALUES ("
          + str(chat)
-         + ", 'image', 'image_generation', '{\"daily_images\": 1}')";
+         + ", 'image', 'image_generation', '{NULL,1}')";
 }
 
 std::string insert_ledger_row(chat_id chat, int64_t reservation) {
   return "INSERT INTO ledger (reservation_id, chat_id, kind, charged) VALUES ("
          + std::to_string(reservation) + ", " + str(chat)
-         + ", 'image', '{\"daily_images\": 1}')";
+         + ", 'image', '{NULL,1}')";
 }
 
 long long count(const std::string& table, chat_id chat) {
@@ -185,8 +185,10 @@ TEST_SUITE("references") {
     pqxx::nontransaction tx{conn};
     tx.exec("SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
             + str(make_chat())
-            + "}', '{0}', '{image}', '{\"\"}', '{0}', 1000, 1, 1, '"
-            + persistence::catalog_text(builtin_catalog({})) + "')");
+            + "}', '{0}', '{image}', '{\"\"}', '{0}', '{2}', '{1}', '{3}', '{1}', "
+            "1000, 1, 1, '"
+            + persistence::catalog_text(
+                builtin_catalog({}), persistence::pocket_ordinals::builtin()) + "')");
     CHECK(tx.exec1("SELECT current_setting('chargeonce.references_checked', "
                    "true) IS DISTINCT FROM 'on'")[0]
             .as<bool>());

@@ -569,7 +569,7 @@ TEST_SUITE("store") {
     CHECK(test::sql_int("SELECT units FROM ledger WHERE reservation_id = "
                         + std::to_string(r->id))
           == 3);
-    CHECK(test::sql_int("SELECT (released ->> 'balance')::int FROM ledger "
+    CHECK(test::sql_int("SELECT chargeonce_amount(released, 'balance') FROM ledger "
                         "WHERE reservation_id = "
                         + std::to_string(r->id))
           == 2);
@@ -686,7 +686,7 @@ TEST_SUITE("store") {
     auto r = db.reserve(chat, kind::image, "");
     REQUIRE(r);
     CHECK(r->held == pockets{0, 0, 1});
-    test::sql("UPDATE chats SET pockets = pockets || '{\"balance\": 0}'"
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 0}')"
               + where_chat(chat));
     REQUIRE(db.start(chat, r->id));
     auto receipt = db.commit(chat, r->id);

@@ -246,13 +246,13 @@ TEST_SUITE("sweep") {
     auto base = test::fresh_chat_block(n);
     auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
     test::sql("INSERT INTO chats (chat_id, pockets) SELECT g, "
-              "'{\"balance\": 1}' FROM "
+              "'{NULL,NULL,1}' FROM "
               "generate_series("
               + range + ") g");
     // Equal created_at for many rows: the id breaks the ties.
     test::sql("INSERT INTO reservations (chat_id, kind, status, held, queue, "
               "created_at) SELECT g, 'image', 'in_progress', "
-              "'{\"balance\": 1}', "
+              "'{NULL,NULL,1}', "
               "'image_generation', now() - interval '1 hour' - (g % 3) * "
               "interval '1 second' FROM generate_series("
               + range + ") g");

@@ -80,11 +80,11 @@ tally(std::vector<std::future<caf::expected<reservation>>>& results) {
 void insert_stuck_reservations(chat_id base, int64_t n,
                                const std::string& age) {
   auto range = std::to_string(base) + ", " + std::to_string(base + n - 1);
-  sql("INSERT INTO chats (chat_id, pockets) SELECT g, '{\"balance\": 1}' FROM "
+  sql("INSERT INTO chats (chat_id, pockets) SELECT g, '{NULL,NULL,1}' FROM "
       "generate_series("
       + range + ") g");
   sql("INSERT INTO reservations (chat_id, kind, status, held, queue, "
-      "created_at) SELECT g, 'image', 'in_progress', '{\"balance\": 1}', "
+      "created_at) SELECT g, 'image', 'in_progress', '{NULL,NULL,1}', "
       "'image_generation', now() - interval '"
       + age + "' FROM generate_series(" + range + ") g");
 }
