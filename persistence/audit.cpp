@@ -32,7 +32,8 @@ void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                            "ORDER BY chat_id",
                            first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(audit_chat{r[0].as<int64_t>(), ordinals.read(r[1].c_str())});
+    out.chats.push_back(
+      audit_chat{r[0].as<int64_t>(), ordinals.read(r[1].c_str())});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -198,7 +199,8 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     tx.exec_params("INSERT INTO ledger (reservation_id, chat_id, kind, "
-                   "charged) VALUES ($1, $2, 'image', '{\"balance\": 1}')",
+                   "charged) VALUES ($1, $2, 'image', "
+                   "chargeonce_pockets('{\"balance\": 1}'))",
                    forged, chat);
     tx.commit();
     return caf::none;

@@ -58,6 +58,8 @@ void pocket_ordinals::register_catalog(pqxx::connection_base& conn,
     for (const auto& p : products.pockets)
       if (ordinals_.count(p.name) == 0)
         out.push_back(p.name);
+    // By name: the same ordinals whatever order the catalog lists them in.
+    std::sort(out.begin(), out.end());
     return out;
   };
   {

@@ -148,10 +148,10 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   // validate_kind found it before the transaction began.
   const auto& spec = *o.products.find_kind(to_string(k));
   pocket_choice choice;
-  if (auto code = choose_pockets(spec, premium,
-                                 left_after(ordinals.read(r[0].c_str()),
-                                            held_by(holding)),
-                                 std::max(units, 1), choice);
+  if (auto code = choose_pockets(
+        spec, premium,
+        left_after(ordinals.read(r[0].c_str()), held_by(holding)),
+        std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));
   // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no
@@ -349,8 +349,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
       rest -= nominal;
       auto released = without_zeros(rest);
       auto charged_units = units == 0 ? held.units : units;
-      tx.exec_params("UPDATE chats SET pockets = $2::integer[] WHERE chat_id = $1",
-                     chat, impl_->ordinals.text(amounts));
+      tx.exec_params(
+        "UPDATE chats SET pockets = $2::integer[] WHERE chat_id = $1", chat,
+        impl_->ordinals.text(amounts));
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, "
         "released, pockets) VALUES ($1, $2, $3, $4::integer[], $5, "
@@ -450,8 +451,7 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
     return err;
   return impl_->run<reservation>(
     "cancel", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
-      auto target =
-        cancel_target(tx, chat, id, request_id, impl_->ordinals);
+      auto target = cancel_target(tx, chat, id, request_id, impl_->ordinals);
       if (!target)
         return target.error();
       // Conditional on status: a start that won the row lock first leaves

@@ -88,8 +88,8 @@ std::vector<history_entry> read_ledger_rows(pqxx::work& tx, chat_id chat,
     x.reservation = r[4].as<int64_t>();
     x.kind = r[5].as<std::string>();
     x.payment_id = r[6].as<std::string>();
-    x.change = change_of(entry, ordinals.read(r[7].c_str()),
-                         r[8].as<int32_t>(), ordinals.read(r[9].c_str()));
+    x.change = change_of(entry, ordinals.read(r[7].c_str()), r[8].as<int32_t>(),
+                         ordinals.read(r[9].c_str()));
     if (!r[10].is_null())
       x.after = ordinals.read(r[10].c_str());
     if (entry == "charge") {
@@ -209,8 +209,7 @@ caf::expected<history_page> store::history(chat_id chat, int64_t before,
   if (auto err = validate_history(chat, before, limit))
     return err;
   return impl_->run<history_page>("history", chat, 0, [&](pqxx::work& tx) {
-    return read_history(tx, chat, before, limit, impl_->opts,
-                        impl_->ordinals);
+    return read_history(tx, chat, before, limit, impl_->opts, impl_->ordinals);
   });
 }
 
@@ -223,8 +222,8 @@ caf::expected<chat_explanation> store::explain(chat_id chat) {
       auto status = read_status(tx, chat, o, impl_->ordinals);
       if (!status)
         return std::move(status.error());
-      auto recent = read_history(tx, chat, 0, explain_history_entries, o,
-                                 impl_->ordinals);
+      auto recent =
+        read_history(tx, chat, 0, explain_history_entries, o, impl_->ordinals);
       if (!recent)
         return std::move(recent.error());
       chat_explanation out;

@@ -18,8 +18,8 @@
 
 #include <array>
 #include <deque>
-#include <map>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -293,8 +293,8 @@ inline std::string refill_change_sql(const catalog& products,
     if (items.size() < i)
       items.resize(i, "NULL");
     auto at = "[" + std::to_string(i) + "]";
-    items[i - 1] = "nullif(coalesce(" + after + at + ", 0) - coalesce("
-                   + before + at + ", 0), 0)";
+    items[i - 1] = "nullif(coalesce(" + after + at + ", 0) - coalesce(" + before
+                   + at + ", 0), 0)";
   }
   std::string out;
   for (const auto& item : items)
@@ -306,8 +306,7 @@ inline std::string refill_change_sql(const catalog& products,
 /// quota of the chat's plan now; $n is the free plan's quotas, $n+1 the
 /// premium plan's (arrays). Other pockets (balance) keep their amounts.
 inline std::string refill_to_quota_sql(const catalog& products,
-                                       const pocket_ordinals& ordinals,
-                                       int n) {
+                                       const pocket_ordinals& ordinals, int n) {
   auto premium = "coalesce(premium_until > now(), false)";
   std::string value = "pockets";
   for (const auto& p : products.pockets) {
@@ -316,9 +315,8 @@ inline std::string refill_to_quota_sql(const catalog& products,
     auto at = "[" + std::to_string(ordinals.ordinal(p.name)) + "]";
     value = "chargeonce_pockets_set(" + value + ", "
             + std::to_string(ordinals.ordinal(p.name)) + ", CASE WHEN "
-            + premium + " THEN ($" + std::to_string(n + 1) + "::integer[])"
-            + at + " ELSE ($" + std::to_string(n) + "::integer[])" + at
-            + " END)";
+            + premium + " THEN ($" + std::to_string(n + 1) + "::integer[])" + at
+            + " ELSE ($" + std::to_string(n) + "::integer[])" + at + " END)";
   }
   return "pockets = " + value;
 }

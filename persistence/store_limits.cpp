@@ -85,8 +85,7 @@ caf::expected<chat_status> store::touch(chat_id chat) {
           "WITH b AS (SELECT pockets FROM chats WHERE chat_id = $1), "
           "a AS (UPDATE chats SET last_activity_at = now(), "
           "window_started_at = now(), "
-            + impl_->refill_to_quota
-            + " WHERE chat_id = $1 RETURNING pockets) "
+            + impl_->refill_to_quota + " WHERE chat_id = $1 RETURNING pockets) "
             + record_refill("window", "$1", impl_->refill_change),
           chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
@@ -232,33 +231,33 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
   return impl_->run<reactivation_page>(
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
-    auto after_ts = micros_to_timestamptz("$1::bigint");
-    // The WHERE clause repeats the partial index's predicate so that the
-    // planner walks that index; FOR UPDATE re-checks each row, so a chat
-    // touched meanwhile is skipped.
-    auto query =
-      "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
-      "FROM chats "
-      "WHERE started AND NOT blocked AND NOT banned "
-      "AND last_activity_at IS NOT NULL "
-      "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
-      "AND last_activity_at < now() - $3 * interval '1 millisecond' "
-      "AND last_activity_at >= "
-      + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
-      + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
-        "refilled AS (UPDATE chats c SET reactivated_at = now(), "
-        "window_started_at = NULL, "
-      + refill_to_quota_sql(o.products, impl_->ordinals, 5)
-      + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
-        "due.last_activity_at, due.before, c.pockets AS after), "
-        "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
-        "pockets) SELECT 'refill', 'reactivation', chat_id, "
-      + refill_change_sql(o.products, impl_->ordinals, "before", "after")
-      + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
-      + announce_refills()
-      + " SELECT chat_id, "
-        "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
-        "FROM refilled";
+      auto after_ts = micros_to_timestamptz("$1::bigint");
+      // The WHERE clause repeats the partial index's predicate so that the
+      // planner walks that index; FOR UPDATE re-checks each row, so a chat
+      // touched meanwhile is skipped.
+      auto query =
+        "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
+        "FROM chats "
+        "WHERE started AND NOT blocked AND NOT banned "
+        "AND last_activity_at IS NOT NULL "
+        "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
+        "AND last_activity_at < now() - $3 * interval '1 millisecond' "
+        "AND last_activity_at >= "
+        + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
+        + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
+          "refilled AS (UPDATE chats c SET reactivated_at = now(), "
+          "window_started_at = NULL, "
+        + refill_to_quota_sql(o.products, impl_->ordinals, 5)
+        + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
+          "due.last_activity_at, due.before, c.pockets AS after), "
+          "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
+          "pockets) SELECT 'refill', 'reactivation', chat_id, "
+        + refill_change_sql(o.products, impl_->ordinals, "before", "after")
+        + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
+        + announce_refills()
+        + " SELECT chat_id, "
+          "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
+          "FROM refilled";
       // Each ledger row names a chat this statement has locked: the
       // per-row check that it exists (a trigger) can be skipped.
       tx.exec("SET LOCAL chargeonce.references_checked = 'on'");

@@ -123,7 +123,8 @@ TEST_SUITE("two_servers") {
     REQUIRE(a.ask<chat_status>(atom::touch_v, chat));
     for (int i = 0; i < 100; ++i) {
       test::sql(
-        "UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"daily_images\": 1}'), "
+        "UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+        "'{\"daily_images\": 1}'), "
         "window_started_at = now() - interval '25 hours' WHERE chat_id = "
         + std::to_string(chat));
       auto r =

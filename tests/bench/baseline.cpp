@@ -166,7 +166,8 @@ TEST_SUITE("main.bench_baseline") {
     auto r = base.reserve(chat, kind::image, {});
     REQUIRE(r);
     REQUIRE(base.start(chat, r->id));
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 0}') "
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"balance\": 0}') "
               "WHERE chat_id = "
               + std::to_string(chat));
     auto receipt = base.commit(chat, r->id);

@@ -166,7 +166,8 @@ TEST_SUITE("batch") {
     }
     for (const auto& x : db.apply(starts))
       value_of<reservation>(x);
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 0}') "
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"balance\": 0}') "
               "WHERE chat_id = "
               + std::to_string(chats[3]));
     auto committed = db.apply(commits);

@@ -216,11 +216,13 @@ TEST_SUITE("ledger") {
     REQUIRE(db.touch(chat));
     REQUIRE(db.top_up(chat, 2, "ledger-" + std::to_string(chat)));
     REQUIRE(ledger_of(chat).broken() == "");
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 3}')"
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"balance\": 3}')"
               + where(chat));
     CHECK(ledger_of(chat).broken()
           == "the pockets are not where the last row ended");
-    test::sql("UPDATE ledger SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 3}')"
+    test::sql("UPDATE ledger SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"balance\": 3}')"
               + where(chat) + " AND entry = 'top_up'");
     CHECK(ledger_of(chat).broken().find("(top_up) does not start where")
           != std::string::npos);

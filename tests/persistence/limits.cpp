@@ -124,7 +124,8 @@ TEST_SUITE("limits") {
     REQUIRE(r);
     CHECK(r->held == pockets{0, 1, 0});
     REQUIRE(db.start(chat, r->id));
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"daily_images\": 0}')"
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"daily_images\": 0}')"
               + where(chat));
     window_opened_ago(chat, 30);
     auto refilled = touch(chat);
@@ -145,7 +146,8 @@ TEST_SUITE("limits") {
     auto chat = test::fresh_chat();
     touch(chat);
     for (int i = 0; i < 200; ++i) {
-      test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"daily_images\": 1}')"
+      test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+                "'{\"daily_images\": 1}')"
                 + where(chat));
       window_opened_ago(chat, 25);
       auto r = worker.reserve(chat, kind::image, "");
@@ -318,7 +320,8 @@ TEST_SUITE("limits") {
       auto chat = test::fresh_chat();
       touch(chat);
       REQUIRE(db.set_flags(chat, {started, blocked, banned}));
-      test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"daily_images\": 0}'),"
+      test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+                "'{\"daily_images\": 0}'),"
                 " last_activity_at = now() - interval '"
                 + std::to_string(quiet_hours) + " hours'" + where(chat));
       return chat;
@@ -342,7 +345,8 @@ TEST_SUITE("limits") {
     // Already reactivated in this idle period: left out.
     CHECK(reactivate_all().count(due) == 0);
     // Active again (opens a window, no second refill), then quiet again: due.
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"daily_images\": 1}')"
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"daily_images\": 1}')"
               + where(due));
     auto back = touch(due);
     CHECK(back.amounts.get(pocket::daily_images) == 1);

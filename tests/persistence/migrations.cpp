@@ -273,6 +273,49 @@ TEST_SUITE("migrations") {
              "2 admin/opening {} {}");
   }
 
+  TEST_CASE("012 turns every pocket column into an array by ordinal, "
+            "numbering the pockets the data names after the built-in ones; "
+            "a hold of before commits as before") {
+    scratch_database db;
+    db.apply_files("001_schema", "011_single_operation_batches");
+    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
+            "(1, '{\"daily_voice\": 2, \"balance\": 5}'), (2, '{}')");
+    db.exec("INSERT INTO reservations (chat_id, kind, queue, held, "
+            "held_units, units, request_id, slot, status) VALUES (1, "
+            "'voice', 'voice_generation', "
+            "'{\"daily_voice\": 1, \"balance\": 3}', "
+            "'{\"daily_voice\": 1, \"balance\": 1}', 2, 'job-1', 0, "
+            "'in_progress')");
+    db.exec("INSERT INTO ledger (reservation_id, chat_id, kind, charged, "
+            "released, pockets) VALUES (999, 1, 'voice', "
+            "'{\"balance\": 0}', '{\"daily_a\": 1}', "
+            "'{\"daily_voice\": 2, \"balance\": 5}')");
+    db.apply_files("012_pockets_by_ordinal", "012_pockets_by_ordinal");
+    CHECK(db.query1("SELECT string_agg(pocket || '=' || ordinal, ' ' "
+                    "ORDER BY ordinal) FROM catalog_pockets")
+          == "daily_messages=1 daily_images=2 balance=3 daily_a=4 "
+             "daily_voice=5");
+    CHECK(db.query1("SELECT string_agg(pockets::text, ' ' ORDER BY chat_id) "
+                    "FROM chats")
+          == "{NULL,NULL,5,NULL,2} {}");
+    CHECK(db.query1(
+            "SELECT held::text || ' ' || held_units::text FROM reservations")
+          == "{NULL,NULL,3,NULL,1} {NULL,NULL,1,NULL,1}");
+    // A listed 0 stays listed; names come back as they were.
+    CHECK(db.query1("SELECT charged::text || ' ' || released::text || ' ' || "
+                    "chargeonce_pockets_json(pockets)::text FROM ledger")
+          == "{NULL,NULL,0} {NULL,NULL,NULL,1} "
+             "{\"balance\": 5, \"daily_voice\": 2}");
+    CHECK(
+      db.query1(
+        "SELECT c_units || ' ' || c_charged::text || ' ' || c_released::text "
+        "FROM chargeonce_commit(1, (SELECT id FROM reservations), "
+        "1)")
+      == "1 {NULL,NULL,NULL,NULL,1} {NULL,NULL,3}");
+    CHECK(db.query1("SELECT pockets::text FROM chats WHERE chat_id = 1")
+          == "{NULL,NULL,5,NULL,1}");
+  }
+
   TEST_CASE("migrate records each migration with the sha256 of its file") {
     scratch_database db;
     auto applied = migrate(db.dsn);

@@ -56,8 +56,7 @@ sql_outcome try_sql(const std::string& statement) {
 
 std::string insert_reservation(chat_id chat) {
   return "INSERT INTO reservations (chat_id, kind, queue, held) VALUES ("
-         + str(chat)
-         + ", 'image', 'image_generation', '{NULL,1}')";
+         + str(chat) + ", 'image', 'image_generation', '{NULL,1}')";
 }
 
 std::string insert_ledger_row(chat_id chat, int64_t reservation) {
@@ -183,12 +182,14 @@ TEST_SUITE("references") {
     // Same session as the batch: a plain INSERT afterwards is checked.
     pqxx::connection conn{test::dsn()};
     pqxx::nontransaction tx{conn};
-    tx.exec("SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
-            + str(make_chat())
-            + "}', '{0}', '{image}', '{\"\"}', '{0}', '{2}', '{1}', '{3}', '{1}', "
-            "1000, 1, 1, '"
-            + persistence::catalog_text(
-                builtin_catalog({}), persistence::pocket_ordinals::builtin()) + "')");
+    tx.exec(
+      "SELECT count(*) FROM chargeonce_apply_batch('{reserve}', '{"
+      + str(make_chat())
+      + "}', '{0}', '{image}', '{\"\"}', '{0}', '{2}', '{1}', '{3}', '{1}', "
+        "1000, 1, 1, '"
+      + persistence::catalog_text(builtin_catalog({}),
+                                  persistence::pocket_ordinals::builtin())
+      + "')");
     CHECK(tx.exec1("SELECT current_setting('chargeonce.references_checked', "
                    "true) IS DISTINCT FROM 'on'")[0]
             .as<bool>());

@@ -569,10 +569,11 @@ TEST_SUITE("store") {
     CHECK(test::sql_int("SELECT units FROM ledger WHERE reservation_id = "
                         + std::to_string(r->id))
           == 3);
-    CHECK(test::sql_int("SELECT chargeonce_amount(released, 'balance') FROM ledger "
-                        "WHERE reservation_id = "
-                        + std::to_string(r->id))
-          == 2);
+    CHECK(
+      test::sql_int("SELECT chargeonce_amount(released, 'balance') FROM ledger "
+                    "WHERE reservation_id = "
+                    + std::to_string(r->id))
+      == 2);
   }
 
   TEST_CASE("units: out of 1 to 1,000,000 is invalid_argument; more than the "
@@ -686,7 +687,8 @@ TEST_SUITE("store") {
     auto r = db.reserve(chat, kind::image, "");
     REQUIRE(r);
     CHECK(r->held == pockets{0, 0, 1});
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, '{\"balance\": 0}')"
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"balance\": 0}')"
               + where_chat(chat));
     REQUIRE(db.start(chat, r->id));
     auto receipt = db.commit(chat, r->id);

@@ -156,7 +156,7 @@ charged=$(q "SELECT count(*), count(DISTINCT reservation_id) FROM ledger
   || die "$commits acknowledged commits, the ledger charges (rows|jobs) $charged"
 all_charges=$(q "SELECT count(*) FROM ledger WHERE chat_id = $chat AND entry = 'charge'")
 ((all_charges == commits)) || die "$all_charges charges for $commits acknowledged commits"
-balance=$(q "SELECT pockets->>'balance' FROM chats WHERE chat_id = $chat")
+balance=$(q "SELECT chargeonce_amount(pockets, 'balance') FROM chats WHERE chat_id = $chat")
 ((balance == top_ups - commits)) \
   || die "balance $balance, expected $top_ups credits - $commits jobs"
 note "$top_ups top-ups and $commits commits acknowledged, each in the ledger" \
