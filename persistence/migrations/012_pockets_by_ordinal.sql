@@ -114,21 +114,23 @@ ALTER TABLE ledger ALTER COLUMN charged DROP DEFAULT,
   ALTER COLUMN changed SET DEFAULT '{}',
   ALTER COLUMN pockets TYPE integer[] USING chargeonce_pockets(pockets);
 
--- One dimension from 1; a chat's pockets never below zero (the clamp).
-CREATE FUNCTION chargeonce_is_pockets(p integer[]) RETURNS boolean
-  LANGUAGE sql IMMUTABLE AS $$
-  SELECT cardinality(p) = 0
-         OR (array_ndims(p) = 1 AND array_lower(p, 1) = 1)
-$$;
+-- One dimension from 1 (array_ndims and array_lower are NULL for an empty
+-- array, which passes); a chat's pockets never below zero (the clamp).
+-- Built-in functions only: a CHECK's expression is prepared again for every
+-- statement, and an SQL function in it would be parsed and planned again
+-- each time (three on a ledger insert made it 86 us instead of 13).
 ALTER TABLE chats ADD CONSTRAINT chats_pockets
-  CHECK (chargeonce_is_pockets(pockets) AND 0 <= ALL (pockets));
+  CHECK (array_ndims(pockets) = 1 AND array_lower(pockets, 1) = 1
+         AND 0 <= ALL (pockets));
 ALTER TABLE reservations ADD CONSTRAINT reservations_held
-  CHECK (chargeonce_is_pockets(held) AND chargeonce_is_pockets(held_units));
+  CHECK (array_ndims(held) = 1 AND array_lower(held, 1) = 1
+         AND array_ndims(held_units) = 1 AND array_lower(held_units, 1) = 1);
 ALTER TABLE ledger ADD CONSTRAINT ledger_charged
-    CHECK (chargeonce_is_pockets(charged)),
-  ADD CONSTRAINT ledger_changed CHECK (chargeonce_is_pockets(changed)),
+    CHECK (array_ndims(charged) = 1 AND array_lower(charged, 1) = 1),
+  ADD CONSTRAINT ledger_changed
+    CHECK (array_ndims(changed) = 1 AND array_lower(changed, 1) = 1),
   ADD CONSTRAINT ledger_pockets
-    CHECK (pockets IS NULL OR chargeonce_is_pockets(pockets));
+    CHECK (array_ndims(pockets) = 1 AND array_lower(pockets, 1) = 1);
 
 ALTER TYPE chargeonce_outcome
   ALTER ATTRIBUTE r_held TYPE integer[],
