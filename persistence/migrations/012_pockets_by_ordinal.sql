@@ -117,8 +117,9 @@ ALTER TABLE ledger ALTER COLUMN charged DROP DEFAULT,
 -- One dimension from 1 (array_ndims and array_lower are NULL for an empty
 -- array, which passes); a chat's pockets never below zero (the clamp).
 -- Built-in functions only: a CHECK's expression is prepared again for every
--- statement, and an SQL function in it would be parsed and planned again
--- each time (three on a ledger insert made it 86 us instead of 13).
+-- statement, and an SQL function in it is parsed and planned again each
+-- time: chargeonce_commit's ledger insert took 86 us with three of them,
+-- 66 us without (pg_stat_statements, one connection).
 ALTER TABLE chats ADD CONSTRAINT chats_pockets
   CHECK (array_ndims(pockets) = 1 AND array_lower(pockets, 1) = 1
          AND 0 <= ALL (pockets));
