@@ -293,13 +293,15 @@ inline std::string refill_change_sql(const catalog& products,
     if (items.size() < i)
       items.resize(i, "NULL");
     auto at = "[" + std::to_string(i) + "]";
-    items[i - 1] = "nullif(coalesce(" + after + at + ", 0) - coalesce(" + before
-                   + at + ", 0), 0)";
+    auto& item = items[i - 1];
+    item = "nullif(coalesce(";
+    item.append(after).append(at).append(", 0) - coalesce(");
+    item.append(before).append(at).append(", 0), 0)");
   }
-  std::string out;
-  for (const auto& item : items)
-    out += (out.empty() ? "" : ", ") + item;
-  return "ARRAY[" + out + "]::integer[]";
+  std::string out = "ARRAY[";
+  for (size_t i = 0; i < items.size(); ++i)
+    out.append(i == 0 ? "" : ", ").append(items[i]);
+  return out.append("]::integer[]");
 }
 
 /// An UPDATE's SET item that puts every daily pocket of `products` at the
@@ -307,16 +309,19 @@ inline std::string refill_change_sql(const catalog& products,
 /// premium plan's (arrays). Other pockets (balance) keep their amounts.
 inline std::string refill_to_quota_sql(const catalog& products,
                                        const pocket_ordinals& ordinals, int n) {
-  auto premium = "coalesce(premium_until > now(), false)";
+  auto free_quotas = "($" + std::to_string(n) + "::integer[])";
+  auto premium_quotas = "($" + std::to_string(n + 1) + "::integer[])";
   std::string value = "pockets";
   for (const auto& p : products.pockets) {
     if (p.purchased)
       continue;
-    auto at = "[" + std::to_string(ordinals.ordinal(p.name)) + "]";
-    value = "chargeonce_pockets_set(" + value + ", "
-            + std::to_string(ordinals.ordinal(p.name)) + ", CASE WHEN "
-            + premium + " THEN ($" + std::to_string(n + 1) + "::integer[])" + at
-            + " ELSE ($" + std::to_string(n) + "::integer[])" + at + " END)";
+    auto i = std::to_string(ordinals.ordinal(p.name));
+    std::string next = "chargeonce_pockets_set(";
+    next.append(value).append(", ").append(i);
+    next.append(", CASE WHEN coalesce(premium_until > now(), false) THEN ");
+    next.append(premium_quotas).append("[").append(i).append("] ELSE ");
+    next.append(free_quotas).append("[").append(i).append("] END)");
+    value = std::move(next);
   }
   return "pockets = " + value;
 }
