@@ -68,7 +68,7 @@ pockets left_after(const pockets& amounts, const pockets& held);
 pockets captured(const pockets& held, const pockets& held_units,
                  int32_t held_total, int32_t units);
 
-/// `x` with the pockets at 0 left out (as the jsonb columns keep a receipt's
+/// `x` with the pockets at 0 left out (as the pocket columns keep a receipt's
 /// `released`).
 pockets without_zeros(const pockets& x);
 

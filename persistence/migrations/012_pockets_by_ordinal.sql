@@ -41,6 +41,16 @@ SELECT k, 3 + row_number() OVER (ORDER BY k COLLATE "C")
          WHERE pockets IS NOT NULL) names
  WHERE k NOT IN ('daily_messages', 'daily_images', 'balance');
 
+-- `a` with pocket `i` set to `v`; a pocket between the end of `a` and `i`
+-- stays unlisted.
+CREATE FUNCTION chargeonce_pockets_set(a integer[], i integer, v integer)
+  RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT a[:i - 1]
+         || array_fill(NULL::integer,
+                       ARRAY[GREATEST(0, i - 1 - cardinality(a))])
+         || v || a[i + 1:]
+$$;
+
 -- Pockets written with names, {"balance": 5}, as the array of their
 -- ordinals: the conversion below, and for SQL written by hand (support,
 -- tests). A name catalog_pockets does not have is an error, not a pocket
@@ -66,9 +76,7 @@ BEGIN
       RAISE invalid_parameter_value USING
         MESSAGE = 'unknown pocket ' || names[k] || ': not in catalog_pockets';
     END IF;
-    out := out || array_fill(NULL::integer,
-                             ARRAY[GREATEST(0, i - cardinality(out))]);
-    out[i] := amounts[k];
+    out := chargeonce_pockets_set(out, i, amounts[k]);
   END LOOP;
   RETURN out;
 END $$;
@@ -190,16 +198,6 @@ BEGIN
   END LOOP;
   RETURN a;
 END $$;
-
--- `a` with pocket `i` set to `v`; a pocket between the end of `a` and `i`
--- stays unlisted.
-CREATE FUNCTION chargeonce_pockets_set(a integer[], i integer, v integer)
-  RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-  SELECT a[:i - 1]
-         || array_fill(NULL::integer,
-                       ARRAY[GREATEST(0, i - 1 - cardinality(a))])
-         || v || a[i + 1:]
-$$;
 
 CREATE FUNCTION chargeonce_pockets_add(a integer[], b integer[])
   RETURNS integer[] LANGUAGE plpgsql IMMUTABLE AS $$
