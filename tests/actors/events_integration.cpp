@@ -5,6 +5,7 @@
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
 #include "tests/support/threaded_server.hpp"
+#include "tests/support/wait.hpp"
 
 #include <doctest/doctest.h>
 
@@ -69,16 +70,9 @@ caf::behavior stuck_gateway(caf::event_based_actor* self,
   };
 }
 
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+/// What arrives within milliseconds to a few seconds (a subscriber
+/// timeout); a minute means it never will.
+constexpr auto arrival_max = 60s;
 
 supervisor_options quiet_supervisor() {
   supervisor_options sup;
@@ -104,7 +98,10 @@ TEST_SUITE("actors.events") {
     REQUIRE(server.ask<bool>(atom::subscribe_v, first));
     test::insert_stuck_reservations(base, 10, "1 hour");
     REQUIRE(server.ask_actor<uint64_t>(server.root, atom::sweep_v));
-    REQUIRE(wait_for([&] { return before->size() == 10; }));
+    auto first_ten =
+      test::wait_until([&] { return before->size() == 10; }, arrival_max);
+    MESSAGE("10 releases arrived after " << first_ten.ms() << " ms");
+    REQUIRE(first_ten);
     auto last_seen = before->releases.back().id;
     CHECK(last_seen > 0);
     caf::anon_send_exit(first, caf::exit_reason::kill);
@@ -119,8 +116,13 @@ TEST_SUITE("actors.events") {
     after->count = n + 10;
     auto second = server.sys.spawn(gateway, after);
     REQUIRE(server.ask<bool>(atom::subscribe_v, second, last_seen));
-    CHECK(wait_for([&] { return after->size() >= static_cast<size_t>(n); }));
-    std::this_thread::sleep_for(500ms); // a duplicate would come by now
+    auto resumed = test::wait_until(
+      [&] { return after->size() >= static_cast<size_t>(n); }, arrival_max);
+    MESSAGE(n << " releases arrived after " << resumed.ms() << " ms");
+    CHECK(resumed);
+    // A duplicate would come by now; on a slow machine one may come later
+    // and go unseen, never fail a correct bus.
+    std::this_thread::sleep_for(500ms);
     std::lock_guard<std::mutex> guard{after->mtx};
     CHECK(after->releases.size() == static_cast<size_t>(n));
     std::map<chat_id, int> per_chat;
@@ -162,10 +164,14 @@ TEST_SUITE("actors.events") {
     CHECK(*released >= static_cast<uint64_t>(n));
     MESSAGE("swept " << *released << " with a stuck subscriber in " << sweep_ms
                      << " ms");
-    REQUIRE(wait_for([&] {
-      std::lock_guard<std::mutex> guard{log->mtx};
-      return !log->endings.empty();
-    }));
+    auto cut_off = test::wait_until(
+      [&] {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        return !log->endings.empty();
+      },
+      arrival_max);
+    MESSAGE("cut off " << cut_off.ms() << " ms after the sweep");
+    REQUIRE(cut_off);
     subscription_ended ended;
     {
       std::lock_guard<std::mutex> guard{log->mtx};
@@ -181,7 +187,10 @@ TEST_SUITE("actors.events") {
     rest->count = n;
     auto fresh = server.sys.spawn(gateway, rest);
     REQUIRE(server.ask<bool>(atom::subscribe_v, fresh, ended.last_id));
-    CHECK(wait_for([&] { return rest->size() == n - seen; }));
+    auto rest_arrived =
+      test::wait_until([&] { return rest->size() == n - seen; }, arrival_max);
+    MESSAGE("the rest arrived after " << rest_arrived.ms() << " ms");
+    CHECK(rest_arrived);
     caf::anon_send_exit(fresh, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(stuck, caf::exit_reason::user_shutdown);
   }

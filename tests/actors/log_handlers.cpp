@@ -6,6 +6,7 @@
 #include "actors/log_handlers.hpp"
 
 #include "actors/log_limiter.hpp"
+#include "tests/support/wait.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -17,7 +18,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 using namespace chargeonce;
@@ -99,15 +99,14 @@ struct fixture {
     return log.lines();
   }
 
-  /// The log lines once one contains `part` (or after 5 s): the exit
-  /// functor that writes the summary runs after the one wait_for attached.
+  /// The log lines once one contains `part`: the exit functor that writes
+  /// the summary runs after the one wait_for attached (microseconds later;
+  /// 30 s means never).
   std::vector<std::string> lines_once(const std::string& part) {
-    auto lines = log.lines();
-    for (int i = 0; i < 5000 && count_containing(lines, part) == 0; ++i) {
-      std::this_thread::sleep_for(1ms);
-      lines = log.lines();
-    }
-    return lines;
+    auto w = test::wait_until(
+      [&] { return count_containing(log.lines(), part) > 0; }, 30s, 1ms);
+    MESSAGE("'" << part << "' logged after " << w.ms() << " ms");
+    return log.lines();
   }
 
   ~fixture() {

@@ -153,7 +153,9 @@ TEST_SUITE("client.async.shutdown") {
       }
     }
     // Still connecting: the server never finishes CAF's handshake; the
-    // connects time out after the client is gone.
+    // connects time out after the client is gone. The 1 s connect timeout
+    // is what the calls wait for here; the client is gone long before it
+    // (eight calls and a destructor: well under a millisecond).
     {
       mute_listener mute;
       tracker t{8};
@@ -163,8 +165,13 @@ TEST_SUITE("client.async.shutdown") {
         client_side side;
         auto c = std::make_unique<client::client>(
           side.sys, options_for(mute.port, client::role::gateway, true, 1s));
+        auto t0 = std::chrono::steady_clock::now();
         issue_gateway_calls(*c, chats, 8, t, tally, done);
         c.reset();
+        auto gone = std::chrono::steady_clock::now() - t0;
+        MESSAGE("client gone "
+                << std::chrono::duration<double, std::milli>(gone).count()
+                << " ms after the first call");
         CHECK(done.wait(30s));
       }
       INFO("unexpected answers: " << tally.odd.text());
@@ -236,8 +243,10 @@ TEST_SUITE("client.async.shutdown") {
     answer_tally tally;
     {
       client_side side;
+      // The default 20 s request timeout: a request left to it would end
+      // as request_timeout, which the tally counts as a failure.
       auto c = std::make_unique<client::client>(
-        side.sys, options_for(gate_port, client::role::gateway, false, 1s));
+        side.sys, options_for(gate_port, client::role::gateway, false));
       auto before = log->received();
       issue_gateway_calls(*c, {chat}, 8, t, tally, done);
       // Every call reached the server: each is its own pending request.

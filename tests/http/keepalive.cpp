@@ -4,7 +4,9 @@
 // agent), are answered without waiting for the client's delayed ACK: the
 // server's sockets have TCP_NODELAY, so a response written in several
 // pieces is not held back by Nagle's algorithm (about 40 ms per request
-// otherwise). Real Postgres (CHARGEONCE_TEST_DSN) behind the adapter.
+// otherwise). The server runs in this process, so the test reads the option
+// off its end of the connection; the times are shown, not asserted.
+// Real Postgres (CHARGEONCE_TEST_DSN) behind the adapter.
 #include "main/http/server.hpp"
 #include "tests/support/test_db.hpp"
 #include "tests/support/threaded_server.hpp"
@@ -13,16 +15,54 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <vector>
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
 
+namespace {
+
+/// The server's end, in this process, of the TCP connection whose client
+/// end is `client`; -1 when there is none.
+int server_end_of(int client) {
+  sockaddr_in mine{};
+  sockaddr_in theirs{};
+  socklen_t len = sizeof mine;
+  if (getsockname(client, reinterpret_cast<sockaddr*>(&mine), &len) != 0)
+    return -1;
+  len = sizeof theirs;
+  if (getpeername(client, reinterpret_cast<sockaddr*>(&theirs), &len) != 0)
+    return -1;
+  for (const auto& entry :
+       std::filesystem::directory_iterator{"/proc/self/fd"}) {
+    auto fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_in local{};
+    sockaddr_in peer{};
+    len = sizeof local;
+    if (fd == client
+        || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0
+        || local.sin_family != AF_INET || local.sin_port != theirs.sin_port)
+      continue;
+    len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0
+        && peer.sin_port == mine.sin_port)
+      return fd;
+  }
+  return -1;
+}
+
+} // namespace
+
 TEST_SUITE("http keep-alive") {
 
-  TEST_CASE("sequential requests on one kept-alive connection take well "
-            "under a delayed ACK each (median < 20 ms)") {
+  TEST_CASE("the server's end of a kept-alive connection has TCP_NODELAY: "
+            "sequential requests do not wait for delayed ACKs") {
     test::threaded_server srv{test::store_options()};
     http::http_options opts;
     opts.port = 0;
@@ -44,12 +84,20 @@ TEST_SUITE("http keep-alive") {
       REQUIRE(res->status == 200);
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
+    // The connection is still open, kept alive by the client.
+    auto server_end = server_end_of(cli.socket());
+    REQUIRE(server_end >= 0);
+    int nodelay = 0;
+    socklen_t len = sizeof nodelay;
+    REQUIRE(getsockopt(server_end, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len)
+            == 0);
+    CHECK(nodelay != 0);
     std::sort(ms.begin(), ms.end());
     auto median = ms[requests / 2];
     auto p90 = ms[requests * 9 / 10];
+    // About 40 ms each with Nagle on; speed itself is chargeonce-bench's.
     MESSAGE("kept-alive GET /healthz: median " << median << " ms, p90 " << p90
                                                << " ms");
-    CHECK(median < 20.0);
     web->reset();
   }
 }

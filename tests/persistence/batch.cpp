@@ -14,7 +14,6 @@
 #include <future>
 #include <map>
 #include <random>
-#include <thread>
 #include <vector>
 
 using namespace chargeonce;
@@ -288,11 +287,10 @@ TEST_SUITE("batch") {
         return db.apply(
           {reserve_op(other, kind::text), reserve_op(locked, kind::text)});
       });
-      auto waiting = "SELECT count(*) FROM pg_stat_activity WHERE pid = "
-                     + std::to_string(pid) + " AND wait_event_type = 'Lock'";
-      for (int i = 0; i < 500 && test::sql_int(waiting) == 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      REQUIRE(test::sql_int(waiting) == 1);
+      auto waiting = test::await_lock_wait("pid = " + std::to_string(pid));
+      MESSAGE("the backend waited for the row lock after " << waiting.ms()
+                                                           << " ms");
+      REQUIRE(waiting);
       test::sql("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
       for (const auto& x : pending.get())
         CHECK(error_of(x) == ec::storage_unavailable);

@@ -11,7 +11,6 @@
 #include <pqxx/pqxx>
 
 #include <chrono>
-#include <thread>
 #include <vector>
 
 using namespace chargeonce;
@@ -176,11 +175,10 @@ TEST_SUITE("pipeline") {
                    + std::to_string(locked) + " FOR UPDATE");
       db.send({reserve_op(locked)});
       db.send({reserve_op(other)});
-      auto waiting = "SELECT count(*) FROM pg_stat_activity WHERE pid = "
-                     + std::to_string(pid) + " AND wait_event_type = 'Lock'";
-      for (int i = 0; i < 500 && test::sql_int(waiting) == 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      REQUIRE(test::sql_int(waiting) == 1);
+      auto waiting = test::await_lock_wait("pid = " + std::to_string(pid));
+      MESSAGE("the backend waited for the row lock after " << waiting.ms()
+                                                           << " ms");
+      REQUIRE(waiting);
       test::sql("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
       auto first = db.receive();
       auto second = db.receive();

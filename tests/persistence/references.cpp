@@ -11,10 +11,10 @@
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <string>
-#include <thread>
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
@@ -202,6 +202,7 @@ TEST_SUITE("references") {
             "for the writer and removes its reservation, or the writer "
             "waits for the delete and is refused (20 rounds each way)") {
     store db{test::store_options()};
+    long long lock_wait_ms_max = 0;
     for (int round = 0; round < 20; ++round) {
       CAPTURE(round);
       // Writer first: its FOR KEY SHARE lock holds the delete back.
@@ -210,10 +211,15 @@ TEST_SUITE("references") {
         pqxx::connection writer{test::dsn()};
         pqxx::work tx{writer};
         tx.exec(insert_reservation(chat));
-        auto deleted = std::async(std::launch::async, [&] {
-          return try_sql("DELETE FROM chats WHERE chat_id = " + str(chat));
-        });
-        CHECK(deleted.wait_for(50ms) == std::future_status::timeout);
+        auto delete_chat = "DELETE FROM chats WHERE chat_id = " + str(chat);
+        auto deleted =
+          std::async(std::launch::async, [&] { return try_sql(delete_chat); });
+        // Blocked on the writer's lock, not merely not started yet.
+        auto blocked =
+          test::await_lock_wait("query = " + test::sql_literal(delete_chat));
+        CHECK(blocked);
+        lock_wait_ms_max = std::max(lock_wait_ms_max, blocked.ms());
+        CHECK(deleted.wait_for(0s) == std::future_status::timeout);
         tx.commit();
         CHECK(deleted.get().sqlstate.empty());
         CHECK(count("reservations", chat) == 0);
@@ -224,14 +230,20 @@ TEST_SUITE("references") {
         pqxx::connection deleter{test::dsn()};
         pqxx::work tx{deleter};
         tx.exec("DELETE FROM chats WHERE chat_id = " + str(chat));
-        auto inserted = std::async(std::launch::async, [&] {
-          return try_sql(insert_reservation(chat));
-        });
-        CHECK(inserted.wait_for(50ms) == std::future_status::timeout);
+        auto insert = insert_reservation(chat);
+        auto inserted =
+          std::async(std::launch::async, [&] { return try_sql(insert); });
+        auto blocked =
+          test::await_lock_wait("query = " + test::sql_literal(insert));
+        CHECK(blocked);
+        lock_wait_ms_max = std::max(lock_wait_ms_max, blocked.ms());
+        CHECK(inserted.wait_for(0s) == std::future_status::timeout);
         tx.commit();
         CHECK(inserted.get().sqlstate == "23503");
         CHECK(count("reservations", chat) == 0);
       }
     }
+    MESSAGE("longest wait for the blocked statement: " << lock_wait_ms_max
+                                                       << " ms");
   }
 } // TEST_SUITE

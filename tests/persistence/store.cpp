@@ -14,7 +14,6 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
 
 using namespace chargeonce;
@@ -134,11 +133,10 @@ TEST_SUITE("store") {
       blocker.exec("SELECT 1 FROM chats" + where_chat(chat) + " FOR UPDATE");
       auto pending = std::async(
         std::launch::async, [&] { return db.reserve(chat, kind::text, ""); });
-      auto waiting = "SELECT count(*) FROM pg_stat_activity WHERE pid = "
-                     + std::to_string(pid) + " AND wait_event_type = 'Lock'";
-      for (int i = 0; i < 500 && test::sql_int(waiting) == 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      REQUIRE(test::sql_int(waiting) == 1);
+      auto waiting = test::await_lock_wait("pid = " + std::to_string(pid));
+      MESSAGE("the backend waited for the row lock after " << waiting.ms()
+                                                           << " ms");
+      REQUIRE(waiting);
       test::sql("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
       auto killed = pending.get();
       REQUIRE_FALSE(killed);

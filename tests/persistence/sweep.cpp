@@ -71,6 +71,12 @@ void lapse_lease(reservation_id id) {
             + of(id));
 }
 
+/// Postgres' clock: now() of a transaction of its own.
+caf::timestamp db_now() {
+  return caf::timestamp{std::chrono::microseconds{
+    test::sql_int("SELECT (extract(epoch FROM now()) * 1000000)::bigint")}};
+}
+
 void age(reservation_id id, const char* by) {
   test::sql(std::string{"UPDATE reservations SET created_at = now() - "
                         "interval '"}
@@ -89,12 +95,16 @@ TEST_SUITE("sweep") {
     CHECK_FALSE(r->lease_expires_at);
     CHECK(db.heartbeat(chat, r->id).error() == ec::invalid_state); // queued
     REQUIRE(db.start(chat, r->id));
+    // lease-duration from the heartbeat's own time, which lies between two
+    // readings of Postgres' clock however long the steps take.
+    auto lease = options().lease_duration;
+    auto before = db_now();
     auto first = db.heartbeat(chat, r->id);
+    auto after = db_now();
     REQUIRE(first);
     REQUIRE(first->lease_expires_at);
-    auto ahead = *first->lease_expires_at - first->created_at;
-    CHECK(ahead > 29s);
-    CHECK(ahead < 31s);
+    CHECK(*first->lease_expires_at >= before + lease);
+    CHECK(*first->lease_expires_at <= after + lease);
     lapse_lease(r->id);
     auto second = db.heartbeat(chat, r->id); // a lapsed, unswept lease revives
     REQUIRE(second);

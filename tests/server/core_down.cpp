@@ -6,6 +6,7 @@
 #include "main/server/server.hpp"
 #include "tests/support/test_db.hpp"
 #include "tests/support/threaded_server.hpp"
+#include "tests/support/wait.hpp"
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
@@ -47,13 +48,18 @@ caf::actor registry_of(caf::actor_system& sys, const caf::actor& root) {
   return out;
 }
 
-/// One GET /readyz on a fresh connection, as a prober sends it.
+/// One GET /readyz on a fresh connection, as a prober sends it. A loopback
+/// connect takes microseconds and the answer milliseconds (the server's own
+/// checks give up after 1 s and 2 s): 5 s means the server hangs.
 httplib::Result readyz(uint16_t port) {
   httplib::Client cli{"127.0.0.1", port};
-  cli.set_connection_timeout(0, 200'000); // 200 ms
+  cli.set_connection_timeout(5, 0);
   cli.set_read_timeout(5, 0);
   return cli.Get("/readyz");
 }
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
 
 /// The `http=` port of a port file, 0 while it is not written.
 uint16_t http_port_of(const std::string& path) {
@@ -125,7 +131,8 @@ struct child_end {
   int refused_after_kill = 0; ///< 503 answers (the actors' reason)
 };
 
-/// Scrapes /readyz without pause until the child exits (at most `limit`).
+/// Scrapes /readyz without pause until the child exits (given up after
+/// `limit`, a liveness bound).
 child_end scrape_until_exit(pid_t pid, uint16_t port, clock_type::time_point t0,
                             clock_type::duration limit) {
   child_end out;
@@ -164,21 +171,30 @@ TEST_SUITE("server core down") {
     REQUIRE(*web != nullptr);
     auto port = (*web)->port();
     auto live = readyz(port);
+    auto t_live = clock_type::now();
     REQUIRE(live);
     CHECK(live->status == 200);
     kill_and_wait(srv.sys, caf::actor_cast<caf::actor>(srv.api));
     auto t0 = clock_type::now();
-    auto dead = readyz(port); // well within the Postgres check's cache
+    // Within the Postgres check's 1 s cache, where a cached verdict would
+    // still say 200 (the time since the 200 is printed below).
+    auto dead = readyz(port);
+    auto t1 = clock_type::now();
     REQUIRE(dead);
     CHECK(dead->status == 503);
+    // The ping bounced off the dead registry: asked on this probe, not
+    // cached, and not a wait for the 1 s timeout ("did not answer within").
     CHECK(dead->body.find("actors: registry down") != std::string::npos);
-    CHECK(clock_type::now() - t0 < 500ms);
-    MESSAGE("after the kill: " << dead->status << " " << dead->body);
+    MESSAGE("after the kill: "
+            << dead->status << " " << dead->body << " in "
+            << duration_cast<milliseconds>(t1 - t0).count() << " ms, "
+            << duration_cast<milliseconds>(t0 - t_live).count()
+            << " ms after the 200");
     web->reset();
   }
 
-  TEST_CASE("a server whose registry dies exits with exit_core_down within a "
-            "second, and its /readyz never answers 200 meanwhile") {
+  TEST_CASE("a server whose registry dies exits with exit_core_down, and its "
+            "/readyz never answers 200 meanwhile") {
     char dir_template[] = "core_down.XXXXXX";
     REQUIRE(mkdtemp(dir_template) != nullptr);
     auto port_file = std::string{dir_template} + "/server.port";
@@ -202,43 +218,49 @@ TEST_SUITE("server core down") {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     };
+    // Starting and becoming ready take a fraction of a second; a minute each
+    // means the child hangs (or exited: then waiting is over at once).
     uint16_t port = 0;
-    auto deadline = clock_type::now() + 30s;
-    while (port == 0 && clock_type::now() < deadline
-           && waitpid(pid, nullptr, WNOHANG) == 0) {
-      std::this_thread::sleep_for(20ms);
-      port = http_port_of(port_file);
-    }
+    bool child_gone = false;
+    auto started = test::wait_until(
+      [&] {
+        child_gone = waitpid(pid, nullptr, WNOHANG) != 0;
+        port = http_port_of(port_file);
+        return port != 0 || child_gone;
+      },
+      60s, 20ms);
     if (port == 0)
       stop_child();
     REQUIRE(port != 0);
-    bool ready = false;
-    while (!ready && clock_type::now() < deadline) {
-      auto r = readyz(port);
-      ready = r && r->status == 200;
-      if (!ready)
-        std::this_thread::sleep_for(50ms);
-    }
+    auto ready = test::wait_until(
+      [&] {
+        auto r = readyz(port);
+        return r && r->status == 200;
+      },
+      60s, 50ms);
+    MESSAGE("port file after " << started.ms() << " ms, ready " << ready.ms()
+                               << " ms later");
     if (!ready)
       stop_child();
     REQUIRE(ready); // a live core is ready: the ping is answered
+    auto t_trigger = clock_type::now();
     REQUIRE(write(trigger[1], "k", 1) == 1);
-    bool killed = read_byte(ack[0], 10s);
+    bool killed = read_byte(ack[0], 60s);
     auto t0 = clock_type::now();
     if (!killed)
       stop_child();
     REQUIRE(killed);
-    auto end = scrape_until_exit(pid, port, t0, 5s);
+    // It exits within milliseconds; a minute means it never will.
+    auto end = scrape_until_exit(pid, port, t0, 60s);
     if (!end.exited)
       stop_child();
-    MESSAGE("exited after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                 end.after_kill)
-                 .count()
-            << " ms; /readyz after the kill: " << end.ready_after_kill
-            << " x 200, " << end.refused_after_kill << " x 503 (actors)");
+    MESSAGE(
+      "registry killed after "
+      << duration_cast<milliseconds>(t0 - t_trigger).count() << " ms; exited "
+      << duration_cast<milliseconds>(end.after_kill).count()
+      << " ms after the kill; /readyz after the kill: " << end.ready_after_kill
+      << " x 200, " << end.refused_after_kill << " x 503 (actors)");
     REQUIRE(end.exited);
-    CHECK(end.after_kill < 1s);
     REQUIRE(WIFEXITED(end.status));
     CHECK(WEXITSTATUS(end.status) == exit_core_down);
     CHECK(end.ready_after_kill == 0);

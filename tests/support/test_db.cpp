@@ -129,6 +129,21 @@ long long sql_int(const std::string& statement) {
   return std::stoll(sql(statement));
 }
 
+std::string sql_literal(const std::string& text) {
+  std::string out = "'";
+  for (auto c : text)
+    out += c == '\'' ? std::string{"''"} : std::string{c};
+  return out + "'";
+}
+
+waited await_lock_wait(const std::string& which) {
+  auto query = "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+               "current_database() AND wait_event_type = 'Lock' AND ("
+               + which + ")";
+  return wait_until([&] { return sql_int(query) > 0; },
+                    std::chrono::seconds{60});
+}
+
 scratch_database::scratch_database(const std::string& purpose) {
   static std::atomic<int> count{0};
   name = "chargeonce_" + purpose + "_" + std::to_string(::getpid()) + "_"

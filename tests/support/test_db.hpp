@@ -4,6 +4,7 @@
 
 #include "persistence/store.hpp"
 #include "protocol/types.hpp"
+#include "tests/support/wait.hpp"
 
 #include <future>
 #include <string>
@@ -47,6 +48,14 @@ std::string sql(const std::string& statement);
 
 /// sql() as an integer.
 long long sql_int(const std::string& statement);
+
+/// `text` as an SQL string literal.
+std::string sql_literal(const std::string& text);
+
+/// Waits until a backend of the test database that `which` selects (an SQL
+/// condition on pg_stat_activity, e.g. "pid = 42") waits for a lock. That
+/// takes milliseconds: given up after a minute, when it never will.
+waited await_lock_wait(const std::string& which);
 
 /// An empty database of its own in the cluster of CHARGEONCE_TEST_DSN, for
 /// tests that need the whole database (migrations, the catalog's kinds);
