@@ -80,14 +80,15 @@ conf=$(find "$root" -name chargeonce.conf -path '*/chargeonce/*' | head -n1)
 [[ -f $conf ]] || die "no installed chargeonce.conf"
 start_server "$tmp/installed" --config-file="$conf" \
   --postgres="$CHARGEONCE_TEST_DSN" --port=0
-cli=("$root$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port")
+cli=("$root$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port"
+  --timeout="$cli_timeout")
 chat=$(random_chat)
 "${cli[@]}" create-chat --chat="$chat" --balance=3 >"$tmp/create" \
   || die "create-chat: $(cat "$tmp/create")"
 [[ $("${cli[@]}" status --chat="$chat" | jq .balance) == 3 ]] \
   || die "status did not show the created chat"
 kill -TERM "$server_pid"
-wait_gone "$server_pid" 10 || die "server did not stop on SIGTERM"
+wait_gone "$server_pid" 30 || die "server did not stop on SIGTERM"
 
 if ((EUID == 0)); then
   dpkg --root="$root" --force-depends --force-script-chrootless -r chargeonce \

@@ -115,14 +115,15 @@ grep -qF 'host=/run/postgresql dbname=chargeonce' "$tmp/dump" \
 server_bin=$prefix/bin/chargeonce-server server_dir=$tmp
 start_server "$tmp/installed" --config-file="$conf" \
   --postgres="$CHARGEONCE_TEST_DSN" --port=0
-cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port")
+cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port"
+  --timeout="$cli_timeout")
 chat=$(random_chat)
 "${cli[@]}" create-chat --chat="$chat" --balance=2 >"$tmp/create" \
   || die "create-chat: $(cat "$tmp/create")"
 [[ $("${cli[@]}" status --chat="$chat" | jq .balance) == 2 ]] \
   || die "status did not show the created chat"
 kill -TERM "$server_pid"
-wait_gone "$server_pid" 10 || die "server did not stop on SIGTERM"
+wait_gone "$server_pid" 30 || die "server did not stop on SIGTERM"
 
 # Every option uncommented, at its documented default: each name and value
 # must parse, and together they must pass the server's own checks.
@@ -139,10 +140,11 @@ for name in $options; do
 done
 start_server "$tmp/uncommented" --config-file="$tmp/all.conf" \
   --postgres="$CHARGEONCE_TEST_DSN" --port=0
-cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port")
+cli=("$prefix/bin/chargeonce-cli" --server="127.0.0.1:$server_port"
+  --timeout="$cli_timeout")
 [[ $("${cli[@]}" status --chat="$chat" | jq .balance) == 2 ]] \
   || die "the server with every option set did not answer"
 kill -TERM "$server_pid"
-wait_gone "$server_pid" 10 || die "server did not stop on SIGTERM"
+wait_gone "$server_pid" 30 || die "server did not stop on SIGTERM"
 
 echo "install: OK (${#binaries[@]} binaries, ${#migrations[@]} migrations)"

@@ -45,13 +45,14 @@ out=""
 cli_ok() { # what filter cli-args...
   local what=$1 filter=$2
   shift 2
-  out=$("$cli" --server="$server" "$@") || die "$what: exit $?: $out"
+  out=$("$cli" --server="$server" --timeout="$cli_timeout" "$@") \
+    || die "$what: exit $?: $out"
   jq -e "$filter" <<<"$out" >/dev/null || die "$what: $out"
 }
 cli_refused() { # what error cli-args...
   local what=$1 error=$2 rc=0
   shift 2
-  out=$("$cli" --server="$server" "$@") || rc=$?
+  out=$("$cli" --server="$server" --timeout="$cli_timeout" "$@") || rc=$?
   ((rc == 1)) || die "$what: exit $rc, expected 1: $out"
   [[ $(jq -r .error <<<"$out") == "$error" ]] || die "$what: $out"
 }

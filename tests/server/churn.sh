@@ -32,17 +32,24 @@ start_server "$tmp/server" --postgres="$CHARGEONCE_TEST_DSN" --port=0 \
 address="127.0.0.1:$server_port"
 
 chat=$(random_chat)
-"$cli" --server="$address" create-chat --chat="$chat" --balance=1 >/dev/null
+"$cli" --server="$address" --timeout="$cli_timeout" create-chat --chat="$chat" \
+  --balance=1 >/dev/null
 
-lost=0
+# A lost answer never comes, a late one does: --timeout is a liveness
+# bound (cli_timeout), far above a round's time, which is printed.
+lost=0 slowest=0 slowest_round=0
+started=$(now_us)
 for round in $(seq 1 "$rounds"); do
   pids=()
+  round_started=$(now_us)
   for i in $(seq 1 $clients); do
-    "$cli" --server="$address" --timeout=5 status --chat="$chat" \
+    "$cli" --server="$address" --timeout="$cli_timeout" status --chat="$chat" \
       >"$tmp/answer.$i" 2>"$tmp/answer.$i.err" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || true; done
+  took=$(($(now_us) - round_started))
+  ((took <= slowest)) || slowest=$took slowest_round=$round
   for i in $(seq 1 $clients); do
     got=$(jq -r '.chat // .error' "$tmp/answer.$i" 2>/dev/null || true)
     if [[ $got != "$chat" ]]; then
@@ -56,7 +63,8 @@ done
 total=$((rounds * clients))
 answered=$(grep -c "status ok chat=$chat" "$tmp/server.log" || true)
 echo "churn: $((total - lost)) of $total requests answered to their sender;" \
-  "the server answered $answered"
+  "the server answered $answered; $rounds rounds in $(seconds_since "$started") s," \
+  "the slowest (round $slowest_round) $((slowest / 1000)) ms"
 ((lost == 0)) || die "$lost of $total requests got no answer"
 ((answered == total)) || die "the server logged $answered answers, expected $total"
 alive "$server_pid" || die "the server exited"

@@ -6,7 +6,7 @@
 #
 # usage: restart.sh CHARGEONCE-SERVER CHARGEONCE-CLI
 #
-# Story: server A holds two reservations (X queued, Y started with a 1 s
+# Story: server A holds two reservations (X queued, Y started with a 2 s
 # lease) and is killed with SIGKILL. Server B, started on the same database,
 # must still see both (the locks live in Postgres, not in memory), then
 # release them by itself (Y: lease_expired, X: sweep_timeout) and publish
@@ -15,8 +15,9 @@
 # event outlives its server: B releases Z while no gateway listens and is
 # killed; server C delivers that release to `watch --after=<last id>`.
 #
-# The database is shared with the C++ integration tests: chats get random
-# 12-digit ids, and events of other chats in the watch output are ignored.
+# Under ctest the database is the test's own (own_database.sh), but run by
+# hand it may be shared: chats get random 12-digit ids, and events of other
+# chats in the watch output are ignored.
 # The temp dir is made under $PWD (ctest: the build dir).
 set -euo pipefail
 # shellcheck source=tests/support/lib.sh
@@ -28,6 +29,7 @@ cli=$(realpath "$2")
 [[ -x $server_bin ]] || die "not an executable: $server_bin"
 [[ -x $cli ]] || die "not an executable: $cli"
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
+command -v psql >/dev/null || die "psql is required (apt-get install postgresql-client)"
 # Never pass vacuously: without a database nothing here can be tested.
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] \
   || die "CHARGEONCE_TEST_DSN is not set (a libpq DSN of a" \
@@ -35,9 +37,13 @@ command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 dsn=$CHARGEONCE_TEST_DSN
 
 # The timings every server of this test runs with: sweep often, release a
-# reservation 6 s after reserve, or 1 s after its last heartbeat.
+# reservation 30 s after reserve, or 2 s after its last heartbeat. X must
+# still be held when server B looks at it (about 1 s after reserve X on a
+# quiet machine, 2.5 s beside a CPU hog at a load of 7) and Y's lease must
+# outlast the few ms from its heartbeat to the kill of server A: each timer
+# is over 10x what it must outlast.
 server_options=(--postgres="$dsn" --sweep-interval=500ms
-  --max-job-duration=2s --sweep-timeout=6s --lease-duration=1s
+  --max-job-duration=2s --sweep-timeout=30s --lease-duration=2s
   --queue-notice-delay=300ms)
 
 tmp=$(mktemp -d "$PWD/restart.XXXXXX")
@@ -68,23 +74,27 @@ now_ms() {
 
 # Starts `chargeonce-cli watch` against `port` in the background, writing to
 # $tmp/`name`.out; sets `started_pid` once it is subscribed (it says so on
-# stderr), so that no later event can be missed.
+# stderr), so that no later event can be missed. Extra arguments go to the
+# watch (--after=ID).
 start_watch() {
   local name=$1 port=$2
-  "$cli" --server="127.0.0.1:$port" watch \
+  shift 2
+  "$cli" --server="127.0.0.1:$port" --timeout="$cli_timeout" watch "$@" \
     >"$tmp/$name.out" 2>"$tmp/$name.err" &
   started_pid=$!
   on_exit_kill "$started_pid"
-  for ((i = 0; i < 100; i++)); do
-    grep -q '^chargeonce-cli: watching' "$tmp/$name.err" && return 0
-    if ! alive "$started_pid"; then
-      reap "$started_pid"
-      die "watch $name exited $status before subscribing:" \
-        "$(cat "$tmp/$name.err")"
-    fi
-    sleep 0.1
-  done
-  die "watch $name did not subscribe within 10 s"
+  poll 60 watching "$name" \
+    || die "watch $name did not subscribe within 60 s"
+  note "watch $name subscribed after $poll_seconds s"
+}
+
+# True once watch `name` (started_pid) says it is subscribed; dies if it
+# exited.
+watching() {
+  grep -q '^chargeonce-cli: watching' "$tmp/$1.err" && return 0
+  alive "$started_pid" && return 1
+  reap "$started_pid"
+  die "watch $1 exited $status before subscribing: $(cat "$tmp/$1.err")"
 }
 
 # Runs the CLI against `port`, expecting exit status `want_rc`; its stdout
@@ -92,7 +102,8 @@ start_watch() {
 cli_expect() {
   local want_rc=$1 port=$2 rc=0
   shift 2
-  out=$("$cli" --server="127.0.0.1:$port" "$@" 2>"$tmp/cli.err") || rc=$?
+  out=$("$cli" --server="127.0.0.1:$port" --timeout="$cli_timeout" "$@" \
+    2>"$tmp/cli.err") || rc=$?
   ((rc == want_rc)) || die "'chargeonce-cli $*' exited $rc, expected" \
     "$want_rc: $out $(cat "$tmp/cli.err")"
   jq -e 'type == "object"' <<<"$out" >/dev/null 2>&1 \
@@ -143,8 +154,8 @@ chat_unlocked() {
 # -- what a failure shows ----------------------------------------------------
 
 # What the EXIT trap shows on failure of a log or watch file (instead of
-# lib.sh's last 40 lines): what it says about our chats (the shared database
-# makes the servers sweep, and the watches print, other suites' chats too),
+# lib.sh's last 40 lines): what it says about our chats (a shared database
+# makes the servers sweep, and the watches print, other chats too),
 # then its last lines.
 show_log() {
   local f=$1
@@ -192,38 +203,46 @@ for chat in "$chat_x" "$chat_y"; do
   expect_out "create-chat $chat" '.balance == 5 and .reservation == null'
 done
 
-cli_expect 0 "$port_a" reserve --chat="$chat_x" --kind=image
-reserved_at=$(now_ms)
-rx=$(jq .id <<<"$out")
-expect_out "reserve X" '.status == "queued" and .held.balance == 1'
 cli_expect 0 "$port_a" reserve --chat="$chat_y" --kind=image
 ry=$(jq .id <<<"$out")
 cli_expect 0 "$port_a" start --chat="$chat_y" --reservation="$ry"
 expect_out "start Y" '.status == "in_progress" and .lease_expires_at == null'
-note "reserved rx=$rx (X, queued) and ry=$ry (Y, in_progress)"
+# X last, so that little happens between its reserve and server B's look
+# at it. Taken before the request: the notice's delay counts from the
+# server's reserve, which comes later.
+reserved_at=$(now_ms)
+cli_expect 0 "$port_a" reserve --chat="$chat_x" --kind=image
+rx=$(jq .id <<<"$out")
+expect_out "reserve X" '.status == "queued" and .held.balance == 1'
+note "reserved ry=$ry (Y, in_progress) and rx=$rx (X, queued)"
 
 # Both are still active after queue-notice-delay (started counts as active).
 notice_x="(.event == \"queue_notice\" and .chat == $chat_x"
 notice_x+=" and .reservation == $rx)"
 notice_y="(.event == \"queue_notice\" and .chat == $chat_y"
 notice_y+=" and .reservation == $ry)"
-poll 5 has_event watch_a "$notice_x" \
-  || die "no queue_notice for X (rx=$rx) within 5 s"
-poll 5 has_event watch_a "$notice_y" \
-  || die "no queue_notice for Y (ry=$ry) within 5 s"
+poll 60 has_event watch_a "$notice_x" \
+  || die "no queue_notice for X (rx=$rx) within 60 s"
+poll 60 has_event watch_a "$notice_y" \
+  || die "no queue_notice for Y (ry=$ry) within 60 s"
 notice_ms=$(($(now_ms) - reserved_at))
 note "queue_notice for X and Y seen ${notice_ms} ms after reserve X"
-# Published queue-notice-delay (300 ms) after the reserve, not at once.
+# Published queue-notice-delay (300 ms) after the reserve, not at once: a
+# lower bound, which a slow machine can only help to pass.
 ((notice_ms >= 250)) || die "queue_notice came after ${notice_ms} ms," \
   "before queue-notice-delay (300 ms)"
 
-# The heartbeat comes last, right before the kill: the 1 s lease then lapses
+# Watch B will resume after the newest event id written so far, as a
+# gateway that saw them all would: it gets B's releases however long B
+# takes to start and the watch to subscribe (Y's lease may lapse meanwhile).
+newest=$(psql "$dsn" -qAtc "SELECT last_id FROM event_clock") \
+  || die "cannot read the newest event id"
+
+# The heartbeat comes last, right before the kill: the 2 s lease then lapses
 # only after A is dead, so it is B's sweeper that must release Y, however
 # long the notices took.
 cli_expect 0 "$port_a" heartbeat --chat="$chat_y" --reservation="$ry"
-expect_out "heartbeat Y" '.lease_expires_at != null'
 heartbeat_at=$(now_ms)
-note "heartbeat ry: lease until $(jq -r .lease_expires_at <<<"$out")"
 
 # -- 3. kill -9, restart: the locks are in Postgres ---------------------------
 
@@ -234,34 +253,35 @@ step "3: kill -9 server A, server B sees the reservations"
   kill -KILL "$server_a"
   reap "$server_a"
 } 2>/dev/null
+killed_at=$(now_ms)
 ((status == 137)) || die "server A exited $status, expected 137 (SIGKILL)"
 server_a=""
-killed_at=$(now_ms)
+note "server A killed $((killed_at - heartbeat_at)) ms after the heartbeat" \
+  "of ry (lease until $(jq -r .lease_expires_at <<<"$out"))"
+expect_out "heartbeat Y" '.lease_expires_at != null'
 start_server "$tmp/b" "${server_options[@]}" --port=0
 server_b=$server_pid port_b=$server_port
 listening_ms=$(($(now_ms) - killed_at))
 note "server B pid $server_b on port $port_b, listening ${listening_ms} ms" \
   "after the kill"
-# Subscribed before anything else: Y's lease lapses about 1 s after the
-# heartbeat, and B's first sweeps must not release it unseen.
-start_watch watch_b "$port_b"
-watch_b=$started_pid
 
 cli_expect 0 "$port_b" status --chat="$chat_x"
 expect_out "X's reservation rx=$rx is gone after the restart" \
   ".reservation.id == $rx and .reservation.status == \"queued\""
 cli_expect 1 "$port_b" reserve --chat="$chat_x" --kind=image
 expect_out "a second reserve of X after the restart" '.error == "busy"'
-checked_ms=$(($(now_ms) - killed_at))
-note "X still holds rx=$rx and refuses a reserve (busy), ${checked_ms} ms" \
-  "after the kill"
+checked_at=$(now_ms)
+note "X still holds rx=$rx and refuses a reserve (busy), $((checked_at - killed_at))" \
+  "ms after the kill, $((checked_at - reserved_at)) ms after its reserve"
+start_watch watch_b "$port_b" --after="$newest"
+watch_b=$started_pid
 cli_expect 0 "$port_b" status --chat="$chat_y"
 note "Y $(($(now_ms) - heartbeat_at)) ms after its heartbeat:" \
   "$(jq -c '.reservation | if . == null then null else {id, status} end' \
     <<<"$out")"
 
 # The watch of A must notice its server vanished: exit 2, not hang.
-wait_gone "$watch_a" 5 || die "watch A still runs 5 s after server A died"
+wait_gone "$watch_a" 60 || die "watch A still runs 60 s after server A died"
 reap "$watch_a"
 watch_a=""
 ((status == 2)) \
@@ -277,19 +297,22 @@ released_y="(.event == \"reservation_released\" and .chat == $chat_y"
 released_y+=" and .reservation == $ry)"
 released_x="(.event == \"reservation_released\" and .chat == $chat_x"
 released_x+=" and .reservation == $rx)"
-poll 15 chat_unlocked "$port_b" "$chat_y" \
-  || die "Y still holds a reservation 15 s after the restart: $out"
+# Each poll: the timer (lease, sweep-timeout) plus a liveness bound far
+# above the sweep's own time (under a second).
+poll 60 chat_unlocked "$port_b" "$chat_y" \
+  || die "Y still holds a reservation 60 s after the restart: $out"
 note "Y unlocked $(($(now_ms) - heartbeat_at)) ms after its heartbeat"
-poll 15 chat_unlocked "$port_b" "$chat_x" \
-  || die "X still holds a reservation 15 s after the restart: $out"
+poll 60 chat_unlocked "$port_b" "$chat_x" \
+  || die "X still holds a reservation 60 s after the restart: $out"
 note "X unlocked $(($(now_ms) - reserved_at)) ms after its reserve"
 # The event is published after the delete committed: allow it a moment.
-poll 3 has_event watch_b "$released_y" \
+poll 60 has_event watch_b "$released_y" \
   || die "watch B has no reservation_released for ry=$ry:" \
     "$(who_released "$ry")"
-poll 3 has_event watch_b "$released_x" \
+poll 60 has_event watch_b "$released_x" \
   || die "watch B has no reservation_released for rx=$rx:" \
     "$(who_released "$rx")"
+note "both releases printed by watch B ($poll_seconds s after X's unlock)"
 reason_y=$(events watch_b "$released_y" | jq -r .reason)
 reason_x=$(events watch_b "$released_x" | jq -r .reason)
 [[ $reason_y == lease_expired ]] \
@@ -327,8 +350,8 @@ expect_out "the new reservation rx2=$rx2 after a late commit of rx" \
   ".balance == 5 and .reservation.id == $rx2
     and .reservation.status == \"queued\" and .reservation.held.balance == 1"
 note "X reserved again (rx2=$rx2); late commit rx: expired; rx2 untouched"
-# Leave nothing behind in the shared database: a later sweep (of this test
-# or of another suite) would release rx2 and publish it.
+# Leave nothing behind in a shared database: a later sweep (of this test
+# or of another one) would release rx2 and publish it.
 cli_expect 0 "$port_b" cancel --chat="$chat_x"
 expect_out "cancel rx2" ".id == $rx2"
 
@@ -352,7 +375,7 @@ last_id=$(events watch_b '.event_id != null' | jq -s 'map(.event_id) | max')
   || die "watch B printed no event with an event_id: $(tail -n 3 \
     "$tmp/watch_b.out")"
 kill -TERM "$watch_b"
-wait_gone "$watch_b" 10 || die "watch B still runs 10 s after SIGTERM"
+wait_gone "$watch_b" 60 || die "watch B still runs 60 s after SIGTERM"
 reap "$watch_b"
 watch_b=""
 ((status == 0)) || die "watch B exited $status after SIGTERM, expected 0"
@@ -363,10 +386,10 @@ cli_expect 0 "$port_b" reserve --chat="$chat_z" --kind=image
 rz=$(jq .id <<<"$out")
 cli_expect 0 "$port_b" start --chat="$chat_z" --reservation="$rz"
 cli_expect 0 "$port_b" heartbeat --chat="$chat_z" --reservation="$rz"
-poll 15 chat_unlocked "$port_b" "$chat_z" \
-  || die "Z still holds a reservation 15 s after its heartbeat: $out"
+poll 60 chat_unlocked "$port_b" "$chat_z" \
+  || die "Z still holds a reservation 60 s after its heartbeat: $out"
 kill -KILL "$server_b"
-wait_gone "$server_b" 10 || die "server B still runs 10 s after SIGKILL"
+wait_gone "$server_b" 60 || die "server B still runs 60 s after SIGKILL"
 reap "$server_b"
 server_b=""
 note "Z (rz=$rz) released, server B killed"
@@ -374,16 +397,19 @@ note "Z (rz=$rz) released, server B killed"
 step "7: server C, watch --after=$last_id delivers Z's release once"
 start_server "$tmp/c" "${server_options[@]}" --port=0
 server_c=$server_pid port_c=$server_port
-"$cli" --server="127.0.0.1:$port_c" watch --after="$last_id" \
-  >"$tmp/watch_c.out" 2>"$tmp/watch_c.err" &
+"$cli" --server="127.0.0.1:$port_c" --timeout="$cli_timeout" \
+  watch --after="$last_id" >"$tmp/watch_c.out" 2>"$tmp/watch_c.err" &
 watch_c=$!
 on_exit_kill "$watch_c"
 released_z="(.event == \"reservation_released\" and .chat == $chat_z"
 released_z+=" and .reservation == $rz)"
-poll 10 has_event watch_c "$released_z" \
+poll 60 has_event watch_c "$released_z" \
   || die "watch C --after=$last_id has no reservation_released for" \
     "rz=$rz: $(tail -n 3 "$tmp/watch_c.out") $(cat "$tmp/watch_c.err")"
-sleep 0.5 # a duplicate would have come by now
+note "delivered after $poll_seconds s"
+# A duplicate would have come by now (a wait for something not to happen:
+# a slow machine can only make it pass).
+sleep 0.5
 n=$(events watch_c "$released_z" | wc -l)
 ((n == 1)) || die "$n reservation_released events for rz=$rz, expected 1"
 ! has_event watch_c ".event_id != null and .event_id <= $last_id" \
@@ -395,7 +421,7 @@ note "$(events watch_c "$released_z")"
 # The watch goes first: once the server is gone it would exit 2 by design.
 step "8: SIGTERM watch C, then server C"
 kill -TERM "$watch_c"
-wait_gone "$watch_c" 10 || die "watch C still runs 10 s after SIGTERM"
+wait_gone "$watch_c" 60 || die "watch C still runs 60 s after SIGTERM"
 reap "$watch_c"
 ((status == 0)) || die "watch C exited $status after SIGTERM, expected 0"
 note "watch C exited 0"

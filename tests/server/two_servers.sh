@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 server_bin=$1
-cli=$2
+cli=("$2" --timeout="$cli_timeout")
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 
@@ -49,11 +49,11 @@ wait_for_clients() {
 
 for round in 1 2 3; do
   chat=$((RANDOM * 32768 + RANDOM + 200000000000))
-  "$cli" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
+  "${cli[@]}" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
 
   # 16 concurrent reserves of the same chat, half through each server.
   for i in $(seq 1 16); do
-    "$cli" --server="$(server_of "$i")" reserve --chat=$chat --kind=image \
+    "${cli[@]}" --server="$(server_of "$i")" reserve --chat=$chat --kind=image \
       >"$tmp/reserve.$i" 2>"$tmp/reserve.$i.err" &
   done
   
@@ -67,10 +67,10 @@ for round in 1 2 3; do
   fi
   rm -f "$tmp"/reserve.*
 
-  "$cli" --server="$b" start --chat=$chat --reservation="$won" >/dev/null
+  "${cli[@]}" --server="$b" start --chat=$chat --reservation="$won" >/dev/null
   # The worker's commit retried through both servers at once.
   for i in $(seq 1 8); do
-    "$cli" --server="$(server_of "$i")" commit --chat=$chat \
+    "${cli[@]}" --server="$(server_of "$i")" commit --chat=$chat \
       --reservation="$won" >"$tmp/commit.$i" 2>"$tmp/commit.$i.err" &
   done
   wait_for_clients
@@ -80,44 +80,43 @@ for round in 1 2 3; do
     die "round $round: commits answered differently: $receipts"
   fi
   rm -f "$tmp"/commit.*
-  balance=$("$cli" --server="$a" status --chat=$chat | jq .balance)
+  balance=$("${cli[@]}" --server="$a" status --chat=$chat | jq .balance)
   [[ $balance == 0 ]] || die "round $round: balance $balance, expected 0"
   echo "two_servers: round $round: 1 reservation, 15 busy, 8 commits, 1 charge"
 done
 
 # A watch of both servers: each sends every durable event (each reads the
 # events table), and the watch prints each event id once.
-"$cli" --servers="$a,$b" watch >"$tmp/watch.out" 2>"$tmp/watch.err" &
+"${cli[@]}" --servers="$a,$b" watch >"$tmp/watch.out" 2>"$tmp/watch.err" &
 watch_pid=$!
 on_exit_kill "$watch_pid"
-for ((i = 0; i < 100; i++)); do
-  grep -q '^chargeonce-cli: watching' "$tmp/watch.err" && break
+subscribed() {
   alive "$watch_pid" || die "watch exited: $(cat "$tmp/watch.err")"
-  sleep 0.1
-done
-grep -q '^chargeonce-cli: watching' "$tmp/watch.err" ||
-  die "the watch did not subscribe within 10 s"
+  grep -q '^chargeonce-cli: watching' "$tmp/watch.err"
+}
+poll 60 subscribed || die "the watch did not subscribe within 60 s"
+echo "two_servers: the watch subscribed after $poll_seconds s"
 chat=$((RANDOM * 32768 + RANDOM + 200000000000))
-"$cli" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
-id=$("$cli" --server="$a" reserve --chat=$chat --kind=image | jq -r .id)
-"$cli" --server="$a" start --chat=$chat --reservation="$id" >/dev/null
-"$cli" --server="$a" cancel --chat=$chat --reservation="$id" >/dev/null
+"${cli[@]}" --server="$a" create-chat --chat=$chat --balance=1 >/dev/null
+id=$("${cli[@]}" --server="$a" reserve --chat=$chat --kind=image | jq -r .id)
+"${cli[@]}" --server="$a" start --chat=$chat --reservation="$id" >/dev/null
+"${cli[@]}" --server="$a" cancel --chat=$chat --reservation="$id" >/dev/null
 # announced: the lines announcing that cancel request (other suites' chats
 # may show up too).
 announced() {
   jq -c --argjson r "$id" 'select(.event == "cancel_requested"
     and .reservation == $r)' "$tmp/watch.out" | wc -l
 }
-for ((i = 0; i < 100; i++)); do
-  (($(announced) > 0)) && break
-  sleep 0.1
-done
+printed() { (($(announced) > 0)); }
+poll 60 printed || die "the cancel request of $id was not printed within 60 s"
+echo "two_servers: the cancel request printed after $poll_seconds s"
 # Both servers poll the table every 200 ms while anyone subscribes: a
-# second copy would be printed within a second.
+# second copy would be printed within a second. (A wait for something not
+# to happen: a slow machine can only make it pass.)
 sleep 1.5
 count=$(announced)
 ((count == 1)) || die "the cancel request of $id was printed $count times, expected once: $(cat "$tmp/watch.out")"
-"$cli" --server="$b" fail --chat=$chat --reservation="$id" >/dev/null
+"${cli[@]}" --server="$b" fail --chat=$chat --reservation="$id" >/dev/null
 echo "two_servers: a watch of both servers printed the cancel request once"
 kill "$watch_pid" 2>/dev/null || true
 wait "$watch_pid" 2>/dev/null || true

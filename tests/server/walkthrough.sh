@@ -12,7 +12,8 @@
 # walkthroughs run in order, each against the server restarted with its
 # options on the same cluster, its commands in one bash process (variables
 # persist), with 127.0.0.1:4242 replaced by the test server's port and
-# build/main/chargeonce-cli by CHARGEONCE-CLI.
+# build/main/chargeonce-cli by CHARGEONCE-CLI with lib.sh's --timeout (a
+# liveness bound; the README's commands rely on the default).
 # Conventions checked for every command:
 #   cmd ...  # exit N     the command must exit with N (default 0)
 #   # => {json}           the line after a command: its stdout must be exactly
@@ -95,10 +96,11 @@ step_end() {
 
 # One pending command: text, README line, expected exit and JSON subset.
 cmd_text="" cmd_line="" cmd_rc=0 cmd_want="" steps=0
+cli_command="$cli --timeout=$cli_timeout"
 
 emit_step() {
   [[ -n $cmd_text ]] || return 0
-  local shown=${cmd_text//"$cli"/build/main/chargeonce-cli}
+  local shown=${cmd_text//"$cli_command"/build/main/chargeonce-cli}
   ((cmd_rc == 0)) || shown+="  # exit $cmd_rc"
   printf 'step_begin %q %q\n' "$cmd_line" "$shown"
   # shellcheck disable=SC2016 # expanded by the generated script
@@ -119,7 +121,7 @@ generate() {
   printf 'step_out=%q step_err=%q\n' "$tmp/step.out" "$tmp/step.err"
   while IFS=$'\t' read -r nr line; do
     line=${line//127.0.0.1:4242/127.0.0.1:$port}
-    line=${line//build\/main\/chargeonce-cli/"$cli"}
+    line=${line//build\/main\/chargeonce-cli/"$cli_command"}
     if [[ $line =~ $rx_want ]]; then
       [[ -n $cmd_text && -z $cmd_want ]] \
         || die "README line $nr: '# =>' without a command before it"

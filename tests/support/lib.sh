@@ -30,15 +30,34 @@ reap() {
   wait "$1" || status=$?
 }
 
-# Polls `command...` every 0.1 s for up to `seconds`; true once it succeeds.
+# Polls `command...` every 0.1 s for up to `seconds`; true once it succeeds,
+# and then `poll_seconds` says how long that took ("1.3"), for the script to
+# print. `seconds` is a liveness bound ("if it has not happened by then,
+# something hangs"), never a speed: at least 10x what the wait takes on a
+# quiet machine. A slow command stretches it: it counts tries, not time.
 poll() {
-  local tenths=$(($1 * 10)) i
+  local tenths=$(($1 * 10)) i started
+  started=$(now_us)
   shift
   for ((i = 0; i < tenths; i++)); do
-    "$@" && return 0
+    "$@" && break
     sleep 0.1
   done
-  "$@"
+  ((i < tenths)) || "$@" || return
+  # shellcheck disable=SC2034 # read by the scripts
+  poll_seconds=$(seconds_since "$started")
+}
+
+# Microseconds since the epoch, from bash's own clock (no process).
+now_us() {
+  local t=$EPOCHREALTIME
+  echo "${t//[^0-9]/}"
+}
+
+# Seconds since `started` (a now_us), with one decimal: "1.3".
+seconds_since() {
+  local tenths=$((($(now_us) - $1) / 100000))
+  echo "$((tenths / 10)).$((tenths % 10))"
 }
 
 # True if `pid` is a child of this shell (running or a zombie): a pid that
@@ -164,9 +183,10 @@ trap 'exit 143' TERM
 server_bin=${server_bin:-}
 # The directory start_server runs servers in; empty: the script's own.
 server_dir=""
-# How long start_server waits for a server to listen (an embedded cluster's
-# initdb takes a while).
-server_start_seconds=60
+# How long start_server waits for a server to listen: a liveness bound. On
+# Postgres it listens in under a second; an embedded cluster's initdb took
+# 5.5 s on a loaded machine (load 13 on two cores).
+server_start_seconds=120
 
 # Starts `$server_bin args... --port-file=PREFIX.port` in the background (in
 # server_dir if set), with stdout and stderr in PREFIX.log. Returns once the
@@ -221,6 +241,14 @@ stop_server() {
   ((status == 0)) \
     || die "the server (pid $pid) exited $status after SIGTERM, expected 0"
 }
+
+# -- chargeonce-cli -----------------------------------------------------------
+
+# The --timeout scripts give chargeonce-cli: a liveness bound, never a speed.
+# An answer takes a few ms on a quiet machine (a CLI process about 40 ms);
+# with suites side by side on two cores, answers have come 5 s late.
+# shellcheck disable=SC2034 # read by the scripts
+cli_timeout=60s
 
 # -- data ---------------------------------------------------------------------
 
