@@ -3,7 +3,8 @@
 // cycles through the client library (remote), over HTTP/JSON (http),
 // against the actors in this process (in-process), and as one Postgres
 // transaction per operation (baseline), each on freshly seeded chats;
-// reports cycles/s and latency percentiles per operation. Exit status: 0
+// reports cycles/s and latency percentiles per operation; and how fast the
+// server's sweep releases stuck reservations (sweep). Exit status: 0
 // success, 1 an operation failed unexpectedly (or setup failed), 2 usage
 // error.
 //
@@ -11,7 +12,7 @@
 // the ways to the service (baseline: the per-operation design), loop
 // measures, audit checks what Postgres holds afterwards, processes runs
 // clients as several processes, reference runs the reference kit's pgbench
-// scripts, report and compare print.
+// scripts, sweep times the sweep, report and compare print.
 #include "main/bench/bench.hpp"
 
 #include "actors/supervisor_actor.hpp"
@@ -25,6 +26,7 @@
 #include "main/bench/processes.hpp"
 #include "main/bench/reference.hpp"
 #include "main/bench/report.hpp"
+#include "main/bench/sweep.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/seed.hpp"
 #include "persistence/store.hpp"
@@ -38,6 +40,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -219,6 +222,19 @@ std::vector<persistence_run> run_persistence_all(const bench_options& o) {
   return out;
 }
 
+/// --sweep: the sweep of stuck reservations beside one DELETE of as many,
+/// each on chats of its own.
+std::optional<sweep_run> run_sweep_if_asked(const bench_options& o) {
+  if (!o.sweep)
+    return std::nullopt; // not asked for: the JSON leaves it out too
+  std::fprintf(stderr,
+               "chargeonce-bench: run mode=sweep reservations=%lld "
+               "connections=%zu\n",
+               static_cast<long long>(o.sweep_reservations), o.connections);
+  return run_sweep(o, chat_range{random_base(), o.sweep_reservations},
+                   chat_range{random_base(), o.sweep_reservations});
+}
+
 /// Seeds chats, runs one mode on them, and before they go checks that
 /// Postgres charged exactly what the clients were told.
 template <class F>
@@ -286,9 +302,10 @@ all_runs run_all(const bench_options& o, const reference_options& r) {
 }
 
 /// Operations that failed, answers Postgres does not back, failed pgbench
-/// runs: each makes the invocation fail.
+/// runs, stuck reservations the sweep left: each makes the invocation fail.
 uint64_t failures_of(const all_runs& all,
-                     const std::vector<persistence_run>& alone) {
+                     const std::vector<persistence_run>& alone,
+                     const std::optional<sweep_run>& sweep) {
   uint64_t unexpected = 0;
   uint64_t audits = 0;
   uint64_t pgbench = 0;
@@ -309,7 +326,13 @@ uint64_t failures_of(const all_runs& all,
   if (pgbench > 0)
     spdlog::error("{} reference runs failed (see pgbench's output above)",
                   pgbench);
-  return unexpected + audits + pgbench;
+  uint64_t unswept = sweep && !sweep->ok() ? 1 : 0;
+  if (unswept > 0)
+    spdlog::error("the sweep did not release all {} stuck reservations "
+                  "(released {}, left {}), or the DELETE removed {}",
+                  sweep->reservations, sweep->released_rows, sweep->left,
+                  sweep->deleted);
+  return unexpected + audits + pgbench + unswept;
 }
 
 // -- main ---------------------------------------------------------------------
@@ -331,11 +354,12 @@ int bench_main(const bench_options& o, const reference_options& r) {
   }
   auto all = run_all(o, r);
   auto alone = run_persistence_all(o);
+  auto sweep = run_sweep_if_asked(o);
   if (o.json)
-    print_json(o, all.runs, alone, all.reference);
+    print_json(o, all.runs, alone, all.reference, sweep);
   else
-    print_table(o, all.runs, alone, all.reference);
-  return failures_of(all, alone) > 0 ? exit_failed : exit_ok;
+    print_table(o, all.runs, alone, all.reference, sweep);
+  return failures_of(all, alone, sweep) > 0 ? exit_failed : exit_ok;
 }
 
 } // namespace

@@ -18,6 +18,7 @@ constexpr int64_t chats_max = 100000000;
 constexpr int64_t seconds_max = 3600;
 constexpr size_t connections_max = 64;
 constexpr size_t processes_max = 64;
+constexpr int64_t sweep_reservations_max = 1000000;
 constexpr int64_t pid_max = 1 << 22; // Linux's PID_MAX_LIMIT
 /// A statement holds K reserves, K starts and K commits.
 constexpr size_t batch_cycles_max = persistence::statement_operations_max / 3;
@@ -143,7 +144,8 @@ child_role parse_child(const std::string& text) {
 
 /// --name=value, or a bare --name for the switches.
 std::pair<std::string, std::string> split_flag(const std::string& arg) {
-  if (arg == "--baseline" || arg == "--in-process" || arg == "--json")
+  if (arg == "--baseline" || arg == "--in-process" || arg == "--json"
+      || arg == "--sweep")
     return {arg.substr(2), "true"};
   auto eq = arg.find('=');
   if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
@@ -195,6 +197,11 @@ void apply_flag(bench_options& o, const std::string& name,
     o.idle_timeout_s = parse_duration_seconds(name, value, 1, seconds_max);
   else if (name == "persistence")
     o.persistence_batches = parse_batches(value);
+  else if (name == "sweep")
+    o.sweep = true;
+  else if (name == "sweep-reservations")
+    o.sweep_reservations =
+      parse_int<int64_t>(name, value, 1, sweep_reservations_max);
   else if (name == "child") {
     o.child = true;
     o.role = parse_child(value);
@@ -226,9 +233,9 @@ void check(const bench_options& o) {
   if (!o.servers.empty() && o.in_process)
     throw usage_error("give --servers or --in-process, not both");
   if (o.servers.empty() && !o.in_process && !o.baseline && !o.child
-      && o.persistence_batches.empty() && !o.http_api)
+      && o.persistence_batches.empty() && !o.http_api && !o.sweep)
     throw usage_error("give --servers=H:P,..., --client-api=http, "
-                      "--in-process, --baseline or --persistence");
+                      "--in-process, --baseline, --persistence or --sweep");
   check_http(o);
   for (auto k : o.persistence_batches)
     if (o.chats < static_cast<int64_t>(3 * k))
@@ -265,7 +272,7 @@ const char* const usage_text =
                         [--connections=N] [--processes=N] [--server-pid=PID]
                         [--chat-order=random|sequential]
                         [--idle-timeout=DURATION] [--persistence=K[,K...]]
-                        [--json]
+                        [--sweep [--sweep-reservations=N]] [--json]
 
   --postgres     where chats are seeded (and the baseline runs); remote
                  servers must use the same database
@@ -292,7 +299,8 @@ const char* const usage_text =
   --warmup       unmeasured time before that (default 1s, at most 1h)
   --mix          percent of cycles that cancel instead of start, fail
                  instead of commit, or double-tap reserve (default all 0)
-  --connections  Postgres connections of the in-process pool (default 4)
+  --connections  Postgres connections serving chats in the in-process pool
+                 and in --sweep's supervisor (default 4)
   --processes    client processes sharing the clients of a remote or
                  baseline run (default 1: threads of this process)
   --server-pid   remote mode: report this process's peak and current
@@ -307,6 +315,14 @@ const char* const usage_text =
                  functions), then K cycles per statement (K reserves, K
                  starts, K commits; a list: one run per K, 1..42); with the
                  Postgres backend's CPU per cycle when Postgres is local
+  --sweep        also measure the server's sweep: stuck reservations (an
+                 hour old, their workers dead) released by the supervisor
+                 in this process, as the server sweeps (its scan
+                 connection, each release through the chat's actor on
+                 --connections partitions), beside one DELETE ... RETURNING
+                 of as many made the same way; releases/s, rows/s, ratio
+  --sweep-reservations
+                 stuck reservations per measurement (default 10000)
   --json         one JSON object on stdout instead of the table
 
 DURATION: a number of seconds (90) or a number with a unit, as the server
@@ -324,6 +340,8 @@ bench_options parse_args(int argc, char** argv) {
     seen[name] = true;
     apply_flag(out, name, value);
   }
+  if (seen["sweep-reservations"] && !out.sweep)
+    throw usage_error("--sweep-reservations applies to --sweep only");
   check(out);
   return out;
 }

@@ -78,6 +78,10 @@ struct bench_options {
   /// --persistence: cycles per statement of each batched run; empty: the
   /// persistence layer is not measured alone.
   std::vector<size_t> persistence_batches;
+  /// --sweep: the server's sweep of this many stuck reservations beside one
+  /// DELETE ... RETURNING of as many (--sweep-reservations).
+  bool sweep = false;
+  int64_t sweep_reservations = 10000;
   bool json = false;
   bool child = false; ///< this process is a client process
   child_role role;    ///< when child

@@ -253,11 +253,58 @@ void print_persistence(const std::vector<persistence_run>& alone) {
                   static_cast<unsigned long long>(r.unexpected));
 }
 
+// -- the sweep ----------------------------------------------------------------
+
+nlohmann::json sweep_json(const sweep_run& r) {
+  nlohmann::json out{{"reservations", r.reservations},
+                     {"connections", r.connections},
+                     {"sweep",
+                      {{"released", r.sweep_released},
+                       {"released_rows", r.released_rows},
+                       {"left", r.left},
+                       {"duration_s", r.sweep_s},
+                       {"releases_per_s", r.sweep_releases_per_s()}}},
+                     {"delete",
+                      {{"deleted", r.deleted},
+                       {"duration_s", r.delete_s},
+                       {"rows_per_s", r.delete_rows_per_s()}}},
+                     {"ratio", r.ratio()},
+                     {"ok", r.ok()}};
+  if (r.memory) {
+    out["rss_process"] = r.memory->process;
+    out["peak_rss_kib"] = r.memory->peak_rss_kib;
+    out["rss_kib"] = r.memory->rss_kib;
+  }
+  return out;
+}
+
+void print_sweep(const sweep_run& r) {
+  std::printf("\nsweep of %lld stuck reservations (%zu chat connections), "
+              "beside one DELETE ... RETURNING of as many\n",
+              static_cast<long long>(r.reservations), r.connections);
+  std::printf("sweep   released %llu in %.3f s: %.1f releases/s; of the "
+              "run's, %lld remembered as released, %lld left: %s\n",
+              static_cast<unsigned long long>(r.sweep_released), r.sweep_s,
+              r.sweep_releases_per_s(), static_cast<long long>(r.released_rows),
+              static_cast<long long>(r.left), r.ok() ? "ok" : "MISMATCH");
+  std::printf("delete  deleted %llu in %.3f s: %.1f rows/s\n",
+              static_cast<unsigned long long>(r.deleted), r.delete_s,
+              r.delete_rows_per_s());
+  std::printf("ratio sweep/delete: %.4fx (the DELETE %.0f times as fast)\n",
+              r.ratio(), r.ratio() > 0 ? 1 / r.ratio() : 0.0);
+  if (r.memory)
+    std::printf("%s peak RSS over the sweep %lld KiB, RSS after it %lld KiB\n",
+                r.memory->process.c_str(),
+                static_cast<long long>(r.memory->peak_rss_kib),
+                static_cast<long long>(r.memory->rss_kib));
+}
+
 } // namespace
 
 void print_json(const bench_options& o, const std::vector<run_result>& runs,
                 const std::vector<persistence_run>& alone,
-                const std::vector<reference_run>& reference) {
+                const std::vector<reference_run>& reference,
+                const std::optional<sweep_run>& sweep) {
   nlohmann::json out;
   out["config"] = {{"chats", o.chats},
                    {"duration_s", o.duration_s},
@@ -281,6 +328,8 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                              {"cycle_p99", x.cycle_p99}});
   if (!o.persistence_batches.empty())
     out["persistence"] = persistence_json(alone);
+  if (sweep)
+    out["sweep"] = sweep_json(*sweep);
   if (!reference.empty()) {
     out["reference"] = reference_json(reference);
     out["comparisons"] = comparisons_json(compare(runs, reference));
@@ -290,7 +339,8 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
 
 void print_table(const bench_options& o, const std::vector<run_result>& runs,
                  const std::vector<persistence_run>& alone,
-                 const std::vector<reference_run>& reference) {
+                 const std::vector<reference_run>& reference,
+                 const std::optional<sweep_run>& sweep) {
   std::printf("chargeonce-bench: %lld chats (%s), %lld s per run after %lld "
               "s warm-up, %zu client process(es), mix cancel %d%% fail %d%% "
               "double %d%%; latency in µs\n",
@@ -317,6 +367,8 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
     print_comparisons(reference, compare(runs, reference));
   if (!alone.empty())
     print_persistence(alone);
+  if (sweep)
+    print_sweep(*sweep);
   std::fflush(stdout);
 }
 

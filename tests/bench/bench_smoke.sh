@@ -4,11 +4,12 @@
 # client API, and HTTP/JSON on kept-alive connections) with the baseline
 # and every mix, the same with two client processes and the reference's
 # pgbench scripts beside them, an in-process run in sequential chat order,
-# then the persistence layer alone, all against CHARGEONCE_TEST_DSN. Checks
-# the JSON's shape, that every run completed cycles, that Postgres holds
-# exactly the charges each run was answered (the audit), that memory is
-# reported and that the comparison with the reference adds up; never how
-# fast.
+# then the persistence layer alone and the sweep of stuck reservations
+# beside one DELETE, all against CHARGEONCE_TEST_DSN. Checks the JSON's
+# shape, that every run completed cycles, that Postgres holds exactly the
+# charges each run was answered (the audit), that the sweep released every
+# stuck reservation, that memory is reported and that the comparison with
+# the reference adds up; never how fast.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN, jq and
 # pgbench + psql in /usr/lib/postgresql/15/bin, or PGBENCH=path)
 set -euo pipefail
@@ -176,6 +177,25 @@ jq -e '(.runs | length == 0)
       and .persistence[0].ratio.cycles_per_s == 1' "$tmp/alone.json" \
   >/dev/null || die "--persistence: $(cat "$tmp/alone.json")"
 
+# The sweep: 500 stuck reservations released through the supervisor's
+# sweep, beside one DELETE ... RETURNING of 500 made the same way. Every
+# one released (Postgres remembers each, none is left) and every one
+# deleted; the rates are there and the ratio is theirs. (The server above
+# sweeps the same database every minute: whichever sweep releases one, it
+# is remembered alike.)
+run_bench "$tmp/sweep.json" --sweep --sweep-reservations=500
+jq -e '(.runs | length == 0) and (.sweep
+      | .reservations == 500 and .connections == 4 and .ok
+        and .sweep.released > 0 and .sweep.released_rows == 500
+        and .sweep.left == 0 and .sweep.duration_s > 0
+        and .sweep.releases_per_s > 0
+        and .delete.deleted == 500 and .delete.duration_s > 0
+        and .delete.rows_per_s > 0
+        and ((.ratio - .sweep.releases_per_s / .delete.rows_per_s) | fabs)
+            < 1e-9 * .ratio
+        and .rss_process == "bench" and .peak_rss_kib > 0)' \
+  "$tmp/sweep.json" >/dev/null || die "--sweep: $(cat "$tmp/sweep.json")"
+
 # Usage errors exit 2.
 status=0
 "$bench" --postgres="$dsn" --in-process --clients=zero >/dev/null 2>&1 || status=$?
@@ -190,7 +210,8 @@ for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
   --client-api=http \
   "--client-api=http --http=127.0.0.1:1 --http-gateway-token=x" \
   "--client-api=http ${http_flags[*]} --processes=2" \
-  "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none"; do
+  "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none" \
+  "--sweep --sweep-reservations=0" "--in-process --sweep-reservations=10"; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
