@@ -93,6 +93,7 @@ public:
         seed_(std::to_string(lim.seed)) {
     for (size_t i = 0; i < invariant_count; ++i)
       out_.invariants.push_back({invariant_names[i], 0, 0});
+    out_.lock_slack_ms = lim.slack_ms;
     index();
   }
 
@@ -429,6 +430,14 @@ private:
            + disturbed_ms(created_us, until_us);
   }
 
+  /// Notes how much of the slack a lock of `held_ms` used.
+  void note_slack_used(int64_t held_ms, int64_t allowed_ms) {
+    auto used = held_ms - (allowed_ms - lim_.slack_ms);
+    out_.lock_slack_used_ms =
+      slack_noted_ ? std::max(out_.lock_slack_used_ms, used) : used;
+    slack_noted_ = true;
+  }
+
   void locks() {
     for (const auto& x : snap_.reservations) {
       check(4);
@@ -443,6 +452,7 @@ private:
       check(4);
       auto locked_ms = (x.released_us - k->second.created_us) / 1000;
       auto allowed_ms = allowed_lock_ms(k->second.created_us, x.released_us);
+      note_slack_used(locked_ms, allowed_ms);
       if (locked_ms > allowed_ms)
         fail(4, x.chat, x.id,
              "released " + std::to_string(locked_ms) + " ms after reserve, "
@@ -462,6 +472,7 @@ private:
       check(4);
       auto held_ms = (r.sent_us - k->second.created_us) / 1000;
       auto allowed_ms = allowed_lock_ms(k->second.created_us, r.sent_us);
+      note_slack_used(held_ms, allowed_ms);
       if (held_ms > allowed_ms)
         fail(4, r.chat, r.id,
              std::string{to_string(r.what)} + " succeeded "
@@ -795,6 +806,7 @@ private:
   const persistence::audit_snapshot& snap_;
   audit_limits lim_;
   audit_result out_;
+  bool slack_noted_ = false;
   std::string seed_;
   std::unordered_map<reservation_id, known_reservation> res_;
   std::map<reservation_id, int64_t> cancelled_;     ///< ok cancel: first sent

@@ -43,6 +43,12 @@ struct audit_result {
   uint64_t violations_total = 0;
   /// The audited ledger's rows by entry (charge, top_up, refill, admin).
   std::map<std::string, uint64_t> ledger_entries;
+  /// How far the latest lock went past its deadline and one sweep (what
+  /// audit_limits::slack_ms allows for), in ms; negative when every lock
+  /// ended within them, 0 when none was judged. The summary prints it
+  /// beside the slack.
+  int64_t lock_slack_used_ms = 0;
+  int64_t lock_slack_ms = 0; ///< audit_limits::slack_ms
 };
 
 audit_result audit(const recorder& rec,

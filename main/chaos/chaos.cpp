@@ -16,6 +16,7 @@
 #include "main/chaos/options.hpp"
 #include "main/chaos/process.hpp"
 #include "main/chaos/report.hpp"
+#include "main/chaos/sql_retry.hpp"
 #include "main/chaos/workload.hpp"
 #include "persistence/audit.hpp"
 #include "persistence/migrations.hpp"
@@ -51,6 +52,16 @@ constexpr int64_t process_chats = 8;
 constexpr const char* app_name = "chargeonce-chaos";
 /// Per request: above the servers' store-timeout, below a stuck run.
 constexpr auto client_timeout = std::chrono::seconds(4);
+/// How long past --duration a run may wait for --min-acknowledged: ten
+/// times what the CI runs ask for takes on a quiet machine (50 commits in
+/// about 15 s).
+constexpr auto acknowledged_wait_max = std::chrono::seconds(180);
+
+int64_t ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::steady_clock::now() - t0)
+    .count();
+}
 
 /// How every server is timed, and how the auditor judges deadlines.
 audit_limits limits_of(uint64_t seed, const server_timings& t) {
@@ -89,28 +100,68 @@ std::string prepare(const chaos_options& o, setup& s) {
   } else {
     s.dsn = o.postgres;
   }
-  if (auto done = persistence::migrate(s.dsn); !done)
+  // Keyed by the migration versions applied and the chat range cleared.
+  if (auto done = retried_while_primary_moves(
+        "migrating", [&] { return persistence::migrate(s.dsn); });
+      !done)
     return "cannot migrate: " + error_message(done.error());
   s.first_chat = chat_base + static_cast<chat_id>(o.seed % 100000) * 1000;
-  if (auto err =
-        persistence::drop_chats(s.dsn, s.first_chat, o.chats + process_chats))
+  if (auto err = retried_while_primary_moves("clearing old chaos chats", [&] {
+        return persistence::drop_chats(s.dsn, s.first_chat,
+                                       o.chats + process_chats);
+      }))
     return "cannot clear old chaos chats: " + error_message(err);
   return {};
 }
 
 /// Waits until the sweepers released every reservation left by silent
-/// workers (bounded: a lock that outlives this is a violation anyway).
-void drain(const setup& s, int64_t chats, const audit_limits& lim) {
-  auto until =
-    std::chrono::steady_clock::now()
-    + std::chrono::milliseconds(lim.sweep_timeout_ms + 3 * lim.sweep_interval_ms
-                                + lim.slack_ms + 10000);
-  while (std::chrono::steady_clock::now() < until) {
+/// workers and settled every job of unknown outcome, and says how long
+/// that took. On a quiet machine it is the last job's deadline and a sweep
+/// (up to 8 s); the bound is ten times the longest it can be. A lock that
+/// outlives it is left for the audit to report (invariants 4 and 12).
+void drain(const setup& s, int64_t chats, const server_timings& t) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto bound_ms = 10
+                  * (std::max(t.sweep_timeout_ms, t.reconcile_timeout_ms)
+                     + 2 * t.sweep_interval_ms + t.store_timeout_ms);
+  while (ms_since(t0) < bound_ms) {
     auto n = persistence::count_reservations(s.dsn, s.first_chat,
                                              chats + process_chats);
-    if (n && *n == 0)
+    if (n && *n == 0) {
+      spdlog::info("chaos: the sweepers left nothing held {} ms after the "
+                   "workload stopped",
+                   ms_since(t0));
       return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  spdlog::warn("chaos: reservations still held {} ms after the workload "
+               "stopped: the audit reports them",
+               ms_since(t0));
+}
+
+/// After --duration, until the record holds what --min-acknowledged asks;
+/// "" or what is missing.
+std::string await_acknowledged(const chaos_options& o, const recorder& rec) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    std::string missing;
+    for (const auto& [what, n] : o.min_acknowledged)
+      if (auto got = rec.acknowledged(what); got < n)
+        missing += std::string{missing.empty() ? "" : ", "} + to_string(what)
+                   + " " + std::to_string(got) + " of " + std::to_string(n);
+    if (missing.empty()) {
+      if (!o.min_acknowledged.empty())
+        spdlog::info("chaos: --min-acknowledged reached {} ms after "
+                     "--duration",
+                     ms_since(t0));
+      return {};
+    }
+    if (std::chrono::steady_clock::now() - t0 > acknowledged_wait_max)
+      return "--min-acknowledged not reached "
+             + std::to_string(ms_since(t0) / 1000)
+             + " s after --duration: acknowledged " + missing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
@@ -163,12 +214,21 @@ std::string first_daily_pocket(const catalog& products) {
   return "daily_self_test";
 }
 
+/// A forged ledger charge for `id`: keyed by it (the ledger's reservation
+/// ids are unique), so repeated while the primary moves.
+caf::error forge_charge(const std::string& dsn, chat_id chat,
+                        reservation_id id) {
+  return retried_while_primary_moves("forging a charge", [&] {
+    return persistence::forge_charge(dsn, chat, id);
+  });
+}
+
 /// --self-test-cancel-charged: a ledger charge for the first job a cancel
 /// acknowledged as cancelled while queued.
 caf::error charge_a_cancelled_job(const std::string& dsn, const recorder& rec) {
   for (const auto& r : rec.ops)
     if (r.what == op::cancel && r.ok() && !r.cancel_requested && r.id != 0)
-      return persistence::forge_charge(dsn, r.chat, r.id);
+      return forge_charge(dsn, r.chat, r.id);
   return caf::make_error(ec::not_found, "no cancel was acknowledged");
 }
 
@@ -182,7 +242,7 @@ caf::error charge_an_uncertain_job(const std::string& dsn,
       succeeded.insert(r.id);
   for (const auto& r : rec.ops)
     if (r.what == op::uncertain && r.ok() && succeeded.count(r.id) == 0)
-      return persistence::forge_charge(dsn, r.chat, r.id);
+      return forge_charge(dsn, r.chat, r.id);
   return caf::make_error(ec::not_found, "no job went uncertain unresolved");
 }
 
@@ -200,7 +260,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   auto server_dsn = s.dsn + " application_name=" + app_name;
   if (o.self_test_lost_commit)
     server_dsn += " options='-c synchronous_commit=local'";
-  server_set servers{o.server,  server_dsn,   o.data_dir, server_timings{},
+  const server_timings t;
+  server_set servers{o.server,  server_dsn,   o.data_dir, t,
                      o.servers, catalog_path, policy_args};
   for (size_t i = 0; i < o.servers; ++i)
     if (!servers.start(i))
@@ -221,8 +282,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   wopts.process_chats = process_chats;
   wopts.gateways = o.gateways;
   wopts.workers = o.workers;
-  const server_timings t;
   wopts.late_ms = t.sweep_timeout_ms + 2 * t.sweep_interval_ms + 1000;
+  wopts.refill_interval_ms = t.refill_interval_ms;
   wopts.products = products;
   // The forgeries need jobs that a short run may lack: planted ones.
   wopts.plant = o.self_test_over_capture || o.self_test_cancel_charged
@@ -244,24 +305,34 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   fopts.first_process_chat = s.first_chat + o.chats;
   fopts.process_chats = process_chats;
   fopts.process_kind = products.kinds.back().name;
-  if (o.self_test_lost_commit)
+  if (o.self_test_lost_commit) {
     fopts.stall_replication_ms = 3000;
+    fopts.commit_while = [&wl](const std::function<bool()>& stalled) {
+      return wl.commit_while(stalled);
+    };
+  }
+  fopts.probe = [&wl] {
+    return wl.probe();
+  };
   fault_injector faults{rec, servers, s.pg.get(), s.ha.get(), fopts};
+  if (auto err = wl.plant(); !err.empty())
+    return err;
+  planted_chat = wl.planted_chat();
   spdlog::info("chaos: running seed={} duration={}s servers={} chats={}",
                o.seed, o.duration_s, o.servers, o.chats);
   wl.start();
-  planted_chat = wl.planted_chat();
-  if (wopts.plant && planted_chat == 0) {
-    wl.stop();
-    return "nothing to forge: no chat took the planted jobs";
-  }
   auto ok = faults.run(std::chrono::steady_clock::now()
                        + std::chrono::seconds(o.duration_s));
+  auto short_of = ok ? await_acknowledged(o, rec) : std::string{};
+  if (ok && short_of.empty())
+    wl.touch_after_refill_interval();
   wl.stop();
   if (!ok)
     return faults.error();
+  if (!short_of.empty())
+    return short_of;
   spdlog::info("chaos: workload stopped, waiting for the sweepers");
-  drain(s, o.chats, limits_of(o.seed, server_timings{}));
+  drain(s, o.chats, t);
   return {};
 }
 
@@ -293,10 +364,14 @@ void check_faults(chaos_options& o) {
   o.faults = kept;
 }
 
-/// The self-tests' forgeries, written after the run and before the audit.
-/// One that finds nothing to forge (no job of its sort, though the run
-/// plants one of each) says "nothing to forge": a harness error, never a
-/// verdict of the auditor.
+/// The self-tests' forgeries, written after the run and before the audit,
+/// in the whole range (the planted jobs are on the worker processes'
+/// chats, which start with 1,000 jobs' worth in every pocket). One that
+/// finds nothing to forge (no job of its sort, though the run plants one of
+/// each) says "nothing to forge": a harness error, never a verdict of the
+/// auditor. Those keyed by a reservation id are repeated while the primary
+/// moves; the others pick "the first row of a kind", which a repeat could
+/// forge twice, and are not taken with --postgres-ha (parse_options).
 std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
                   const catalog& products) {
   std::string error;
@@ -308,14 +383,15 @@ std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
               + what + ": " + error_message(err);
   };
   const auto first = s.first_chat;
+  const auto count = o.chats + process_chats;
   attempt(o.self_test_violation, "plant the self-test row", [&] {
     // Computed unsigned, like the seed: past 2^63 - 9e12 the id wraps.
-    return persistence::forge_charge(
+    return forge_charge(
       s.dsn, first + 1,
       static_cast<reservation_id>(9'000'000'000'000 + o.seed));
   });
   attempt(o.self_test_pocket_move, "move the self-test unit", [&] {
-    return persistence::forge_pocket_move(s.dsn, first, o.chats,
+    return persistence::forge_pocket_move(s.dsn, first, count,
                                           first_daily_pocket(products));
   });
   attempt(o.self_test_cancel_charged, "charge a cancelled job",
@@ -323,16 +399,14 @@ std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
   attempt(o.self_test_uncertain_charged, "charge an uncertain job",
           [&] { return charge_an_uncertain_job(s.dsn, rec); });
   attempt(o.self_test_uncertain_left, "reopen an uncertain job", [&] {
-    return persistence::forge_reopen_uncertain(s.dsn, first, o.chats);
+    return persistence::forge_reopen_uncertain(s.dsn, first, count);
   });
-  attempt(o.self_test_over_capture, "over-capture a commit", [&] {
-    return persistence::forge_over_capture(s.dsn, first, o.chats);
-  });
-  attempt(o.self_test_ledger_chain, "forge a ledger row's pockets", [&] {
-    return persistence::forge_ledger_after(s.dsn, first, o.chats);
-  });
+  attempt(o.self_test_over_capture, "over-capture a commit",
+          [&] { return persistence::forge_over_capture(s.dsn, first, count); });
+  attempt(o.self_test_ledger_chain, "forge a ledger row's pockets",
+          [&] { return persistence::forge_ledger_after(s.dsn, first, count); });
   attempt(o.self_test_lost_event, "lose an event",
-          [&] { return persistence::forge_lost_event(s.dsn, first, o.chats); });
+          [&] { return persistence::forge_lost_event(s.dsn, first, count); });
   return error;
 }
 
@@ -356,8 +430,10 @@ int chaos_main(chaos_options& o) {
   audit_result result;
   if (error.empty()) {
     error = forge(o, s, rec, products);
-    auto snap = persistence::read_audit_snapshot(s.dsn, s.first_chat,
-                                                 o.chats + process_chats);
+    auto snap = retried_while_primary_moves("reading the audit snapshot", [&] {
+      return persistence::read_audit_snapshot(s.dsn, s.first_chat,
+                                              o.chats + process_chats);
+    });
     if (snap)
       result = audit(rec, initial, *snap, limits);
     else if (error.empty())

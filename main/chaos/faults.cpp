@@ -8,9 +8,68 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace chargeonce::chaos {
+
+namespace {
+
+using std::chrono::steady_clock;
+
+int64_t ms_since(steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           steady_clock::now() - t0)
+    .count();
+}
+
+/// The walsenders `ha-cluster failover --stall-replication` names in its
+/// log ("… (SIGSTOP of its walsender 123 456)") after byte `from`; empty
+/// until it has written that line.
+std::vector<pid_t> stalled_walsenders(const std::string& log,
+                                      std::streamoff from) {
+  static const std::string mark = "(SIGSTOP of its walsender ";
+  std::ifstream in{log};
+  in.seekg(from);
+  std::vector<pid_t> out;
+  for (std::string line; std::getline(in, line);) {
+    auto at = line.find(mark);
+    auto end = line.find(')', at == std::string::npos ? 0 : at);
+    if (at == std::string::npos || end == std::string::npos)
+      continue;
+    std::istringstream pids{
+      line.substr(at + mark.size(), end - at - mark.size())};
+    for (pid_t pid = 0; pids >> pid;)
+      out.push_back(pid);
+    break;
+  }
+  return out;
+}
+
+/// True while every one of `pids` is stopped (state T): a SIGSTOPped
+/// walsender ships nothing, and the script kills it without resuming it.
+bool all_stopped(const std::vector<pid_t>& pids) {
+  for (auto pid : pids) {
+    std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+    std::string text;
+    std::getline(in, text);
+    auto close = text.rfind(')'); // the name may hold spaces
+    if (close == std::string::npos || close + 2 >= text.size()
+        || text[close + 2] != 'T')
+      return false;
+  }
+  return !pids.empty();
+}
+
+bool unknown_outcome(const op_record& r) {
+  return r.result == static_cast<uint8_t>(outcome::transport)
+         || r.result == static_cast<uint8_t>(ec::storage_unavailable);
+}
+
+} // namespace
 
 fault_injector::fault_injector(recorder& rec, server_set& servers,
                                postgres_control* pg, ha_formation* ha,
@@ -34,10 +93,13 @@ bool fault_injector::run(std::chrono::steady_clock::time_point deadline) {
   auto first_round = opts_.enabled;
   std::shuffle(first_round.begin(), first_round.end(), rng_);
   auto enabled_last = static_cast<int64_t>(opts_.enabled.size()) - 1;
+  auto t0 = steady_clock::now();
   for (size_t n = 0;; ++n) {
     auto gap =
       std::chrono::milliseconds(uniform(opts_.gap_min_ms, opts_.gap_max_ms));
-    if (std::chrono::steady_clock::now() + gap >= deadline)
+    // The first round is what a run is checked for (every enabled fault at
+    // least once): a slow machine lengthens it rather than cutting it short.
+    if (n >= first_round.size() && steady_clock::now() + gap >= deadline)
       break;
     std::this_thread::sleep_for(gap);
     auto f = n < first_round.size() ? first_round[n]
@@ -49,6 +111,9 @@ bool fault_injector::run(std::chrono::steady_clock::time_point deadline) {
       current_.end_us = now_us();
     spdlog::info("chaos: fault={} {}", to_string(f), current_.detail);
     rec_.add(current_);
+    if (n + 1 == first_round.size())
+      spdlog::info("chaos: every enabled fault came once in {} ms",
+                   ms_since(t0));
   }
   std::this_thread::sleep_until(deadline);
   return true;
@@ -110,7 +175,9 @@ bool fault_injector::restart_postgres() {
   }
   outage o{now_us(), 0};
   auto down = uniform(500, 2500);
-  sleep_ms(down);
+  auto until = steady_clock::now() + std::chrono::milliseconds(down);
+  auto probed = probe_outage();
+  std::this_thread::sleep_until(until);
   o.to_us = now_us();
   rec_.add(o);
   std::string err;
@@ -118,7 +185,8 @@ bool fault_injector::restart_postgres() {
     error_ = "Postgres did not restart: " + err;
     return false;
   }
-  current_.detail = "down_ms=" + std::to_string(down);
+  current_.detail =
+    "down_ms=" + std::to_string((o.to_us - o.from_us) / 1000) + probed;
   return true;
 }
 
@@ -130,13 +198,27 @@ bool fault_injector::pause_postgres() {
   }
   outage o{now_us(), 0};
   auto paused = uniform(1500, 4000);
-  sleep_ms(paused);
+  auto until = steady_clock::now() + std::chrono::milliseconds(paused);
+  // Answered by the servers' store-timeout: the pause lasts until then.
+  auto probed = probe_outage();
+  std::this_thread::sleep_until(until);
   o.to_us = now_us();
   pg_->thaw(pids);
   rec_.add(o);
-  current_.detail = "processes=" + std::to_string(pids.size())
-                    + " paused_ms=" + std::to_string(paused);
+  current_.detail = "processes=" + std::to_string(pids.size()) + " paused_ms="
+                    + std::to_string((o.to_us - o.from_us) / 1000) + probed;
   return true;
+}
+
+std::string fault_injector::probe_outage() {
+  if (!opts_.probe)
+    return {};
+  auto t0 = steady_clock::now();
+  // Always answered, at worst by the client's timeout: the outage lasts at
+  // least until then, so the answer falls inside it.
+  auto r = opts_.probe();
+  return " probe=" + outcome_name(r.result)
+         + " probe_ms=" + std::to_string(ms_since(t0));
 }
 
 bool fault_injector::drop_connection() {
@@ -190,11 +272,64 @@ bool fault_injector::kill_worker() {
 /// meets a node halfway through it (pg_autoctl stop waits for a rewind or
 /// base backup, up to the script's 30 s).
 bool fault_injector::failover(bool whole_node) {
+  std::atomic<bool> done{false};
+  // Requests until one meets the failover (storage_unavailable or no
+  // answer): the seconds without a primary are sure to hold one.
+  std::string felt = " felt=no";
+  std::thread prober;
+  if (opts_.probe)
+    prober = std::thread{[&] {
+      auto t0 = steady_clock::now();
+      while (!done) {
+        if (unknown_outcome(opts_.probe())) {
+          felt = " felt_ms=" + std::to_string(ms_since(t0));
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }};
+  // The self-test's loss, made certain: a commit acknowledged while the
+  // script holds the walsenders stopped never reaches the standby.
+  const bool stalled = opts_.stall_replication_ms > 0 && opts_.commit_while;
+  bool lost = false;
+  std::string lost_detail;
+  std::thread stall_watch;
+  if (stalled) {
+    std::error_code ignored;
+    auto from = std::filesystem::file_size(ha_->log_path(), ignored);
+    if (ignored)
+      from = 0;
+    stall_watch = std::thread{[&, from] {
+      std::vector<pid_t> pids;
+      while (!done && !all_stopped(pids)) {
+        if (pids.empty())
+          pids = stalled_walsenders(ha_->log_path(),
+                                    static_cast<std::streamoff>(from));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (done)
+        return;
+      auto t0 = steady_clock::now();
+      lost = opts_.commit_while([&] { return all_stopped(pids); });
+      lost_detail =
+        lost ? " lost_commit_ms=" + std::to_string(ms_since(t0)) : "";
+    }};
+  }
   std::string error;
   auto primary = ha_->failover(whole_node, opts_.stall_replication_ms,
                                current_.no_primary_ms, error);
+  done = true;
+  if (prober.joinable())
+    prober.join();
+  if (stall_watch.joinable())
+    stall_watch.join();
   if (primary.empty()) {
     error_ = error;
+    return false;
+  }
+  if (stalled && !lost) {
+    error_ = "nothing to forge: no commit was acknowledged while "
+             "replication was stalled";
     return false;
   }
   current_.end_us = now_us();
@@ -207,8 +342,8 @@ bool fault_injector::failover(bool whole_node) {
     current_.detail +=
       " stalled_ms=" + std::to_string(opts_.stall_replication_ms);
   current_.detail +=
-    " no_primary_ms=" + std::to_string(current_.no_primary_ms)
-    + " rejoin_ms=" + std::to_string((now_us() - current_.end_us) / 1000);
+    " no_primary_ms=" + std::to_string(current_.no_primary_ms) + " rejoin_ms="
+    + std::to_string((now_us() - current_.end_us) / 1000) + felt + lost_detail;
   return true;
 }
 

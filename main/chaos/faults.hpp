@@ -10,6 +10,7 @@
 #include "main/chaos/record.hpp"
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,14 @@ struct fault_options {
   /// --self-test-lost-commit: each failover first stalls replication this
   /// long (0: never).
   int64_t stall_replication_ms = 0;
+  /// One request through the servers, recorded (workload::probe): sent
+  /// while Postgres is down, so that every outage has an answer the
+  /// auditor judges (invariant 5) and every failover one that felt it.
+  std::function<op_record()> probe;
+  /// While replication is stalled: a job reserved, started and committed
+  /// through the servers, each request sent only while `stalled()` holds;
+  /// true once its commit was acknowledged (workload::commit_while).
+  std::function<bool(const std::function<bool()>& stalled)> commit_while;
 };
 
 class fault_injector {
@@ -40,9 +49,9 @@ public:
   fault_injector(recorder& rec, server_set& servers, postgres_control* pg,
                  ha_formation* ha, fault_options opts);
 
-  /// Injects faults until `deadline`; every enabled type comes once (in a
-  /// seeded order) before the others repeat. False if the harness itself
-  /// failed (a server or Postgres did not come back).
+  /// Injects every enabled type once (in a seeded order), however long
+  /// that takes, then repeats them at random until `deadline`. False if the
+  /// harness itself failed (a server or Postgres did not come back).
   bool run(std::chrono::steady_clock::time_point deadline);
 
   /// What went wrong when run() returned false.
@@ -57,6 +66,8 @@ private:
   bool drop_connection();
   bool kill_worker();
   bool failover(bool whole_node);
+  /// opts_.probe while Postgres is down; " probe=OUTCOME probe_ms=N".
+  std::string probe_outage();
   int64_t uniform(int64_t lo, int64_t hi);
   void sleep_ms(int64_t ms);
 

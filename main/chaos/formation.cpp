@@ -43,7 +43,7 @@ int ha_formation::port_base_for(uint64_t seed) {
 }
 
 std::string ha_formation::run(const std::string& command, std::string& error) {
-  auto log = dir_ + ".log";
+  auto log = log_path();
   std::error_code size_error;
   auto logged = std::filesystem::file_size(log, size_error);
   if (size_error)

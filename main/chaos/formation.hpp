@@ -41,6 +41,9 @@ public:
 
   void stop();
 
+  /// Where the script's stderr goes (what it says it does, as it does it).
+  std::string log_path() const { return dir_ + ".log"; }
+
   /// Ports above the ephemeral range (outgoing connections must not hold
   /// them), apart for each seed.
   static int port_base_for(uint64_t seed);

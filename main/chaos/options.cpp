@@ -14,6 +14,7 @@ const char* const usage_text =
                         [--faults=LIST] [--json=PATH] [--postgres=DSN]
                         [--postgres-ha [--ha-cluster=PATH]
                         [--ha-port-base=PORT]] [--server=PATH] [--data-dir=DIR] [--chats=N]
+                        [--min-acknowledged=OP:N,...]
                         [--gateways=N] [--workers=N] [--catalog=WHICH]
                         [--self-test-violation] [--self-test-pocket-move]
                         [--self-test-over-capture]
@@ -29,8 +30,9 @@ gateways, workers and an admin while injecting faults, then audits Postgres
 against its record of every request and answer.
 
   --seed       seeds the workload and the fault schedule (default 1)
-  --duration   how long the chaos lasts (default 60s, at most 168h), then a
-               drain and the audit
+  --duration   how long the chaos lasts at least (default 60s, at most
+               168h), then a drain and the audit; longer when every enabled
+               fault coming once, or --min-acknowledged, takes longer
   --servers    chargeonce-server processes (default 2)
   --faults     comma-separated, default all: kill-server, terminate-backend,
                restart-postgres, pause-postgres, drop-connection, kill-worker,
@@ -51,6 +53,10 @@ against its record of every request and answer.
   --server     the chargeonce-server binary (default: next to this one)
   --data-dir   cluster, server logs and port files (default var/chaos)
   --chats      chats the gateways use (default 48)
+  --min-acknowledged   after --duration, go on until the record holds at
+               least N acknowledged requests of each OP named (e.g.
+               commit:50,top_up:20; OP as the summary names them); a
+               harness error if that takes more than 180 s more
   --gateways   simulated gateway threads (default 4)
   --workers    simulated worker threads (default 8)
   --catalog    what the servers sell: builtin (text and image, default),
@@ -81,7 +87,14 @@ against its record of every request and answer.
                replication for 3 s (SIGSTOP of the primary's walsenders):
                what the primary acknowledged meanwhile is lost with it, and
                the check that every acknowledged commit is charged must see
-               it (run with --faults=failover)
+               it (run with --faults=failover). A job of its own is
+               reserved, started and committed while the walsenders are
+               stopped, so that there is always such a commit
+With --postgres-ha the forgeries are written through the formation and
+repeated, like every statement of the tool, when its primary moves: only
+those a repeat cannot forge twice (--self-test-violation,
+--self-test-cancel-charged, --self-test-uncertain-charged: a charge keyed
+by its reservation id) are taken.
 
 The servers refuse a cancel of a started job (too_late) for some kinds and
 ask its worker to stop for others (cancel_after_start: request): image of
@@ -114,6 +127,29 @@ std::vector<fault> parse_faults(const std::string& text) {
     if (!fault_from_string(item, f))
       throw usage_error("--faults: unknown fault '" + item + "'");
     out.push_back(f);
+    if (comma == std::string::npos)
+      break;
+    from = comma + 1;
+  }
+  return out;
+}
+
+/// "commit:50,top_up:20".
+std::vector<std::pair<op, uint64_t>> parse_counts(const std::string& name,
+                                                  const std::string& text) {
+  std::vector<std::pair<op, uint64_t>> out;
+  size_t from = 0;
+  while (from < text.size()) {
+    auto comma = text.find(',', from);
+    auto item = text.substr(from, comma == std::string::npos ? std::string::npos
+                                                             : comma - from);
+    auto colon = item.find(':');
+    op what;
+    if (colon == std::string::npos
+        || !op_from_string(item.substr(0, colon), what))
+      throw usage_error("--" + name + ": expected OP:N, got '" + item + "'");
+    out.emplace_back(
+      what, parse_int<uint64_t>(name, item.substr(colon + 1), 0, 100'000'000));
     if (comma == std::string::npos)
       break;
     from = comma + 1;
@@ -155,6 +191,8 @@ void apply(chaos_options& o, const std::string& name, const std::string& v) {
     o.worker.kind = v;
   else if (name == "chats")
     o.chats = parse_int<int64_t>(name, v, 1, 100000);
+  else if (name == "min-acknowledged")
+    o.min_acknowledged = parse_counts(name, v);
   else if (name == "gateways")
     o.gateways = parse_int<size_t>(name, v, 1, 64);
   else if (name == "workers")
@@ -246,6 +284,17 @@ chaos_options parse_options(int argc, char** argv) {
     throw usage_error("--postgres-ha makes its own Postgres: drop --postgres");
   if (o.self_test_lost_commit && !o.postgres_ha)
     throw usage_error("--self-test-lost-commit needs --postgres-ha");
+  // These rewrite "the first row of a kind" of the range: repeated after a
+  // failover lost the answer, one would forge a second row.
+  if (o.postgres_ha
+      && (o.self_test_pocket_move || o.self_test_over_capture
+          || o.self_test_uncertain_left || o.self_test_ledger_chain
+          || o.self_test_lost_event))
+    throw usage_error("with --postgres-ha only the forgeries keyed by a "
+                      "reservation id (--self-test-violation, "
+                      "--self-test-cancel-charged, "
+                      "--self-test-uncertain-charged) and "
+                      "--self-test-lost-commit are taken");
   if (o.worker_process)
     o.worker.seed = o.seed;
   return o;

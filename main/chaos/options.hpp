@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chargeonce::chaos {
@@ -33,6 +34,10 @@ struct chaos_options {
   /// builtin, generated (from the seed) or the path of a catalog file.
   std::string catalog = "builtin";
   int64_t chats = 48;
+  /// After --duration the chaos goes on until the record holds at least
+  /// this many acknowledged requests of each op (a commit count a check
+  /// relies on, reached however slow the machine).
+  std::vector<std::pair<op, uint64_t>> min_acknowledged;
   size_t gateways = 4;
   size_t workers = 8;
   bool self_test_violation = false;

@@ -158,10 +158,9 @@ bool server_set::start(size_t i) {
     "--store-timeout=" + ms(timings_.store_timeout_ms),
     "--statement-timeout=" + ms(timings_.statement_timeout_ms),
     "--reconcile-timeout=" + ms(timings_.reconcile_timeout_ms),
-    // Refills write ledger rows like every other change: a run sees many
-    // windows refilled, which the auditor replays. Reactivation needs
-    // chats a user has started, which the workload never marks.
-    "--refill-interval=3s",
+    "--refill-interval=" + ms(timings_.refill_interval_ms),
+    // Reactivation needs chats a user has started, which the workload
+    // never marks.
     "--reactivation-after=24h",
     "--log-level=warn",
   };
@@ -170,13 +169,20 @@ bool server_set::start(size_t i) {
   args.insert(args.end(), extra_.begin(), extra_.end());
   for (int attempt = 0; attempt < 2; ++attempt) {
     pids_[i] = spawn(args, log_of(i));
-    auto until = std::chrono::steady_clock::now() + port_file_wait;
+    auto t0 = std::chrono::steady_clock::now();
+    // A liveness bound: a server listens within a second on a quiet
+    // machine.
+    auto until = t0 + port_file_wait;
     while (std::chrono::steady_clock::now() < until) {
       std::ifstream in{port_file};
       int port = 0;
       if (in >> port && port > 0) {
         server_ports_[i] = static_cast<uint16_t>(port);
         proxies_[i]->retarget(server_ports_[i]);
+        spdlog::info("chaos: server {} listens after {} ms", i,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count());
         return true;
       }
       if (reaped(pids_[i]))

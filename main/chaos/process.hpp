@@ -38,6 +38,9 @@ struct server_timings {
   int64_t statement_timeout_ms = 2000;
   /// Short, so that a run sees uncertain jobs released unresolved.
   int64_t reconcile_timeout_ms = 6000;
+  /// Refills write ledger rows like every other change: a run sees many
+  /// windows refilled, which the auditor replays.
+  int64_t refill_interval_ms = 3000;
 };
 
 /// The chargeonce-server processes and their proxies.

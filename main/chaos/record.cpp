@@ -13,6 +13,15 @@ int64_t now_us() {
     .count();
 }
 
+bool op_from_string(const std::string& name, op& out) {
+  for (size_t i = 0; i < op_count; ++i)
+    if (name == to_string(static_cast<op>(i))) {
+      out = static_cast<op>(i);
+      return true;
+    }
+  return false;
+}
+
 const char* to_string(op x) {
   static constexpr const char* names[] = {
     "touch", "reserve", "cancel", "status",  "start",     "heartbeat", "commit",
@@ -60,6 +69,12 @@ bool fault_from_string(const std::string& name, fault& out) {
 void recorder::add(const op_record& r) {
   std::lock_guard<std::mutex> guard{mtx_};
   ops.push_back(r);
+  if (r.ok())
+    ++acknowledged_[static_cast<size_t>(r.what)];
+}
+
+uint64_t recorder::acknowledged(op what) const {
+  return acknowledged_[static_cast<size_t>(what)];
 }
 
 void recorder::add(fault_record f) {

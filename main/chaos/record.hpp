@@ -8,6 +8,8 @@
 
 #include <caf/error.hpp>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -37,6 +39,7 @@ enum class op : uint8_t {
 };
 constexpr size_t op_count = 13;
 const char* to_string(op x);
+bool op_from_string(const std::string& name, op& out);
 
 /// The answer: ok, one of our error codes (ec, 1…), or a transport problem
 /// (no answer: the outcome is unknown).
@@ -118,6 +121,9 @@ public:
   void add(fault_record f);
   void add(outage o);
   void add_process_release(reservation_id id); ///< a killed worker's job
+  /// How many requests of `what` were answered ok so far (while the run
+  /// goes on, too).
+  uint64_t acknowledged(op what) const;
 
   std::vector<op_record> ops;
   std::vector<fault_record> faults;
@@ -126,6 +132,7 @@ public:
 
 private:
   std::mutex mtx_;
+  std::array<std::atomic<uint64_t>, op_count> acknowledged_{};
 };
 
 } // namespace chargeonce::chaos

@@ -86,6 +86,11 @@ nlohmann::json summarize(const run_facts& facts, const recorder& rec,
           {"faults", faults(facts, rec)},
           {"invariants", inv},
           {"ledger", result.ledger_entries},
+          // The liveness allowance of invariant 4 and how much of it the
+          // latest lock took: what the slack is measured against.
+          {"locks",
+           {{"slack_ms", result.lock_slack_ms},
+            {"slack_used_ms_max", result.lock_slack_used_ms}}},
           {"violations_total", result.violations_total},
           {"violations", violations},
           {"harness_error", facts.harness_error},
@@ -114,6 +119,9 @@ std::string render(const nlohmann::json& s) {
   out << "\nledger rows:";
   for (const auto& [entry, n] : s["ledger"].items())
     out << ' ' << entry << '=' << n;
+  out << "\nlocks: the latest ended " << s["locks"]["slack_used_ms_max"]
+      << " ms after its deadline and one sweep (slack allowed: "
+      << s["locks"]["slack_ms"] << " ms)";
   out << "\n\ninvariants:\n";
   for (const auto& [name, t] : s["invariants"].items())
     out << "  " << name << ": checked " << t["checked"] << ", violations "

@@ -22,6 +22,14 @@ constexpr size_t recent_max = 64;
 /// The job limits chats are created with, one each in turn; 1 is the
 /// plan's default (no limit of the chat's own).
 constexpr int32_t job_limits[] = {1, 2, 4};
+/// A planted request (or a chat's creation) whose outcome stays unknown is
+/// sent again this often, this long apart: a liveness bound of 30 s and
+/// more, where a quiet machine needs one attempt and a formation whose
+/// primary just moved a few seconds.
+constexpr int plant_attempts_max = 120;
+constexpr auto plant_retry_pause = std::chrono::milliseconds(250);
+/// The actor of probes and of the requests of a stalled replication.
+constexpr uint32_t probe_actor = 900;
 
 op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
   op_record r;
@@ -155,27 +163,19 @@ bool workload::create_chats(std::mt19937_64& rng) {
     auto limit = job_limits[i % 3];
     if (limit > 1)
       spec.max_active_jobs = limit;
-    auto r = begin(op::create, 0, spec.chat);
-    auto x = client_.create(spec);
-    finish(rec_, r, x);
-    if (!x) {
-      spdlog::error("chaos: cannot create chat={} error={}", spec.chat,
-                    error_name(x.error()));
+    if (!create(spec))
       return false;
-    }
     initial[spec.chat] = spec.initial;
     max_active_jobs[spec.chat] = limit;
   }
   for (int64_t i = 1; i <= opts_.process_chats; ++i) {
     chat_spec spec;
-    spec.chat = opts_.first_chat + opts_.chats + i;
-    // Killed workers reserve paid_kind() here, again and again.
+    spec.chat = process_chat(i);
+    // Killed workers reserve paid_kind() here, again and again; the
+    // planted jobs take two of these chats.
     for (const auto& p : opts_.products.pockets)
       spec.initial.set(p.name, 1000 * highest_price(p.name));
-    auto r = begin(op::create, 0, spec.chat);
-    auto x = client_.create(spec);
-    finish(rec_, r, x);
-    if (!x)
+    if (!create(spec))
       return false;
     initial[spec.chat] = spec.initial;
     max_active_jobs[spec.chat] = 1;
@@ -183,9 +183,25 @@ bool workload::create_chats(std::mt19937_64& rng) {
   return true;
 }
 
+bool workload::create(const chat_spec& spec) {
+  // Keyed by the chat id (the range was cleared before the run): a repeat
+  // after a lost answer that finds the chat finds what that attempt made.
+  for (int attempt = 1;; ++attempt) {
+    auto r = begin(op::create, 0, spec.chat);
+    auto x = client_.create(spec);
+    finish(rec_, r, x);
+    if (x || (attempt > 1 && x.error() == ec::already_exists))
+      return true;
+    if (!unknown(r) || attempt == plant_attempts_max) {
+      spdlog::error("chaos: cannot create chat={} error={}", spec.chat,
+                    error_name(x.error()));
+      return false;
+    }
+    std::this_thread::sleep_for(plant_retry_pause);
+  }
+}
+
 void workload::start() {
-  if (opts_.plant)
-    plant();
   std::mt19937_64 seeds{opts_.seed};
   uint32_t actor = 1;
   for (size_t i = 0; i < opts_.gateways; ++i, ++actor)
@@ -215,55 +231,198 @@ std::string workload::request_id(uint64_t key) const {
 
 // -- planted jobs -------------------------------------------------------------
 
-bool workload::plant_on(chat_id chat) {
-  // Recorded like every other operation, so the auditor checks them too;
-  // no fault runs yet, so each answer is definite.
-  const uint32_t actor = 0;
-  auto cancelled = reserve(actor, chat, paid_kind(), next_key(), 1);
-  if (!cancelled.ok())
-    return false;
-  cancel_job(actor, cancelled);
-  auto captured = reserve(actor, chat, paid_kind(), next_key(), 3);
-  if (!captured.ok() || captured.units < 2)
-    return false;
-  job j{chat, captured.id, captured.units};
-  if (!start_job(actor, j))
-    return false;
-  commit_job(actor, j, retries_max, 1);
-  // A second charge: the first one's ledger row then has one after it.
-  auto whole = reserve(actor, chat, paid_kind(), next_key(), 1);
-  job w{chat, whole.id, whole.units};
-  if (!whole.ok() || !start_job(actor, w))
-    return false;
-  commit_job(actor, w, retries_max, 0);
-  auto left = reserve(actor, chat, paid_kind(), next_key(), 1);
-  job u{chat, left.id, left.units};
-  if (!left.ok() || !start_job(actor, u))
-    return false;
-  auto r = begin(op::uncertain, actor, chat, u.id);
-  finish(rec_, r, client_.uncertain(chat, u.id, "planted"));
-  return r.ok();
+template <class Request>
+op_record workload::definite(Request&& request) {
+  op_record r;
+  for (int i = 0; i < plant_attempts_max; ++i) {
+    r = request();
+    if (!unknown(r))
+      break;
+    std::this_thread::sleep_for(plant_retry_pause);
+  }
+  return r;
 }
 
-void workload::plant() {
-  // The chats with the most jobs' worth of the paid kind first.
-  std::vector<std::pair<int64_t, chat_id>> richest;
-  for (const auto& [chat, amounts] : initial) {
-    int64_t worth = 0;
-    for (const auto& source : opts_.products.kinds.back().pay_from)
-      worth += amounts.get(source.pocket) / source.price;
-    if (chat <= opts_.first_chat + opts_.chats)
-      richest.emplace_back(-worth, chat);
+template <class Send>
+op_record workload::once(op what, chat_id chat, reservation_id id,
+                         Send&& send) {
+  auto r = begin(what, 0, chat, id);
+  finish(rec_, r, send());
+  return r;
+}
+
+bool workload::plant_forgeries_on(chat_id chat) {
+  // Recorded like every other operation, so the auditor checks them too.
+  auto key = next_key();
+  auto reserve_one = [&](int32_t units) {
+    return definite(
+      [&] { return reserve(0, chat, paid_kind(), key, units, false); });
+  };
+  auto start = [&](reservation_id id) {
+    return definite([&] {
+             return once(op::start, chat, id,
+                         [&] { return client_.start(chat, id); });
+           })
+      .ok();
+  };
+  auto commit = [&](reservation_id id, int32_t units) {
+    return definite([&] {
+             auto r = begin(op::commit, 0, chat, id);
+             r.units = units;
+             finish(rec_, r, client_.commit(chat, id, units));
+             return r;
+           })
+      .ok();
+  };
+  auto cancelled = reserve_one(1);
+  if (!cancelled.ok())
+    return false;
+  auto cancel = definite([&] { return cancel_job(0, cancelled); });
+  if (!cancel.ok() || cancel.cancel_requested)
+    return false;
+  key = next_key();
+  auto captured = reserve_one(3);
+  if (!captured.ok() || captured.units < 2 || !start(captured.id)
+      || !commit(captured.id, 1))
+    return false;
+  // A second charge: the first one's ledger row then has one after it.
+  key = next_key();
+  auto whole = reserve_one(1);
+  if (!whole.ok() || !start(whole.id) || !commit(whole.id, 0))
+    return false;
+  key = next_key();
+  auto left = reserve_one(1);
+  if (!left.ok() || !start(left.id))
+    return false;
+  return definite([&] {
+           return once(op::uncertain, chat, left.id, [&] {
+             return client_.uncertain(chat, left.id, "planted");
+           });
+         })
+    .ok();
+}
+
+bool workload::plant_coverage_on(chat_id chat) {
+  auto key = next_key();
+  auto reserve_one = [&] {
+    return definite(
+      [&] { return reserve(0, chat, paid_kind(), key, 1, false); });
+  };
+  auto ask = [&](op what, reservation_id id, auto&& send) {
+    return definite([&] { return once(what, chat, id, send); });
+  };
+  // A tap with another request id while the chat's one job is queued:
+  // busy. Then that job cancelled while queued (invariants 6 and 10).
+  auto queued = reserve_one();
+  key = next_key();
+  auto tapped = reserve_one();
+  if (!queued.ok() || tapped.result != static_cast<uint8_t>(ec::busy))
+    return false;
+  auto cancel = definite([&] { return cancel_job(0, queued); });
+  if (!cancel.ok() || cancel.cancel_requested)
+    return false;
+  // A started job cancelled: under the `request` policy the cancel and the
+  // next heartbeat say cancel_requested, under the other it is too_late;
+  // either way its worker then fails it.
+  key = next_key();
+  auto asked = reserve_one();
+  if (!asked.ok() || !ask(op::start, asked.id, [&] {
+                        return client_.start(chat, asked.id);
+                      }).ok())
+    return false;
+  auto cancel_started = definite([&] { return cancel_job(0, asked); });
+  auto beat = ask(op::heartbeat, asked.id,
+                  [&] { return client_.heartbeat(chat, asked.id); });
+  bool requested =
+    opts_.products.kinds.back().cancel_after_start == cancel_policy::request;
+  if (requested ? !(cancel_started.ok() && cancel_started.cancel_requested
+                    && beat.ok() && beat.cancel_requested)
+                : cancel_started.result != static_cast<uint8_t>(ec::too_late))
+    return false;
+  if (!ask(op::fail, asked.id, [&] {
+         return client_.fail(chat, asked.id);
+       }).ok())
+    return false;
+  // A job of unknown outcome resolved succeeded, then refused failed.
+  key = next_key();
+  auto unsure = reserve_one();
+  if (!unsure.ok()
+      || !ask(op::start, unsure.id,
+              [&] { return client_.start(chat, unsure.id); })
+            .ok()
+      || !ask(op::uncertain, unsure.id, [&] {
+            return client_.uncertain(chat, unsure.id, "planted-coverage");
+          }).ok())
+    return false;
+  auto resolve_as = [&](const std::string& outcome) {
+    return definite([&] {
+      auto r = begin(op::resolve, 0, chat, unsure.id);
+      r.resolution = outcome;
+      finish(rec_, r, client_.resolve(chat, unsure.id, outcome, 0));
+      return r;
+    });
+  };
+  return resolve_as("succeeded").ok()
+         && resolve_as("failed").result
+              == static_cast<uint8_t>(ec::invalid_state);
+}
+
+std::string workload::plant() {
+  // On the worker processes' last chats, each rich in every pocket (1,000
+  // jobs' worth) and used by no gateway: the jobs never find the chat busy
+  // or poor. Two candidates each, should a repeat meet what a lost answer
+  // already did (a second cancel of a cancelled job: not_found).
+  if (opts_.plant) {
+    for (auto i : {opts_.process_chats, opts_.process_chats - 2})
+      if (planted_chat_ == 0 && i >= 1 && plant_forgeries_on(process_chat(i)))
+        planted_chat_ = process_chat(i);
+    if (planted_chat_ == 0)
+      return "nothing to forge: no chat took the planted jobs";
   }
-  std::sort(richest.begin(), richest.end());
-  for (size_t i = 0; i < richest.size() && i < 4 && planted_chat_ == 0; ++i)
-    if (plant_on(richest[i].second))
-      planted_chat_ = richest[i].second;
-  // Their reserves queued them: the workers leave them alone.
-  std::lock_guard<std::mutex> guard{queue_mtx_};
-  queue_.clear();
-  if (planted_chat_ == 0)
-    spdlog::error("chaos: no chat took the planted jobs");
+  for (auto i : {opts_.process_chats - 1, opts_.process_chats - 3})
+    if (coverage_chat_ == 0 && i >= 1 && plant_coverage_on(process_chat(i)))
+      coverage_chat_ = process_chat(i);
+  if (coverage_chat_ == 0)
+    return "cannot plant the answers every run is checked for";
+  planted_at_ = std::chrono::steady_clock::now();
+  return {};
+}
+
+void workload::touch_after_refill_interval() {
+  if (coverage_chat_ == 0)
+    return;
+  std::this_thread::sleep_until(
+    planted_at_ + std::chrono::milliseconds(opts_.refill_interval_ms + 500));
+  auto r = begin(op::touch, 0, coverage_chat_);
+  finish(rec_, r, client_.touch(coverage_chat_));
+}
+
+op_record workload::probe() {
+  auto chat = opts_.first_chat + 1;
+  auto r = begin(op::status, probe_actor, chat);
+  finish(rec_, r, client_.status(chat));
+  return r;
+}
+
+bool workload::commit_while(const std::function<bool()>& stalled) {
+  // The worker processes' chats, last first: no gateway uses them, and
+  // the planted jobs there have ended.
+  for (int64_t i = opts_.process_chats; i >= 1 && stalled(); --i) {
+    auto chat = process_chat(i);
+    auto reserved =
+      reserve(probe_actor, chat, paid_kind(), next_key(), 1, false);
+    if (!reserved.ok() || !stalled())
+      continue;
+    auto started = begin(op::start, probe_actor, chat, reserved.id);
+    finish(rec_, started, client_.start(chat, reserved.id));
+    if (!started.ok() || !stalled())
+      continue;
+    auto committed = begin(op::commit, probe_actor, chat, reserved.id);
+    finish(rec_, committed, client_.commit(chat, reserved.id, 0));
+    if (committed.ok())
+      return true;
+  }
+  return false;
 }
 
 // -- job queue ----------------------------------------------------------------
@@ -291,7 +450,7 @@ bool workload::pop(job& out) {
 // -- gateways -----------------------------------------------------------------
 
 op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
-                            uint64_t key, int32_t units) {
+                            uint64_t key, int32_t units, bool hand_out) {
   auto r = begin(op::reserve, actor, chat);
   r.key = key;
   r.job = k;
@@ -301,6 +460,8 @@ op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
     units = key % 3 == 0 ? static_cast<int32_t>(1 + key / 3 % 3) : 0;
   auto x = client_.reserve(chat, k, request_id(key), units);
   finish(rec_, r, x);
+  if (!hand_out)
+    return r;
   if (x)
     push(job{chat, x->id, x->units});
   std::lock_guard<std::mutex> guard{recent_mtx_};
@@ -350,15 +511,16 @@ void workload::cancel(uint32_t actor, chat_id chat) {
 
 /// Cancels the job a reserve asked for: by its id when the answer came, by
 /// its request id when the answer was lost.
-void workload::cancel_job(uint32_t actor, const op_record& reserved) {
+op_record workload::cancel_job(uint32_t actor, const op_record& reserved) {
   if (!reserved.ok() && !unknown(reserved))
-    return; // refused: there is no job to cancel
+    return reserved; // refused: there is no job to cancel
   auto r = begin(op::cancel, actor, reserved.chat, reserved.id);
   r.key = reserved.key;
   auto x = reserved.ok()
              ? client_.cancel(reserved.chat, reserved.id, "")
              : client_.cancel(reserved.chat, 0, request_id(reserved.key));
   finish(rec_, r, x);
+  return r;
 }
 
 void workload::gateway(uint32_t actor, uint64_t seed) {

@@ -13,9 +13,11 @@
 #include "protocol/catalog.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -58,6 +60,9 @@ struct workload_options {
   /// fewer units than held and a whole one after it (two charges in a row),
   /// a job left uncertain and unresolved.
   bool plant = false;
+  /// The servers' refill-interval: a window this old is refilled by the
+  /// chat's next activity.
+  int64_t refill_interval_ms = 3000;
 };
 
 /// A reserved job handed from gateways to workers.
@@ -80,10 +85,32 @@ public:
 
   /// Registers the chats with seeded starting pockets (before any fault).
   bool create_chats(std::mt19937_64& rng);
+  /// Before start(): the jobs of workload_options::plant, then one of each
+  /// answer a run is checked for that chance alone might not give a short
+  /// one: a reserve refused busy, a cancel while queued, a cancel of a
+  /// started job that asks its worker to stop (and the heartbeat that
+  /// tells it), a job of unknown outcome resolved succeeded and then
+  /// refused the other way (invalid_state). On chats of their own (of the
+  /// worker processes' range, which only those and these use), each
+  /// request repeated with the same ids while its outcome is unknown.
+  /// "" or what failed.
+  std::string plant();
   void start();
   void stop();
   /// The chat that took the planted jobs (see `plant`); 0 when none did.
   chat_id planted_chat() const { return planted_chat_; }
+
+  /// One status request, recorded: what a fault sends while Postgres is
+  /// down, so that the run has an answer from that time.
+  op_record probe();
+  /// Once the run's refill-interval has passed since plant(), a touch of
+  /// the chat the answers were planted on: its window, opened by them, is
+  /// refilled (a refill row in every run) unless a refill came before.
+  void touch_after_refill_interval();
+  /// A job reserved, started and committed on a chat of its own, each
+  /// request sent only while `stalled()` holds; true once the commit was
+  /// acknowledged. See fault_options::commit_while.
+  bool commit_while(const std::function<bool()>& stalled);
 
   /// The pockets each chat was created with.
   std::map<chat_id, pockets> initial;
@@ -99,6 +126,8 @@ private:
   int32_t highest_price(const std::string& pocket) const;
   pockets starting_pockets(std::mt19937_64& rng) const;
 
+  /// Creates the chat, repeated while the outcome is unknown.
+  bool create(const chat_spec& spec);
   void gateway(uint32_t actor, uint64_t seed);
   void worker(uint32_t actor, uint64_t seed);
   void admin(uint32_t actor, uint64_t seed);
@@ -110,11 +139,13 @@ private:
   op_record resolve(uint32_t actor, const job& j, const std::string& outcome,
                     int32_t units);
   /// `units` < 0: as the key has it (a third of the jobs up to 3).
+  /// `hand_out`: the job goes to the workers and to late retries; a
+  /// planted one does not.
   op_record reserve(uint32_t actor, chat_id chat, const kind& k,
-                    uint64_t request, int32_t units = -1);
+                    uint64_t request, int32_t units = -1, bool hand_out = true);
   void taps(uint32_t actor, chat_id chat, std::mt19937_64& rng);
   void cancel(uint32_t actor, chat_id chat);
-  void cancel_job(uint32_t actor, const op_record& reserved);
+  op_record cancel_job(uint32_t actor, const op_record& reserved);
   void retry_late(uint32_t actor, std::mt19937_64& rng);
   void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
   void fail_job(uint32_t actor, const job& j);
@@ -128,10 +159,23 @@ private:
   uint64_t next_key() { return ++keys_; }
   std::string request_id(uint64_t key) const;
 
-  /// workload_options::plant, on the richest chats for the paid kind.
-  void plant();
-  /// The planted jobs on `chat`; false at the first refusal.
-  bool plant_on(chat_id chat);
+  /// The jobs of workload_options::plant on `chat`; false at the first
+  /// answer that is not the planted one.
+  bool plant_forgeries_on(chat_id chat);
+  /// The answers plant() makes certain, on `chat` (which allows one job).
+  bool plant_coverage_on(chat_id chat);
+  /// Repeats `request` (the same ids each time) while its outcome is
+  /// unknown, at most plant_attempts_max times; the last answer.
+  template <class Request>
+  op_record definite(Request&& request);
+  /// One request of `what` about job `id`, recorded; `send` returns the
+  /// client's answer.
+  template <class Send>
+  op_record once(op what, chat_id chat, reservation_id id, Send&& send);
+  /// The `i`th chat of the worker processes' range (1 … process_chats).
+  chat_id process_chat(int64_t i) const {
+    return opts_.first_chat + opts_.chats + i;
+  }
 
   void push(const job& j);
   bool pop(job& out);
@@ -155,6 +199,8 @@ private:
   std::atomic<bool> disagreed_{false};
   std::vector<std::thread> threads_;
   chat_id planted_chat_ = 0;
+  chat_id coverage_chat_ = 0; ///< where plant() made the answers certain
+  std::chrono::steady_clock::time_point planted_at_;
 };
 
 } // namespace chargeonce::chaos
