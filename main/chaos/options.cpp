@@ -147,7 +147,11 @@ std::vector<std::pair<op, uint64_t>> parse_counts(const std::string& name,
     op what;
     if (colon == std::string::npos
         || !op_from_string(item.substr(0, colon), what))
-      throw usage_error("--" + name + ": expected OP:N, got '" + item + "'");
+      throw usage_error(std::string{"--"}
+                          .append(name)
+                          .append(": expected OP:N, got '")
+                          .append(item)
+                          .append("'"));
     out.emplace_back(
       what, parse_int<uint64_t>(name, item.substr(colon + 1), 0, 100'000'000));
     if (comma == std::string::npos)
