@@ -17,12 +17,14 @@ namespace {
 /// that nothing they touch goes away before their last continuation.
 struct async_run {
   async_run(chat_range chats, chat_order order, workload_mix mix,
-            time_window window, size_t loops)
-      : picker(chats, order), mix(mix), window(window), running(loops) {}
+            time_window window, size_t loops, uint64_t min_cycles)
+      : picker(chats, order), mix(mix), window(window),
+        quota(loops, min_cycles), running(loops) {}
 
   chat_picker picker;
   const workload_mix mix;
   const time_window window;
+  cycle_quota quota;
 
   /// A loop stopped: its figures join the run's.
   void arrive(const client_stats& stats) {
@@ -32,12 +34,17 @@ struct async_run {
       done.notify_all();
   }
 
-  /// The merged figures once every loop stopped, or nothing by `deadline`.
-  std::optional<client_stats> wait_until(clock_type::time_point deadline) {
+  /// The merged figures once every loop stopped, or nothing when they
+  /// have not `grace` after the window closed (which the quota may delay).
+  std::optional<client_stats> wait(clock_type::duration grace) {
     std::unique_lock<std::mutex> guard{mtx};
-    if (!done.wait_until(guard, deadline, [this] { return running == 0; }))
-      return std::nullopt;
-    return total;
+    for (;;) {
+      if (done.wait_for(guard, std::chrono::seconds(1),
+                        [this] { return running == 0; }))
+        return total;
+      if (!quota.open() && clock_type::now() > quota.close_of(window) + grace)
+        return std::nullopt;
+    }
   }
 
 private:
@@ -53,18 +60,19 @@ private:
 class async_loop : public std::enable_shared_from_this<async_loop> {
 public:
   async_loop(client::client& api, std::shared_ptr<async_run> run, uint64_t seed)
-      : api_(api), run_(std::move(run)), rec_(stats_, run_->window),
-        rng_(seed) {}
+      : api_(api), run_(std::move(run)),
+        rec_(stats_, run_->window, run_->quota), rng_(seed),
+        dealer_(run_->mix, rng_) {}
 
   /// Starts a cycle unless the window is over; then hands in the figures.
   void next_cycle() {
-    if (clock_type::now() >= run_->window.until) {
+    if (!rec_.running()) {
       run_->arrive(stats_);
       return;
     }
     chat_ = run_->picker.pick(rng_);
-    roll_ = percent(rng_);
     cycle_t0_ = op_t0_ = clock_type::now();
+    variant_ = dealer_.deal(cycle_t0_, run_->window);
     api_.reserve(chat_, kind::image, {},
                  [self = shared_from_this()](
                    const caf::expected<reservation>& x) { self->reserved(x); });
@@ -82,7 +90,7 @@ private:
       return;
     }
     id_ = x->id;
-    if (percent(rng_) >= run_->mix.double_tap) {
+    if (!variant_.double_tap) {
       proceed();
       return;
     }
@@ -109,7 +117,7 @@ private:
 
   /// After the reserve: cancel, or start and then fail or commit.
   void proceed() {
-    if (roll_ < run_->mix.cancel) {
+    if (variant_.cancel) {
       step<reservation>(
         op::cancel,
         [this](client::continuation<reservation> k) {
@@ -127,7 +135,7 @@ private:
   }
 
   void started() {
-    if (roll_ < run_->mix.cancel + run_->mix.fail) {
+    if (variant_.fail) {
       step<reservation>(
         op::fail,
         [this](client::continuation<reservation> k) {
@@ -162,6 +170,7 @@ private:
 
   void finish(bool committed) {
     rec_.finish_cycle(cycle_t0_, committed);
+    dealer_.completed();
     next_cycle();
   }
 
@@ -179,8 +188,9 @@ private:
   client_stats stats_;
   cycle_recorder rec_;
   std::mt19937_64 rng_;
+  cycle_dealer dealer_; ///< draws from rng_, so declared after it
   chat_id chat_ = 0;
-  int roll_ = 0;
+  cycle_variant variant_;
   reservation_id id_ = 0;
   clock_type::time_point cycle_t0_;
   clock_type::time_point op_t0_;
@@ -191,20 +201,19 @@ private:
 run_result run_async_clients(client::client& api, size_t clients,
                              const bench_options& o, const chat_range& chats) {
   auto window = window_from_now(o);
-  auto run =
-    std::make_shared<async_run>(chats, o.order, o.mix, window, clients);
+  auto run = std::make_shared<async_run>(chats, o.order, o.mix, window, clients,
+                                         static_cast<uint64_t>(o.min_cycles));
   std::random_device seed;
   for (size_t i = 0; i < clients; ++i) {
     auto loop_seed = (uint64_t{seed()} << 32) | seed();
     std::make_shared<async_loop>(api, run, loop_seed)->next_cycle();
   }
   // A loop's last call can take up to a request's timeout past the window.
-  auto stats =
-    run->wait_until(window.until + request_timeout + std::chrono::seconds(5));
+  auto stats = run->wait(request_timeout + std::chrono::seconds(5));
   if (!stats)
     throw std::runtime_error("asynchronous clients did not stop after the "
                              "window");
-  run_result out{"remote_async", clients, 1, static_cast<double>(o.duration_s),
+  run_result out{"remote_async", clients, 1, run->quota.seconds_of(window),
                  *stats,         {},      {}};
   out.stats.touched = run->picker.touched();
   return out;

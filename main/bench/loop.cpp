@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -42,12 +43,13 @@ public:
     return window_;
   }
 
-  void open_when_ready(const window_maker& make_window) {
+  time_window open_when_ready(const window_maker& make_window) {
     std::unique_lock<std::mutex> guard{mtx_};
     cv_.wait(guard, [this] { return waiting_ == 0; });
     window_ = make_window();
     open_ = true;
     cv_.notify_all();
+    return window_;
   }
 
 private:
@@ -63,11 +65,13 @@ private:
 class client_loop {
 public:
   client_loop(driver& d, chat_picker& chats, const workload_mix& mix,
-              client_stats& stats, const time_window& window, uint64_t seed)
-      : d_(d), chats_(chats), mix_(mix), rec_(stats, window), rng_(seed) {}
+              client_stats& stats, const time_window& window,
+              cycle_quota& quota, uint64_t seed)
+      : d_(d), chats_(chats), rec_(stats, window, quota), rng_(seed),
+        dealer_(mix, rng_) {}
 
   void run() {
-    while (clock_type::now() < rec_.window().until)
+    while (rec_.running())
       cycle();
   }
 
@@ -76,21 +80,20 @@ private:
   /// outcome, not an error. Every other failure is unexpected.
   void cycle() {
     auto chat = chats_.pick(rng_);
-    auto roll = percent(rng_);
     auto t0 = clock_type::now();
+    auto variant = dealer_.deal(t0, rec_.window());
     auto id = reserve(chat);
     if (!id)
       return;
     bool ok = true;
-    if (percent(rng_) < mix_.double_tap)
+    if (variant.double_tap)
       ok = double_tap(chat);
     bool committed = false;
-    if (ok && roll < mix_.cancel)
+    if (ok && variant.cancel)
       ok = step(op::cancel, chat, [&] { return d_.cancel(chat); });
     else if (ok) {
       ok = step(op::start, chat, [&] { return d_.start(chat, *id); });
-      bool fails = roll < mix_.cancel + mix_.fail;
-      if (ok && fails)
+      if (ok && variant.fail)
         ok = step(op::fail, chat, [&] { return d_.fail(chat, *id); });
       else if (ok)
         ok = committed =
@@ -101,6 +104,7 @@ private:
       return;
     }
     rec_.finish_cycle(t0, committed);
+    dealer_.completed();
   }
 
   caf::expected<reservation_id> reserve(chat_id chat) {
@@ -131,19 +135,50 @@ private:
 
   driver& d_;
   chat_picker& chats_;
-  const workload_mix& mix_;
   cycle_recorder rec_;
   std::mt19937_64 rng_;
+  cycle_dealer dealer_; ///< draws from rng_, so declared after it
 };
 
 } // namespace
+
+void cycle_quota::leave() {
+  if (--short_ == 0)
+    met_at_ = clock_type::now().time_since_epoch().count();
+}
+
+clock_type::time_point cycle_quota::close_of(const time_window& window) const {
+  clock_type::time_point met{clock_type::duration{met_at_.load()}};
+  return std::max(window.until, met);
+}
+
+double cycle_quota::seconds_of(const time_window& window) const {
+  return std::chrono::duration<double>(close_of(window) - window.from).count();
+}
+
+bool cycle_recorder::running() const {
+  return clock_type::now() < window_.until || quota_.open();
+}
+
+/// Checked as an operation ends: while a client lacks its quota, the end
+/// of the window is not yet known.
+bool cycle_recorder::in_window(clock_type::time_point t) const {
+  return t >= window_.from && (t < window_.until || quota_.open());
+}
+
+void cycle_recorder::leave_quota() {
+  if (!owes_quota_)
+    return;
+  owes_quota_ = false;
+  quota_.leave();
+}
 
 caf::error cycle_recorder::ended(op which, clock_type::time_point t0,
                                  caf::error err) {
   auto t1 = clock_type::now();
   if (which == op::commit && !err)
     ++stats_.acknowledged;
-  if (window_.contains(t1)) {
+  if (in_window(t1)) {
     record(which, t0, t1);
     ++stats_.outcomes[static_cast<size_t>(which)][outcome_name(which, err)];
   }
@@ -152,11 +187,13 @@ caf::error cycle_recorder::ended(op which, clock_type::time_point t0,
 
 void cycle_recorder::finish_cycle(clock_type::time_point t0, bool committed) {
   auto t1 = clock_type::now();
-  if (!window_.contains(t1))
+  if (!in_window(t1))
     return;
   record(op::cycle, t0, t1);
   ++stats_.cycles;
   stats_.commits += committed ? 1 : 0;
+  if (t0 >= window_.from && ++quota_cycles_ >= quota_.min_cycles())
+    leave_quota();
 }
 
 void cycle_recorder::record(op which, clock_type::time_point t0,
@@ -168,6 +205,7 @@ void cycle_recorder::record(op which, clock_type::time_point t0,
 
 void cycle_recorder::unexpected(op which, chat_id chat, const std::string& name,
                                 const std::string& message) {
+  leave_quota();
   if (++stats_.unexpected <= unexpected_printed_max)
     spdlog::error("unexpected outcome op={} chat={} error={} message={}",
                   name_of(which), chat, name, message);
@@ -190,8 +228,35 @@ bool double_tap_was_busy(cycle_recorder& rec, chat_id chat,
   return false;
 }
 
-int percent(std::mt19937_64& rng) {
-  return std::uniform_int_distribution<int>{0, 99}(rng);
+void percent_deck::next(std::mt19937_64& rng) {
+  if (++at_ == cards_.size())
+    restart(rng);
+}
+
+void percent_deck::restart(std::mt19937_64& rng) {
+  std::iota(cards_.begin(), cards_.end(), 0);
+  std::shuffle(cards_.begin(), cards_.end(), rng);
+  at_ = 0;
+}
+
+cycle_variant cycle_dealer::deal(clock_type::time_point t0,
+                                 const time_window& window) {
+  if (!measuring_ && t0 >= window.from) {
+    measuring_ = true;
+    variants_.restart(rng_);
+    taps_.restart(rng_);
+  }
+  auto roll = variants_.draw();
+  cycle_variant out;
+  out.cancel = roll < mix_.cancel;
+  out.fail = !out.cancel && roll < mix_.cancel + mix_.fail;
+  out.double_tap = taps_.draw() < mix_.double_tap;
+  return out;
+}
+
+void cycle_dealer::completed() {
+  variants_.next(rng_);
+  taps_.next(rng_);
 }
 
 chat_id chat_picker::pick(std::mt19937_64& rng) {
@@ -233,6 +298,7 @@ run_result run_clients(const std::string& mode, size_t clients,
   std::vector<std::thread> threads;
   chat_picker picker{chats, o.order};
   start_gate gate{clients};
+  cycle_quota quota{clients, static_cast<uint64_t>(o.min_cycles)};
   std::random_device seed;
   for (size_t i = 0; i < clients; ++i) {
     auto thread_seed = (uint64_t{seed()} << 32) | seed();
@@ -240,15 +306,15 @@ run_result run_clients(const std::string& mode, size_t clients,
       auto d = make_driver();
       d->connect(chats.first + 1);
       auto window = gate.arrive_and_wait();
-      client_loop loop{*d, picker, o.mix, per_thread[i], window, thread_seed};
+      client_loop loop{*d,     picker, o.mix,      per_thread[i],
+                       window, quota,  thread_seed};
       loop.run();
     });
   }
-  gate.open_when_ready(make_window);
+  auto window = gate.open_when_ready(make_window);
   for (auto& t : threads)
     t.join();
-  run_result out{mode, clients, 1, static_cast<double>(o.duration_s),
-                 {},   {},      {}};
+  run_result out{mode, clients, 1, quota.seconds_of(window), {}, {}, {}};
   for (const auto& x : per_thread)
     out.stats.merge(x);
   out.stats.touched = picker.touched();

@@ -16,6 +16,7 @@ namespace {
 constexpr size_t clients_max = 1024;
 constexpr int64_t chats_max = 100000000;
 constexpr int64_t seconds_max = 3600;
+constexpr int64_t min_cycles_max = 1000000;
 constexpr size_t connections_max = 64;
 constexpr size_t processes_max = 64;
 constexpr int64_t sweep_reservations_max = 1000000;
@@ -183,6 +184,8 @@ void apply_flag(bench_options& o, const std::string& name,
     o.duration_s = parse_duration_seconds(name, value, 1, seconds_max);
   else if (name == "warmup")
     o.warmup_s = parse_duration_seconds(name, value, 0, seconds_max);
+  else if (name == "min-cycles")
+    o.min_cycles = parse_int<int64_t>(name, value, 0, min_cycles_max);
   else if (name == "mix")
     o.mix = parse_mix(value);
   else if (name == "connections")
@@ -268,7 +271,8 @@ const char* const usage_text =
                          --http-gateway-token-file=PATH
                          --http-worker-token-file=PATH]
                         [--clients=N[,N...]] [--chats=N] [--duration=DURATION]
-                        [--warmup=DURATION] [--mix=cancel:N,fail:N,double:N]
+                        [--warmup=DURATION] [--min-cycles=N]
+                        [--mix=cancel:N,fail:N,double:N]
                         [--connections=N] [--processes=N] [--server-pid=PID]
                         [--chat-order=random|sequential]
                         [--idle-timeout=DURATION] [--persistence=K[,K...]]
@@ -297,8 +301,18 @@ const char* const usage_text =
   --chats        chats seeded fresh per run (default 100000)
   --duration     measured time per run (default 10s, at most 1h)
   --warmup       unmeasured time before that (default 1s, at most 1h)
+  --min-cycles   keep a run's measured window open past --duration until
+                 every client completed N cycles begun in it (those done
+                 go on meanwhile; duration_s is the window's real length;
+                 with --processes, per process); each --persistence run
+                 likewise (default 0: --duration alone); N >= 100 makes
+                 every --mix variant of a nonzero percent come in every
+                 client's run
   --mix          percent of cycles that cancel instead of start, fail
-                 instead of commit, or double-tap reserve (default all 0)
+                 instead of commit, or double-tap reserve (default all 0);
+                 dealt without replacement: each client's cycles, 100 at a
+                 time from the window's start, take each variant exactly
+                 N of 100 times
   --connections  Postgres connections serving chats in the in-process pool
                  and in --sweep's supervisor (default 4)
   --processes    client processes sharing the clients of a remote or
@@ -365,6 +379,7 @@ std::vector<std::string> child_args(const bench_options& o,
                                "--chats=" + std::to_string(chats),
                                "--clients=" + std::to_string(clients),
                                "--duration=" + std::to_string(o.duration_s),
+                               "--min-cycles=" + std::to_string(o.min_cycles),
                                "--mix=cancel:" + std::to_string(o.mix.cancel)
                                  + ",fail:" + std::to_string(o.mix.fail)
                                  + ",double:"

@@ -22,7 +22,9 @@ constexpr int exit_usage = 2;
 /// Per request; far above any latency we expect, below "hung forever".
 constexpr auto request_timeout = std::chrono::seconds(30);
 
-/// Percent of cycles taking each variant; the rest are plain cycles.
+/// Percent of cycles taking each variant; the rest are plain cycles. Dealt
+/// without replacement: every 100 cycles a client completes in the window
+/// take each variant exactly its percent of the time (loop.hpp).
 struct workload_mix {
   int cancel = 0;     ///< reserve → cancel
   int fail = 0;       ///< reserve → start → fail
@@ -69,6 +71,10 @@ struct bench_options {
   int64_t chats = 100000;
   int64_t duration_s = 10; ///< --duration, in whole seconds
   int64_t warmup_s = 1;    ///< --warmup, in whole seconds
+  /// --min-cycles: a run's measured window stays open past --duration
+  /// until every client completed this many cycles begun in it (each
+  /// --persistence run likewise); 0: --duration alone decides.
+  int64_t min_cycles = 0;
   workload_mix mix;
   size_t connections = 4;
   size_t processes = 1;   ///< client processes (remote, baseline)

@@ -73,16 +73,29 @@ private:
 class window_meter {
 public:
   window_meter(const bench_options& o, int backend_pid)
-      : window_(window_from_now(o)), pid_(backend_pid) {}
+      : window_(window_from_now(o)), pid_(backend_pid),
+        min_cycles_(static_cast<uint64_t>(o.min_cycles)) {}
 
-  bool done() const { return clock_type::now() >= window_.until; }
+  /// Once its time is up, the window closes when the run has --min-cycles
+  /// measured cycles and a local backend's CPU count has moved: /proc
+  /// counts in clock ticks (10 ms), and a window in which the backend used
+  /// less than one would report no CPU at all. After an unexpected error
+  /// (the run has failed) the time alone decides.
+  bool done(const persistence_run& run) const {
+    if (clock_type::now() < window_.until)
+      return false;
+    return run.unexpected > 0
+           || (run.cycles >= min_cycles_ && backend_cpu_moved());
+  }
 
   /// Opens the window once the warm-up is over; true while it is open.
   bool measuring() {
     if (!open_ && clock_type::now() >= window_.from) {
       open_ = true;
       opened_at_ = clock_type::now();
-      cpu_at_open_ = postgres_cpu_s(pid_);
+      auto cpu = postgres_cpu_s(pid_);
+      cpu_known_ = cpu.has_value();
+      cpu_at_open_s_ = cpu.value_or(0.0);
     }
     return open_;
   }
@@ -99,17 +112,32 @@ public:
       return;
     run.duration_s =
       std::chrono::duration<double>(clock_type::now() - opened_at_).count();
-    auto cpu = postgres_cpu_s(pid_);
-    if (cpu && cpu_at_open_)
-      run.postgres_cpu_s = *cpu - *cpu_at_open_;
+    run.postgres_cpu_s = backend_cpu_s();
   }
 
 private:
+  /// The backend's CPU since the window opened; none when not measured.
+  std::optional<double> backend_cpu_s() const {
+    auto cpu = postgres_cpu_s(pid_);
+    if (!open_ || !cpu || !cpu_known_)
+      return std::nullopt;
+    return *cpu - cpu_at_open_s_;
+  }
+
+  bool backend_cpu_moved() const {
+    auto used = backend_cpu_s();
+    return !used || *used > 0; // not measured: nothing to wait for
+  }
+
   time_window window_;
   int pid_;
+  uint64_t min_cycles_;
   bool open_ = false;
   clock_type::time_point opened_at_;
-  std::optional<double> cpu_at_open_;
+  /// The backend's CPU when the window opened, if known (a plain double:
+  /// GCC 12 takes an optional's payload here for uninitialized).
+  bool cpu_known_ = false;
+  double cpu_at_open_s_ = 0;
 };
 
 void unexpected(persistence_run& run, const char* op, chat_id chat,
@@ -132,7 +160,7 @@ auto timed(window_meter& meter, persistence_run& run, bool measuring, F f) {
 /// One operation per transaction, through the store's per-operation calls.
 void run_per_operation(persistence::store& db, window_meter& meter,
                        chat_cursor& chats, persistence_run& run) {
-  while (!meter.done()) {
+  while (!meter.done(run)) {
     auto chat = chats.next();
     auto measuring = meter.measuring();
     auto reserved = timed(meter, run, measuring,
@@ -167,7 +195,7 @@ void run_batched(persistence::store& db, window_meter& meter,
   in_flight reserved;
   in_flight started;
   std::vector<batch_operation> ops;
-  while (!meter.done()) {
+  while (!meter.done(run)) {
     ops.clear();
     for (auto [chat, id] : started)
       ops.push_back({batch_op::commit, chat, id, kind::image, {}});

@@ -55,7 +55,8 @@ struct persistence_mode {
 std::vector<persistence_mode> persistence_modes(const bench_options& o);
 
 /// Runs one mode on `chats` (seeded by the caller) for o.warmup_s and then
-/// o.duration_s.
+/// o.duration_s, or longer until o.min_cycles cycles were measured and a
+/// local backend's CPU count has moved.
 persistence_run run_persistence(const persistence_mode& m,
                                 const bench_options& o,
                                 const chat_range& chats);

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fcntl.h>
@@ -18,7 +19,7 @@ namespace chargeonce::bench {
 namespace {
 
 /// The first line of a child's stats; a new format gets a new tag.
-constexpr const char* stats_tag = "stats2";
+constexpr const char* stats_tag = "stats3";
 constexpr const char* ready_line = "ready";
 
 /// One child process and the pipes to its stdin and from its stdout.
@@ -150,14 +151,17 @@ run_result run_processes(const std::string& mode, size_t clients,
                  static_cast<long long>(ns_of(window.until)));
     std::fflush(c.to);
   }
-  run_result out{mode, clients, n, static_cast<double>(o.duration_s),
-                 {},   {},      {}};
+  // Each child holds its own window open for its clients' --min-cycles:
+  // the run spans the longest.
+  run_result out{mode, clients, n, 0.0, {}, {}, {}};
   bool failed = false;
   for (auto& c : children) {
-    auto stats = deserialize_stats(read_all(c.from));
-    failed |= !reap(c) || !stats;
-    if (stats)
-      out.stats.merge(*stats);
+    auto report = deserialize_report(read_all(c.from));
+    failed |= !reap(c) || !report;
+    if (!report)
+      continue;
+    out.stats.merge(report->stats);
+    out.duration_s = std::max(out.duration_s, report->duration_s);
   }
   if (failed)
     throw std::runtime_error("a client process failed (see its log above)");
@@ -186,16 +190,19 @@ int child_main(const bench_options& o) {
       "baseline", o.clients.front(), o, chats,
       [&] { return make_baseline_driver(o.postgres); }, gate);
   }
-  std::fputs(serialize(r.stats).c_str(), stdout);
+  std::fputs(serialize(child_report{r.stats, r.duration_s}).c_str(), stdout);
   std::fflush(stdout);
   return exit_ok;
 }
 
-std::string serialize(const client_stats& stats) {
+std::string serialize(const child_report& report) {
+  const auto& stats = report.stats;
   std::ostringstream out;
+  out.precision(17); // the duration read back exactly
   out << stats_tag << '\n'
       << stats.cycles << ' ' << stats.commits << ' ' << stats.unexpected << ' '
-      << stats.touched << ' ' << stats.acknowledged << '\n';
+      << stats.touched << ' ' << stats.acknowledged << ' ' << report.duration_s
+      << '\n';
   for (size_t i = 0; i < op_count; ++i) {
     out << stats.latency[i].serialize() << '\n';
     out << stats.outcomes[i].size();
@@ -206,13 +213,14 @@ std::string serialize(const client_stats& stats) {
   return out.str();
 }
 
-std::optional<client_stats> deserialize_stats(const std::string& text) {
+std::optional<child_report> deserialize_report(const std::string& text) {
   std::istringstream in{text};
-  client_stats out;
+  child_report report;
+  auto& out = report.stats;
   std::string line;
   if (!std::getline(in, line) || line != stats_tag
       || !(in >> out.cycles >> out.commits >> out.unexpected >> out.touched
-           >> out.acknowledged))
+           >> out.acknowledged >> report.duration_s))
     return std::nullopt;
   std::getline(in, line); // the rest of the counts' line
   for (size_t i = 0; i < op_count; ++i) {
@@ -232,7 +240,7 @@ std::optional<client_stats> deserialize_stats(const std::string& text) {
     }
     std::getline(in, line);
   }
-  return out;
+  return report;
 }
 
 std::optional<memory_figures> read_memory(int64_t pid, std::string process) {

@@ -24,9 +24,16 @@ run_result run_processes(const std::string& mode, size_t clients,
 /// stdout. Returns the exit status.
 int child_main(const bench_options& o);
 
-/// client_stats as lines of text, and back (nullopt if malformed).
-std::string serialize(const client_stats& stats);
-std::optional<client_stats> deserialize_stats(const std::string& text);
+/// What a child process hands back: its clients' figures and how long its
+/// window was open (past --duration when --min-cycles held it open).
+struct child_report {
+  client_stats stats;
+  double duration_s = 0;
+};
+
+/// child_report as lines of text, and back (nullopt if malformed).
+std::string serialize(const child_report& report);
+std::optional<child_report> deserialize_report(const std::string& text);
 
 /// `args` as the null-terminated argv (or envp) that exec takes; points
 /// into `args`, which must outlive it.

@@ -309,6 +309,7 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
   out["config"] = {{"chats", o.chats},
                    {"duration_s", o.duration_s},
                    {"warmup_s", o.warmup_s},
+                   {"min_cycles", o.min_cycles},
                    {"connections", o.connections},
                    {"processes", o.processes},
                    {"chat_order", name_of(o.order)},
@@ -348,6 +349,10 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
               static_cast<long long>(o.duration_s),
               static_cast<long long>(o.warmup_s), o.processes, o.mix.cancel,
               o.mix.fail, o.mix.double_tap);
+  if (o.min_cycles > 0)
+    std::printf("a run's window stays open past its duration, if need be, "
+                "until every client has %lld cycles begun in it\n",
+                static_cast<long long>(o.min_cycles));
   if (!runs.empty()) {
     std::printf("\n");
     print_summary(runs);

@@ -10,16 +10,21 @@
 #include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
+#include <pqxx/pqxx>
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace chargeonce;
 using bench::baseline_store;
 using persistence::store;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -82,6 +87,11 @@ std::string describe(kind k, const chat_shape& s) {
 template <class T>
 ec code_of(const caf::expected<T>& x) {
   return x ? ec::none : static_cast<ec>(x.error().code());
+}
+
+/// An SQL condition on pg_stat_activity: the backend waits for `pid`.
+std::string blocked_by(long long pid) {
+  return "pg_blocking_pids(pid) @> ARRAY[" + std::to_string(pid) + "]";
 }
 
 } // namespace
@@ -221,41 +231,131 @@ TEST_SUITE("main.bench_baseline") {
     }
   }
 
+  TEST_CASE("a reserve of a chat whose commit is under way waits for the "
+            "commit, then gets the chat") {
+    // The commit locks the chat row before the reservation row, in the
+    // order reserve locks them. The other way round, a reserve holding the
+    // chat row would wait for the reservation the commit is deleting while
+    // the commit waits for the chat row: a deadlock. Planted rather than
+    // left to a race: another connection holds the reservation row, so the
+    // commit stops between its two locks, and a reserve comes just then.
+    auto db = make_store();
+    auto chat = make_chat(db, {{0, 0, 5}});
+    baseline_store worker{test::dsn()};
+    baseline_store rival{test::dsn()};
+    REQUIRE_FALSE(rival.connect());
+    auto r = worker.reserve(chat, kind::image, {});
+    REQUIRE(r);
+    REQUIRE(worker.start(chat, r->id));
+    // Declared before the blocker, so that on a failed REQUIRE the blocker
+    // lets go first and the calls end before their futures are destroyed.
+    std::future<caf::expected<receipt>> committed;
+    std::future<caf::expected<reservation>> reserved;
+    pqxx::connection blocker_conn{test::dsn()};
+    pqxx::work blocker{blocker_conn};
+    auto blocker_pid = blocker.exec1("SELECT pg_backend_pid()")[0].as<int>();
+    blocker.exec("SELECT 1 FROM reservations WHERE id = "
+                 + std::to_string(r->id) + " FOR UPDATE");
+    auto held_since = std::chrono::steady_clock::now();
+    committed = std::async(std::launch::async,
+                           [&] { return worker.commit(chat, r->id); });
+    auto commit_waits = test::await_lock_wait(blocked_by(blocker_pid));
+    MESSAGE("the commit waited for the reservation row after "
+            << commit_waits.ms() << " ms");
+    REQUIRE(commit_waits);
+    auto commit_pid = test::sql_int("SELECT pid FROM pg_stat_activity WHERE "
+                                    + blocked_by(blocker_pid));
+    reserved = std::async(std::launch::async,
+                          [&] { return rival.reserve(chat, kind::image, {}); });
+    // Ends at once, not at the bound, when the reserve answers without
+    // waiting (as it would, busy, had the commit not locked the chat yet).
+    auto reserve_waits = test::wait_until(
+      [&] {
+        return reserved.wait_for(0s) == std::future_status::ready
+               || test::sql_int("SELECT count(*) FROM pg_stat_activity WHERE "
+                                "wait_event_type = 'Lock' AND "
+                                + blocked_by(commit_pid))
+                    > 0;
+      },
+      std::chrono::seconds(60));
+    MESSAGE("the reserve waited for the commit's chat row after "
+            << reserve_waits.ms() << " ms");
+    REQUIRE(reserve_waits);
+    REQUIRE_MESSAGE(reserved.wait_for(0s) == std::future_status::timeout,
+                    "the reserve answered without waiting for the commit");
+    // The baseline's statement_timeout (5 s) bounds how long the commit may
+    // wait here; this shows how far below it the test stays.
+    blocker.abort();
+    MESSAGE("the reservation row was held for "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - held_since)
+                 .count()
+            << " ms");
+    auto receipt = committed.get();
+    REQUIRE(receipt);
+    CHECK(receipt->charged == pockets{0, 0, 1});
+    auto second = reserved.get();
+    REQUIRE(second);
+    CHECK(second->id != r->id);
+    CHECK(test::sql_int(
+            "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
+            + std::to_string(chat))
+          == 1);
+    REQUIRE(rival.fail(chat, second->id));
+  }
+
   TEST_CASE("a reserve racing the commit of the same chat waits, never "
             "deadlocks") {
+    // Every round is one whole cycle: the worker reserves and starts while
+    // the chat is free, then commits while the rival reserves the same
+    // chat again and again until the commit has answered; what the rival
+    // wins it gives back before the next round.
+    constexpr int rounds = 300;
     auto db = make_store();
     auto chat = make_chat(db, {{0, 0, 1000000}});
     baseline_store worker{test::dsn()};
     baseline_store rival{test::dsn()};
-    std::atomic<bool> done{false};
-    std::atomic<int> failures{0};
-    std::thread racer{[&] {
-      while (!done) {
-        auto x = rival.reserve(chat, kind::image, {});
-        if (x)
-          failures += rival.fail(chat, x->id) ? 0 : 1;
-        else if (code_of(x) != ec::busy)
-          ++failures;
-      }
-    }};
-    int cycles = 0;
-    for (int i = 0; i < 300; ++i) {
+    REQUIRE_FALSE(worker.connect());
+    REQUIRE_FALSE(rival.connect());
+    int failures = 0;
+    int rival_won = 0;
+    for (int round = 0; round < rounds; ++round) {
+      CAPTURE(round);
       auto r = worker.reserve(chat, kind::image, {});
-      if (!r) {
-        failures += code_of(r) == ec::busy ? 0 : 1;
-        continue;
-      }
-      failures += worker.start(chat, r->id) ? 0 : 1;
+      REQUIRE(r); // the chat is free: the rival gave back what it won
+      REQUIRE(worker.start(chat, r->id));
+      std::atomic<bool> commit_answered{false};
+      std::promise<void> go;
+      auto racer =
+        std::async(std::launch::async, [&, go_signal = go.get_future()] {
+          go_signal.wait();
+          std::optional<reservation_id> won;
+          int errors = 0;
+          while (!won && !commit_answered) {
+            auto x = rival.reserve(chat, kind::image, {});
+            if (x)
+              won = x->id;
+            else if (code_of(x) != ec::busy)
+              ++errors;
+          }
+          return std::make_pair(won, errors);
+        });
+      go.set_value();
       failures += worker.commit(chat, r->id) ? 0 : 1;
-      ++cycles;
+      commit_answered = true;
+      auto [won, errors] = racer.get();
+      failures += errors;
+      if (won) {
+        ++rival_won;
+        failures += rival.fail(chat, *won) ? 0 : 1;
+      }
     }
-    done = true;
-    racer.join();
+    MESSAGE("the rival's reserve got the chat right after the commit in "
+            << rival_won << " of " << rounds << " rounds");
     CHECK(failures == 0);
-    CHECK(cycles > 0);
     CHECK(test::sql_int(
             "SELECT count(*) FROM ledger WHERE entry = 'charge' AND chat_id = "
             + std::to_string(chat))
-          == cycles);
+          == rounds);
   }
 }

@@ -9,7 +9,10 @@
 # shape, that every run completed cycles, that Postgres holds exactly the
 # charges each run was answered (the audit), that the sweep released every
 # stuck reservation, that memory is reported and that the comparison with
-# the reference adds up; never how fast.
+# the reference adds up; never how fast. What the checks count comes by
+# construction, not by the odds of a short run on a slow machine: every run
+# goes on until each client has its --min-cycles, and the server never
+# sweeps during the test.
 # Usage: bench_smoke.sh SERVER BENCH   (needs CHARGEONCE_TEST_DSN, jq and
 # pgbench + psql in /usr/lib/postgresql/15/bin, or PGBENCH=path)
 set -euo pipefail
@@ -26,12 +29,23 @@ pgbench=${PGBENCH:-/usr/lib/postgresql/15/bin/pgbench}
 tmp=$(mktemp -d "$PWD/bench_smoke.XXXXXX")
 on_exit_remove "$tmp"
 
+# Each run's window stays open past --duration until every client has
+# completed this many cycles in it (each persistence run: this many cycles,
+# and its backend's CPU count has moved). The bench deals --mix 100 cycles
+# at a time, so each client's first 100 hold exactly 10 cancels, 10 fails
+# and 10 double taps of a 10 % mix, and 80 commits: every "> 0" below holds
+# however few cycles a second brings.
+min_cycles=100
+
 # The HTTP/JSON API beside the CAF port, with the two tokens a cycle needs.
+# The server's own sweep waits an hour: --sweep below measures the bench's
+# sweep of its stuck reservations, which a server sweep at the same moment
+# would take from it.
 echo "gateway-token-for-the-bench" >"$tmp/gateway.token"
 echo "worker-token-for-the-bench" >"$tmp/worker.token"
 start_server "$tmp/server" --postgres="$dsn" --port=0 --http-port=0 \
   --http-gateway-token-file="$tmp/gateway.token" \
-  --http-worker-token-file="$tmp/worker.token"
+  --http-worker-token-file="$tmp/worker.token" --sweep-interval=1h
 servers="127.0.0.1:$server_port"
 http_flags=(--http="127.0.0.1:$(port_of http)"
   --http-gateway-token-file="$tmp/gateway.token"
@@ -80,10 +94,23 @@ check_runs() { # file expected-modes
     die "$file: Postgres does not hold what the clients were answered: $(jq -c '[.runs[] | {mode, commits, audit}]' "$file")"
 }
 
+# The quota: every client completed its $min_cycles cycles, and (a 10 % mix
+# dealt 100 cycles at a time) at least a tenth of them were each variant.
+check_quota() { # file
+  jq -e --argjson n "$min_cycles" 'all(.runs[]; .clients as $c
+        | .outcomes_by_op as $o | .cycles >= $c * $n
+        and $o.cancel.ok >= $c * $n / 10 and $o.fail.ok >= $c * $n / 10
+        and $o.double.busy >= $c * $n / 10
+        and $o.commit.ok >= $c * $n * 8 / 10)' "$1" >/dev/null ||
+    die "$1: a client lacks its $min_cycles cycles or the mix's share of" \
+      "them: $(jq -c '[.runs[] | {mode, clients, cycles, outcomes_by_op}]' "$1")"
+}
+
 run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
   --chats=1000 --duration=1 --warmup=0 --mix=cancel:10,fail:10,double:10 \
-  --client-api=blocking,async,http "${http_flags[@]}"
+  --min-cycles=$min_cycles --client-api=blocking,async,http "${http_flags[@]}"
 check_runs "$tmp/remote.json" "remote,remote_async,http,baseline"
+check_quota "$tmp/remote.json"
 # The mix happened in both: cancels, fails and double taps answered busy.
 jq -e 'all(.runs[] | select(.mode != "baseline") | .outcomes_by_op;
           (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
@@ -98,9 +125,10 @@ jq -e '[.ratios[] | [.mode, .clients]]
 # beside them, on a database of their own.
 run_bench "$tmp/processes.json" --servers="$servers" --baseline --clients=3 \
   --processes=2 --chats=1000 --duration=2 --warmup=0 \
-  --mix=cancel:10,fail:10,double:10 --server-pid="$server_pid" \
-  --reference --pgbench="$pgbench"
+  --mix=cancel:10,fail:10,double:10 --min-cycles=$min_cycles \
+  --server-pid="$server_pid" --reference --pgbench="$pgbench"
 check_runs "$tmp/processes.json" "remote,baseline"
+check_quota "$tmp/processes.json"
 jq -e '.config.processes == 2 and all(.runs[]; .processes == 2)
       and (.runs[] | select(.mode == "remote") | .rss_process == "server"
            and .peak_rss_kib > 0 and .rss_kib > 0)
@@ -146,10 +174,12 @@ jq -e '([.reference[] | [.variant, .clients]]
 # Sequential order counts the chats it touched; in-process reports the
 # bench's own peak RSS.
 run_bench "$tmp/in_process.json" --in-process --clients=2 --chats=1000 \
-  --duration=2 --warmup=0 --chat-order=sequential --idle-timeout=1
+  --duration=2 --warmup=0 --min-cycles=$min_cycles --chat-order=sequential \
+  --idle-timeout=1
 check_runs "$tmp/in_process.json" "in_process"
-jq -e '.config.chat_order == "sequential" and (.runs[0]
-      | .chats_touched > 0 and .chats_touched <= 1000
+jq -e --argjson n "$min_cycles" '.config.chat_order == "sequential"
+      and (.runs[0] | .cycles >= 2 * $n
+        and .chats_touched > 0 and .chats_touched <= 1000
         and .rss_process == "bench" and .peak_rss_kib >= .rss_kib
         and .rss_kib > 0)' "$tmp/in_process.json" >/dev/null ||
   die "sequential in-process: $(cat "$tmp/in_process.json")"
@@ -160,13 +190,14 @@ jq -e '.config.chat_order == "sequential" and (.runs[0]
 # two only reserve and start), so the counts say the batches held K cycles.
 # Postgres is local here, so the backend's CPU per cycle is known.
 run_bench "$tmp/alone.json" --persistence=1,5 --chats=1000 --duration=1 \
-  --warmup=0
-jq -e '(.runs | length == 0)
+  --warmup=0 --min-cycles=$min_cycles
+jq -e --argjson n "$min_cycles" '(.runs | length == 0)
       and ([.persistence[] | [.mode, .batch_cycles]]
            == [["per_operation", 0], ["functions", 0], ["batched", 1],
                ["batched", 5]])
       and all(.persistence[];
-          .cycles > 0 and .unexpected == 0 and .duration_s > 0
+          .cycles > 0 and .cycles >= $n and .unexpected == 0
+          and .duration_s > 0
           and .postgres_cpu_us_per_cycle > 0
           and .statement_latency_us.p50 > 0 and .ratio.cycles_per_s > 0
           and .ratio.postgres_cpu_per_cycle > 0
@@ -181,8 +212,7 @@ jq -e '(.runs | length == 0)
 # sweep, beside one DELETE ... RETURNING of 500 made the same way. Every
 # one released (Postgres remembers each, none is left) and every one
 # deleted; the rates are there and the ratio is theirs. (The server above
-# sweeps the same database every minute: whichever sweep releases one, it
-# is remembered alike.)
+# does not sweep during the test, so the releases are the bench's.)
 run_bench "$tmp/sweep.json" --sweep --sweep-reservations=500
 jq -e '(.runs | length == 0) and (.sweep
       | .reservations == 500 and .connections == 4 and .ok
@@ -211,7 +241,8 @@ for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
   "--client-api=http --http=127.0.0.1:1 --http-gateway-token=x" \
   "--client-api=http ${http_flags[*]} --processes=2" \
   "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none" \
-  "--sweep --sweep-reservations=0" "--in-process --sweep-reservations=10"; do
+  "--sweep --sweep-reservations=0" "--in-process --sweep-reservations=10" \
+  "--in-process --min-cycles=-1"; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
