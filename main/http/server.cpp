@@ -13,6 +13,7 @@
 
 #include <csignal>
 #include <httplib.h>
+#include <sys/socket.h>
 #include <thread>
 
 namespace chargeonce::http {
@@ -156,7 +157,29 @@ struct server::impl {
   std::unique_ptr<httplib::Server> svr;
   std::thread listener;
   uint16_t port = 0;
+  int socket = -1; ///< the listening socket, once httplib made it
 };
+
+namespace {
+
+/// Debian's httplib listens with the backlog compiled into it, 5: a burst
+/// of more new connections than that, while the accept thread waits for a
+/// core, has its SYNs dropped (retried a second later) and can leave a
+/// client with a reset connection. The socket is noted as httplib sets its
+/// options, and listened on again with the system's limit once bound
+/// (listen(2) on a listening socket only changes its backlog).
+void note_socket(httplib::Server& svr, int& socket) {
+  svr.set_socket_options([&socket](socket_t sock) {
+    httplib::default_socket_options(sock);
+    socket = sock;
+  });
+}
+
+bool widen_backlog(int socket) {
+  return socket >= 0 && ::listen(socket, SOMAXCONN) == 0;
+}
+
+} // namespace
 
 server::server(std::unique_ptr<impl> x) : impl_(std::move(x)) {}
 
@@ -188,6 +211,7 @@ server::start(caf::actor_system& sys, const http_options& opts,
     return caf::make_error(caf::sec::runtime_error,
                            "HTTP: cannot load tls-cert/tls-key");
   apply_limits(svr, opts);
+  note_socket(svr, out->impl_->socket);
   install_handlers(svr, out->impl_->be, opts.body_max);
   int port = opts.port == 0
                ? svr.bind_to_any_port(opts.address)
@@ -197,6 +221,9 @@ server::start(caf::actor_system& sys, const http_options& opts,
                            "HTTP: cannot bind " + opts.address + ":"
                              + std::to_string(opts.port));
   out->impl_->port = static_cast<uint16_t>(port);
+  if (!widen_backlog(out->impl_->socket))
+    spdlog::warn("http cannot widen its listen backlog: bursts of new "
+                 "connections may wait a second");
   out->impl_->listener = std::thread{[&svr] {
     svr.listen_after_bind();
   }};
