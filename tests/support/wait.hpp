@@ -41,4 +41,35 @@ wait_until(Condition&& condition, std::chrono::milliseconds bound,
   }
 }
 
+/// Polls `done` every `step` for as long as `progress` (a count of work done
+/// that only grows: rows released, events delivered) keeps moving; gives up
+/// once it has not moved for `stall_bound`. For waits whose length is a
+/// volume of work rather than a timer: a slow machine stretches them, which
+/// must not fail the test; a hang stops the count, which must.
+template <class Done, class Progress>
+waited wait_while_progressing(
+  Done&& done, Progress&& progress, std::chrono::milliseconds stall_bound,
+  std::chrono::milliseconds step = std::chrono::milliseconds{50}) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto since = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now()
+                                                                 - t0);
+  };
+  auto last = progress();
+  auto moved_at = clock::now();
+  for (;;) {
+    if (done())
+      return {true, since()};
+    auto now = progress();
+    if (now != last) {
+      last = now;
+      moved_at = clock::now();
+    } else if (clock::now() - moved_at >= stall_bound) {
+      return {false, since()};
+    }
+    std::this_thread::sleep_for(step);
+  }
+}
+
 } // namespace chargeonce::test
