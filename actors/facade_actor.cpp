@@ -145,6 +145,10 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
       return relay<reservation>(self, api, op, chat, id, provider_ref);
     },
     [self, api](atom::resolve op, chat_id chat, reservation_id id,
+                const std::string& outcome) {
+      return relay<resolution>(self, api, op, chat, id, outcome);
+    },
+    [self, api](atom::resolve op, chat_id chat, reservation_id id,
                 const std::string& outcome, int32_t units) {
       return relay<resolution>(self, api, op, chat, id, outcome, units);
     },
@@ -226,6 +230,10 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
     [self, api](atom::uncertain op, chat_id chat, reservation_id id,
                 const std::string& provider_ref) {
       return relay<reservation>(self, api, op, chat, id, provider_ref);
+    },
+    [self, api](atom::resolve op, chat_id chat, reservation_id id,
+                const std::string& outcome) {
+      return relay<resolution>(self, api, op, chat, id, outcome);
     },
     [self, api](atom::resolve op, chat_id chat, reservation_id id,
                 const std::string& outcome, int32_t units) {

@@ -154,7 +154,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
            int32_t units) -> caf::result<reservation> {
       auto err = validate_reserve(chat, k, request_id);
       if (!err)
-        err = validate_units(units);
+        err = validate_given_units(units);
       return to_chat<reservation>(self, err, chat, op, chat, k, request_id,
                                   units);
     },
@@ -173,7 +173,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::commit op, chat_id chat, reservation_id id, int32_t units) {
       auto err = validate_reservation(chat, id);
       if (!err)
-        err = validate_units(units);
+        err = validate_given_units(units);
       return to_chat<receipt>(self, err, chat, op, chat, id, units);
     },
     [self](atom::fail op, chat_id chat, reservation_id id) {
@@ -224,10 +224,16 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
                                   chat, op, chat, id, provider_ref);
     },
     [self](atom::resolve op, chat_id chat, reservation_id id,
+           const std::string& outcome) {
+      return to_chat<resolution>(self, validate_resolve(chat, id, outcome, 0),
+                                 chat, op, chat, id, outcome, int32_t{0});
+    },
+    [self](atom::resolve op, chat_id chat, reservation_id id,
            const std::string& outcome, int32_t units) {
-      return to_chat<resolution>(self,
-                                 validate_resolve(chat, id, outcome, units),
-                                 chat, op, chat, id, outcome, units);
+      auto err = validate_resolve(chat, id, outcome, units);
+      if (!err && outcome == "succeeded")
+        err = validate_given_units(units);
+      return to_chat<resolution>(self, err, chat, op, chat, id, outcome, units);
     },
     [self](atom::unresolved op, reservation_id after,
            uint32_t limit) -> caf::result<unresolved_page> {

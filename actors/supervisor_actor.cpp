@@ -222,10 +222,16 @@ void finish_scan(scan_state& scan) {
   scan.waiters.clear();
 }
 
+/// How often one page of the reactivation scan is tried before the scan
+/// gives up until its next interval: a deadlock or a lost connection costs
+/// a page one try, not the scan.
+constexpr int reactivation_page_tries = 3;
+
 /// Refills one page of quiet chats (in Postgres, one transaction under their
 /// row locks), then invites each back. The refill is committed before any
 /// notification, so a failed one never undoes it or stops the scan.
-void next_reactivation_page(self_ptr self, reactivation_cursor after) {
+void next_reactivation_page(self_ptr self, reactivation_cursor after,
+                            int tries = 1) {
   auto& st = self->state;
   self
     ->request(sweeper_store(self), st.options.chat.store_timeout,
@@ -236,16 +242,23 @@ void next_reactivation_page(self_ptr self, reactivation_cursor after) {
         for (auto chat : page.chats)
           self->send(st.events, limits_refilled{chat});
         st.reactivation.count += page.chats.size();
-        if (page.chats.size() == st.options.reactivation_chunk_rows) {
+        if (page.more) {
           next_reactivation_page(self, page.next);
           return;
         }
         spdlog::info("reactivation done refilled={}", st.reactivation.count);
         finish_scan(st.reactivation);
       },
-      [self](caf::error& err) {
-        spdlog::error("reactivation scan failed error={} message={}",
-                      error_name(err), error_message(err));
+      [self, after, tries](caf::error& err) {
+        if (tries < reactivation_page_tries) {
+          spdlog::warn("reactivation page failed, trying it again try={} "
+                       "error={} message={}",
+                       tries, error_name(err), error_message(err));
+          next_reactivation_page(self, after, tries + 1);
+          return;
+        }
+        spdlog::error("reactivation scan failed tries={} error={} message={}",
+                      tries, error_name(err), error_message(err));
         finish_scan(self->state.reactivation);
       });
 }

@@ -4,6 +4,7 @@
 // runs exactly once.
 #include "client/client_impl.hpp"
 #include "protocol/batch_request.hpp"
+#include "protocol/validation.hpp"
 
 #include <caf/all.hpp>
 
@@ -62,6 +63,13 @@ struct client::impl::async_call {
                                       "was answered")));
   }
 };
+
+template <class T>
+void client::impl::refuse(caf::error err, continuation<T> then) {
+  // Answered by an actor all the same: never inside the call.
+  sys.spawn([err = std::move(err), then = std::move(then)](
+              caf::event_based_actor*) mutable { then(std::move(err)); });
+}
 
 template <class T>
 void client::impl::async(operation op, continuation<T> then) {
@@ -146,14 +154,22 @@ void client::touch(chat_id chat, continuation<chat_status> then) {
 
 void client::reserve(chat_id chat, const kind& k, const std::string& request_id,
                      continuation<reservation> then) {
-  reserve(chat, k, request_id, 0, std::move(then));
+  // An id of the client's own where the caller gave none (retry.hpp).
+  auto id = request_id.empty() ? make_auto_request_id() : request_id;
+  impl_->async(operation{operation_type::reserve, chat, 0, k, id, 0},
+               std::move(then));
 }
 
 void client::reserve(chat_id chat, const kind& k, const std::string& request_id,
                      int32_t units, continuation<reservation> then) {
-  impl_->async(
-    operation{operation_type::reserve, chat, 0, k, request_id, units},
-    std::move(then));
+  // In a batch, units 0 stands for "not given": refused here, not sent.
+  if (auto err = validate_given_units(units)) {
+    impl_->refuse(std::move(err), std::move(then));
+    return;
+  }
+  auto id = request_id.empty() ? make_auto_request_id() : request_id;
+  impl_->async(operation{operation_type::reserve, chat, 0, k, id, units},
+               std::move(then));
 }
 
 void client::cancel(chat_id chat, continuation<reservation> then) {
@@ -185,11 +201,16 @@ void client::heartbeat(chat_id chat, reservation_id id,
 
 void client::commit(chat_id chat, reservation_id id,
                     continuation<receipt> then) {
-  commit(chat, id, 0, std::move(then));
+  impl_->async(operation_of(operation_type::commit, chat, id), std::move(then));
 }
 
 void client::commit(chat_id chat, reservation_id id, int32_t units,
                     continuation<receipt> then) {
+  // In a batch, units 0 stands for "not given": refused here, not sent.
+  if (auto err = validate_given_units(units)) {
+    impl_->refuse(std::move(err), std::move(then));
+    return;
+  }
   auto op = operation_of(operation_type::commit, chat, id);
   op.units = units;
   impl_->async(std::move(op), std::move(then));

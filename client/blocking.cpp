@@ -3,6 +3,7 @@
 // servers answered or the last one failed.
 #include "client/client_impl.hpp"
 #include "protocol/interfaces.hpp"
+#include "protocol/validation.hpp"
 
 #include <caf/all.hpp>
 
@@ -83,18 +84,22 @@ caf::expected<chat_status> client::touch(chat_id chat) {
 
 caf::expected<reservation> client::reserve(chat_id chat, const kind& k,
                                            const std::string& request_id) {
-  return reserve(chat, k, request_id, 0);
+  // An id of the client's own where the caller gave none, the same on the
+  // client's retries of this call (retry.hpp).
+  auto id = request_id.empty() ? make_auto_request_id() : request_id;
+  operation op{operation_type::reserve, chat, 0, k, id, 0};
+  return impl_->call<reservation>(op, atom::reserve_v, chat, k, id);
 }
 
 caf::expected<reservation> client::reserve(chat_id chat, const kind& k,
                                            const std::string& request_id,
                                            int32_t units) {
-  operation op{operation_type::reserve, chat, 0, k, request_id, units};
-  // Without units, the form a server of the previous release knows.
-  if (units == 0)
-    return impl_->call<reservation>(op, atom::reserve_v, chat, k, request_id);
-  return impl_->call<reservation>(op, atom::reserve_v, chat, k, request_id,
-                                  units);
+  // In a batch, units 0 stands for "not given": refused here, not sent.
+  if (auto err = validate_given_units(units))
+    return err;
+  auto id = request_id.empty() ? make_auto_request_id() : request_id;
+  operation op{operation_type::reserve, chat, 0, k, id, units};
+  return impl_->call<reservation>(op, atom::reserve_v, chat, k, id, units);
 }
 
 caf::expected<reservation> client::cancel(chat_id chat) {
@@ -126,15 +131,17 @@ caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id) {
 }
 
 caf::expected<receipt> client::commit(chat_id chat, reservation_id id) {
-  return commit(chat, id, 0);
+  return impl_->call<receipt>(operation_of(operation_type::commit, chat, id),
+                              atom::commit_v, chat, id);
 }
 
 caf::expected<receipt> client::commit(chat_id chat, reservation_id id,
                                       int32_t units) {
+  // In a batch, units 0 stands for "not given": refused here, not sent.
+  if (auto err = validate_given_units(units))
+    return err;
   auto op = operation_of(operation_type::commit, chat, id);
   op.units = units;
-  if (units == 0)
-    return impl_->call<receipt>(op, atom::commit_v, chat, id);
   return impl_->call<receipt>(op, atom::commit_v, chat, id, units);
 }
 
@@ -150,6 +157,12 @@ caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
                                              const std::string& provider_ref) {
   return impl_->call_admin<reservation>(
     request_type::uncertain, chat, atom::uncertain_v, chat, id, provider_ref);
+}
+
+caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,
+                                          const std::string& outcome) {
+  return impl_->call_admin<resolution>(request_type::resolve, chat,
+                                       atom::resolve_v, chat, id, outcome);
 }
 
 caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,

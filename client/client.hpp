@@ -66,11 +66,13 @@ using continuation = std::function<void(caf::expected<T>)>;
 /// heartbeat, commit, fail: same names, a continuation instead of a return
 /// value), which park no thread while they wait. Both kinds share batches.
 /// Service errors (busy, not_found, …) come back as they are; connection
-/// errors are CAF's (sec). On a connection error, reserve with a
-/// request_id, start, heartbeat, commit, fail, status, touch, top-up,
-/// set-premium and set-flags are tried on the chat's next server;
-/// create-chat, cancel and a reserve without a request_id are not (a repeat
-/// could answer differently): client/retry.hpp says why for each.
+/// errors are CAF's (sec). On a connection error, reserve, start,
+/// heartbeat, commit, fail, status, touch, top-up, set-premium and
+/// set-flags are tried on the chat's next server; create-chat and cancel
+/// are not (a repeat could answer differently): client/retry.hpp says why
+/// for each. A reserve without a request_id gets one of the client's own
+/// ("auto:…", make_auto_request_id), the same on its retries; where the
+/// chat's limit is above 1 the server still asks for the caller's own.
 class client {
 public:
   client(caf::actor_system& sys, options opts);
@@ -81,7 +83,8 @@ public:
   caf::expected<chat_status> touch(chat_id chat);
   caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id);
-  /// A job of `units` units at most (1 to units_max; 0: 1).
+  /// A job of `units` units at most (1 to units_max; 0 is
+  /// invalid_argument: the form without units holds one).
   caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id,
                                      int32_t units);
@@ -94,16 +97,21 @@ public:
   caf::expected<reservation> start(chat_id chat, reservation_id id);
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
   caf::expected<receipt> commit(chat_id chat, reservation_id id);
-  /// Charges `units` of the hold (0: all of it) and releases the rest.
+  /// Charges `units` of the hold (1 or more; 0 is invalid_argument: the
+  /// form without units charges all of it, and a job that did nothing
+  /// fails) and releases the rest.
   caf::expected<receipt> commit(chat_id chat, reservation_id id, int32_t units);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
   /// The provider call timed out: outcome_unknown until resolve.
   caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
                                        const std::string& provider_ref);
-  /// "succeeded" (charged as a commit of `units`, 0: all held) or "failed".
+  /// "succeeded" (charged as a commit of all held) or "failed".
   caf::expected<resolution> resolve(chat_id chat, reservation_id id,
-                                    const std::string& outcome,
-                                    int32_t units = 0);
+                                    const std::string& outcome);
+  /// "succeeded", charged as a commit of `units` (1 or more; 0 is
+  /// invalid_argument).
+  caf::expected<resolution> resolve(chat_id chat, reservation_id id,
+                                    const std::string& outcome, int32_t units);
   /// Jobs of unknown outcome of every chat after id `after`, by id.
   caf::expected<unresolved_page> unresolved(reservation_id after,
                                             uint32_t limit);

@@ -151,6 +151,11 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   template <class T>
   void async(operation op, continuation<T> then);
 
+  /// Answers `then` with `err`, which the client found itself, on one of
+  /// the client's threads as any other answer.
+  template <class T>
+  void refuse(caf::error err, continuation<T> then);
+
   /// Tries the call's next server, connecting first if needed; answers
   /// with the last error once no server is left to try.
   void dispatch(const call_ptr& c);

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client/retry.hpp"
 
+#include "protocol/validation.hpp"
+
+#include <cstdio>
+#include <random>
+
 namespace chargeonce::client {
 
 request_type request_of(operation_type x) {
@@ -93,6 +98,21 @@ bool retry_safe(request_type x, const std::string& request_id) {
 
 bool retry_safe(const operation& x) {
   return retry_safe(request_of(x.type), x.request_id);
+}
+
+std::string make_auto_request_id() {
+  // Seeded once per thread from the system's entropy: ids of two clients,
+  // processes or machines must not meet in one chat.
+  thread_local std::mt19937_64 bits{[] {
+    std::random_device entropy;
+    std::seed_seq seed{entropy(), entropy(), entropy(), entropy()};
+    return std::mt19937_64{seed};
+  }()};
+  char out[33];
+  std::snprintf(out, sizeof(out), "%016llx%016llx",
+                static_cast<unsigned long long>(bits()),
+                static_cast<unsigned long long>(bits()));
+  return std::string{auto_request_id_prefix} + out;
 }
 
 } // namespace chargeonce::client

@@ -50,4 +50,11 @@ bool retry_safe(request_type x, const std::string& request_id = {});
 /// The same decision for an operation of a batch.
 bool retry_safe(const operation& x);
 
+/// A request id for a reserve its caller gave none: auto_request_id_prefix
+/// and 128 random bits in hex. The client sends it with the first try and
+/// every retry of that call, which makes the reserve retry-safe: an answer
+/// lost after the commit finds the job instead of leaving a hold nobody
+/// knows about (at limit 1, a chat locked until the sweep).
+std::string make_auto_request_id();
+
 } // namespace chargeonce::client

@@ -21,26 +21,32 @@ std::string name_array(const std::vector<std::string>& names) {
   return out + "}";
 }
 
-/// "kind voice has 2 active reservations and 7 ledger rows; ...", empty
-/// when every dropped kind is unused.
+/// "kind voice has 2 active reservations and 7 ledger rows, and 1 jobs of
+/// unknown outcome; ...", empty when every dropped kind is unused.
 std::string still_used(pqxx::work& tx, const std::string& dropped) {
   // The ledger has no index on kind: one scan, paid only when a kind is
-  // really dropped.
+  // really dropped. A job of unknown outcome names its kind too: resolving
+  // it succeeded charges its hold.
   auto rows = tx.exec_params(
     "SELECT k, (SELECT count(*) FROM reservations WHERE kind = k),"
-    "       (SELECT count(*) FROM ledger WHERE kind = k)"
+    "       (SELECT count(*) FROM ledger WHERE kind = k),"
+    "       (SELECT count(*) FROM uncertain_reservations"
+    "         WHERE kind = k AND outcome IS NULL)"
     "  FROM unnest($1::text[]) AS k ORDER BY k",
     dropped);
   std::string out;
   for (const auto& r : rows) {
     auto active = r[1].as<int64_t>();
     auto charges = r[2].as<int64_t>();
-    if (active == 0 && charges == 0)
+    auto unknown = r[3].as<int64_t>();
+    if (active == 0 && charges == 0 && unknown == 0)
       continue;
     out += (out.empty() ? "" : "; ") + std::string{"kind "}
            + r[0].as<std::string>() + " has " + std::to_string(active)
            + " active reservations and " + std::to_string(charges)
            + " ledger rows";
+    if (unknown > 0)
+      out += ", and " + std::to_string(unknown) + " jobs of unknown outcome";
   }
   return out;
 }

@@ -39,16 +39,21 @@ pocket_ordinals pocket_ordinals::builtin() {
 }
 
 void pocket_ordinals::load(pqxx::transaction_base& tx) {
-  names_.clear();
-  ordinals_.clear();
-  for (const auto& r : tx.exec("SELECT pocket, ordinal FROM catalog_pockets")) {
+  // Read whole before anything is replaced: a lookup that fails halfway
+  // must leave the ordinals known so far as they were.
+  auto rs = tx.exec("SELECT pocket, ordinal FROM catalog_pockets");
+  std::vector<std::string> names;
+  std::map<std::string, int, std::less<>> ordinals;
+  for (const auto& r : rs) {
     auto name = r[0].as<std::string>();
     auto ordinal = r[1].as<int>();
-    if (names_.size() < static_cast<size_t>(ordinal))
-      names_.resize(ordinal);
-    names_[ordinal - 1] = name;
-    ordinals_[name] = ordinal;
+    if (names.size() < static_cast<size_t>(ordinal))
+      names.resize(ordinal);
+    names[ordinal - 1] = name;
+    ordinals[name] = ordinal;
   }
+  names_ = std::move(names);
+  ordinals_ = std::move(ordinals);
 }
 
 void pocket_ordinals::register_catalog(pqxx::connection_base& conn,
@@ -96,9 +101,19 @@ const std::string& pocket_ordinals::name(int ordinal) {
            && !names_[ordinal - 1].empty();
   };
   if (!known() && !dsn_.empty()) {
-    pqxx::connection conn{dsn_};
-    pqxx::read_transaction tx{conn};
-    load(tx);
+    auto now = std::chrono::steady_clock::now();
+    if (lookup_failure_ && now < next_lookup_)
+      std::rethrow_exception(lookup_failure_);
+    try {
+      pqxx::connection conn{dsn_};
+      pqxx::read_transaction tx{conn};
+      load(tx);
+      lookup_failure_ = nullptr;
+    } catch (...) {
+      lookup_failure_ = std::current_exception();
+      next_lookup_ = now + std::chrono::seconds{1};
+      throw;
+    }
   }
   if (!known())
     throw broken_invariant("pocket ordinal " + std::to_string(ordinal)

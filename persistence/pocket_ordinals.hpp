@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include <chrono>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,10 +54,15 @@ public:
   std::string text(const pockets& x) const;
 
 private:
-  /// The name of `ordinal`, looked up again once when it is not known.
+  /// The name of `ordinal`, looked up again once when it is not known; a
+  /// lookup that failed is rethrown, not tried again, for a second.
   const std::string& name(int ordinal);
 
   std::string dsn_;
+  /// Why the last lookup failed, and until when no other is tried: the
+  /// rows of one batch must not each open a connection during an outage.
+  std::exception_ptr lookup_failure_;
+  std::chrono::steady_clock::time_point next_lookup_{};
   std::vector<std::string> names_; // index: ordinal - 1; "" for a gap
   std::map<std::string, int, std::less<>> ordinals_;
 };

@@ -133,11 +133,26 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   auto limit = job_limit(own, premium, o);
   // Beyond one job at once, only the request id tells a double tap from a
   // second job.
-  if (limit > 1 && request_id.empty())
-    return caf::make_error(ec::invalid_argument,
-                           "chat " + std::to_string(chat) + " runs up to "
-                             + std::to_string(limit)
-                             + " jobs at once: reserve needs a request_id");
+  // An id a client made up (auto:) replays, but does not tell a double
+  // tap from a second job: here it counts as none.
+  if (limit > 1 && (request_id.empty() || is_auto_request_id(request_id)))
+    return caf::make_error(
+      ec::invalid_argument,
+      "chat " + std::to_string(chat) + " runs up to " + std::to_string(limit)
+        + " jobs at once: reserve needs a request_id"
+        + (request_id.empty() ? "" : " of the caller's own, not an auto: one"));
+  // validate_kind found it before the transaction began.
+  const auto& spec = *o.products.find_kind(to_string(k));
+  auto amounts = ordinals.read(r[0].c_str());
+  pocket_choice choice;
+  // The refusal order of 0.1.0, where one job at a time made "busy" and
+  // "cannot pay" exclusive: pockets that cannot pay even with no job
+  // holding anything say so first (insufficient_*), then no free slot
+  // (busy), then pockets the other jobs' holds leave short (insufficient_*).
+  if (auto code =
+        choose_pockets(spec, premium, amounts, std::max(units, 1), choice);
+      code != ec::none)
+    return caf::make_error(code, cannot_pay_message(chat, spec));
   auto holding = holding_of(tx, chat, ordinals);
   std::vector<reservation> active;
   std::copy_if(holding.begin(), holding.end(), std::back_inserter(active),
@@ -145,13 +160,9 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   auto slot = free_slot(active, limit);
   if (slot < 0)
     return caf::make_error(ec::busy, busy_message(chat, active.size(), limit));
-  // validate_kind found it before the transaction began.
-  const auto& spec = *o.products.find_kind(to_string(k));
-  pocket_choice choice;
-  if (auto code = choose_pockets(
-        spec, premium,
-        left_after(ordinals.read(r[0].c_str()), held_by(holding)),
-        std::max(units, 1), choice);
+  if (auto code =
+        choose_pockets(spec, premium, left_after(amounts, held_by(holding)),
+                       std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));
   // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no

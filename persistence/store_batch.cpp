@@ -143,9 +143,11 @@ batch_result result_of(const pg_row& r, const batch_operation& op,
 bool isolatable(const failure& f) {
   if (f.code != ec::storage_unavailable || !f.refused)
     return false;
-  // 08: connection exception; 57P: operator intervention (shutdown,
-  // terminated backend). Neither gets better by splitting the batch.
-  return f.sqlstate.rfind("08", 0) != 0 && f.sqlstate.rfind("57P", 0) != 0;
+  // No writable Postgres (a lost connection, 08, 57P01…03, a standby or a
+  // read-only server, 25006) and any other operator intervention (57P):
+  // splitting would only reconnect once per operation during exactly the
+  // seconds of an outage. The batch is answered storage_unavailable once.
+  return !lost_primary(f) && f.sqlstate.rfind("57P", 0) != 0;
 }
 
 } // namespace
@@ -371,12 +373,48 @@ void store::impl::leave_pipeline() {
   }
 }
 
+/// The answer a committed row gives: what it says, or, when it cannot be
+/// read (a pocket ordinal this process does not know and cannot look up
+/// now), an error for this operation alone that says the batch committed.
+/// Never a refusal: the operation happened and must not run again.
+batch_result store::impl::answer_of(const pg_row& row,
+                                    const batch_operation& op) {
+  try {
+    return result_of(row, op, opts, ordinals);
+  } catch (...) {
+    auto f = classify(std::current_exception());
+    if (f.code == ec::storage_unavailable) {
+      spdlog::error("storage_unavailable op=answer chat={} reservation={} "
+                    "sqlstate={} error={}",
+                    op.chat, op.id, f.sqlstate.empty() ? "-" : f.sqlstate,
+                    f.detail);
+      return caf::make_error(ec::storage_unavailable,
+                             std::string{to_string(op.op)}
+                               + " took effect (its batch committed), but "
+                                 "its answer could not be read: "
+                               + f.detail
+                               + "; the same request again answers it");
+    }
+    auto incident = next_incident_id();
+    spdlog::critical("internal op=answer chat={} reservation={} id={} "
+                     "error={}",
+                     op.chat, op.id, incident, f.detail);
+    return caf::make_error(ec::internal,
+                           std::string{to_string(op.op)}
+                             + ": internal error, see server log id="
+                             + std::to_string(incident));
+  }
+}
+
 std::vector<batch_result> store::impl::settle(sent_batch& b) {
   auto& out = b.out;
   const auto& order = b.order;
   if (order.empty())
     return std::move(out);
-  if (!b.error) {
+  // Past the sync point the batch committed: whatever fails from here on
+  // must not read as "nothing happened" (no split, no operation again).
+  bool committed = !b.error;
+  if (committed) {
     try {
       const PGresult* rs = b.rows.get();
       auto rows = static_cast<size_t>(PQntuples(rs));
@@ -393,7 +431,7 @@ std::vector<batch_result> store::impl::settle(sent_batch& b) {
                                  + std::to_string(k)
                                  + " twice or out of range");
         answered[k] = true;
-        out[order[k]] = result_of(row, b.ops[order[k]], opts, ordinals);
+        out[order[k]] = answer_of(row, b.ops[order[k]]);
       }
       unavailable = false;
       return std::move(out);
@@ -407,7 +445,7 @@ std::vector<batch_result> store::impl::settle(sent_batch& b) {
   drain();
   // A deadlock or one operation's unexpected error aborted the statement
   // and wrote nothing: one by one, only the culprit fails.
-  if (order.size() > 1 && isolatable(f)) {
+  if (order.size() > 1 && !committed && isolatable(f)) {
     spdlog::warn("batch split operations={} sqlstate={} error={}", order.size(),
                  f.sqlstate, f.detail);
     for (auto i : order)

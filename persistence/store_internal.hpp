@@ -458,6 +458,7 @@ struct store::impl {
   /// Out of pipeline mode once nothing is in flight.
   void leave_pipeline();
   std::vector<batch_result> settle(sent_batch& b);
+  batch_result answer_of(const pg_row& row, const batch_operation& op);
   /// One batch, sent and answered on its own.
   std::vector<batch_result> alone(const std::vector<batch_operation>& ops);
 

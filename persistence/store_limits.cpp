@@ -232,32 +232,40 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
     "reactivate", 0, 0,
     [&](pqxx::work& tx) -> caf::expected<reactivation_page> {
       auto after_ts = micros_to_timestamptz("$1::bigint");
-      // The WHERE clause repeats the partial index's predicate so that the
-      // planner walks that index; FOR UPDATE re-checks each row, so a chat
-      // touched meanwhile is skipped.
-      auto query =
-        "WITH due AS (SELECT chat_id, last_activity_at, pockets AS before "
-        "FROM chats "
-        "WHERE started AND NOT blocked AND NOT banned "
+      // Which chats are due, without locks (the WHERE clause repeats the
+      // partial index's predicate so that the planner walks that index);
+      // then their rows are locked in chat-id order, as every writer locks
+      // chats, with the predicate checked again on the locked rows: a chat
+      // touched meanwhile is skipped. The page's last (last_activity_at,
+      // chat_id) is the cursor, whether or not its chats were refilled.
+      const std::string due_predicate =
+        "started AND NOT blocked AND NOT banned "
         "AND last_activity_at IS NOT NULL "
         "AND (reactivated_at IS NULL OR reactivated_at < last_activity_at) "
-        "AND last_activity_at < now() - $3 * interval '1 millisecond' "
-        "AND last_activity_at >= "
-        + after_ts + " AND (last_activity_at, chat_id) > (" + after_ts
-        + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4 FOR UPDATE), "
+        "AND last_activity_at < now() - $3 * interval '1 millisecond' ";
+      auto query =
+        "WITH page AS (SELECT chat_id, last_activity_at FROM chats WHERE "
+        + due_predicate + "AND last_activity_at >= " + after_ts
+        + " AND (last_activity_at, chat_id) > (" + after_ts
+        + ", $2) ORDER BY last_activity_at, chat_id LIMIT $4), "
+          "due AS (SELECT chat_id, last_activity_at, pockets AS before "
+          "FROM chats WHERE chat_id IN (SELECT chat_id FROM page) AND "
+        + due_predicate
+        + "ORDER BY chat_id FOR UPDATE), "
           "refilled AS (UPDATE chats c SET reactivated_at = now(), "
           "window_started_at = NULL, "
         + refill_to_quota_sql(o.products, impl_->ordinals, 5)
         + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
-          "due.last_activity_at, due.before, c.pockets AS after), "
+          "due.before, c.pockets AS after), "
           "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
           "pockets) SELECT 'refill', 'reactivation', chat_id, "
         + refill_change_sql(o.products, impl_->ordinals, "before", "after")
         + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
         + announce_refills()
-        + " SELECT chat_id, "
-          "(extract(epoch FROM last_activity_at) * 1000000)::bigint "
-          "FROM refilled";
+        + " SELECT p.chat_id, "
+          "(extract(epoch FROM p.last_activity_at) * 1000000)::bigint, "
+          "r.chat_id IS NOT NULL FROM page p LEFT JOIN refilled r "
+          "ON r.chat_id = p.chat_id";
       // Each ledger row names a chat this statement has locked: the
       // per-row check that it exists (a trigger) can be skipped.
       tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
@@ -267,9 +275,11 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
         impl_->free_quotas_text, impl_->premium_quotas_text);
       reactivation_page page;
       page.next = after;
+      page.more = rs.size() == limit;
       for (const auto& r : rs) {
         reactivation_cursor c{r[1].as<int64_t>(), r[0].as<int64_t>()};
-        page.chats.push_back(c.chat);
+        if (r[2].as<bool>())
+          page.chats.push_back(c.chat);
         if (std::tie(c.at_us, c.chat)
             > std::tie(page.next.at_us, page.next.chat))
           page.next = c;

@@ -166,15 +166,18 @@ typename Inspector::result_type inspect(Inspector& f, reactivation_cursor& x) {
   return f(caf::meta::type_name("reactivation_cursor"), x.at_us, x.chat);
 }
 
-/// One keyset page of the reactivation scan: the chats just refilled.
+/// One keyset page of the reactivation scan: the chats just refilled (a
+/// chat of the page touched meanwhile is not), where the next page starts,
+/// and whether the page was full, so that more chats may be due.
 struct reactivation_page {
   std::vector<chat_id> chats;
-  reactivation_cursor next; ///< meaningful when chats is not empty
+  reactivation_cursor next; ///< the page's last chat; `after` if it was empty
+  bool more = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reactivation_page& x) {
-  return f(caf::meta::type_name("reactivation_page"), x.chats, x.next);
+  return f(caf::meta::type_name("reactivation_page"), x.chats, x.next, x.more);
 }
 
 } // namespace chargeonce

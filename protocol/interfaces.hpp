@@ -30,8 +30,9 @@ using billing_actor = caf::typed_actor<
   /// that names a job of another kind). A request_id of a job that ended
   /// returns that job with its final status, whatever units it names.
   caf::replies_to<atom::reserve, chat_id, kind, std::string>::with<reservation>,
-  /// The same for a job of `units` units (1 to units_max; 0 means 1), split
-  /// over the kind's pockets in the catalog's order.
+  /// The same for a job of `units` units (1 to units_max; 0 is
+  /// invalid_argument: leave it out for 1), split over the kind's pockets
+  /// in the catalog's order.
   caf::replies_to<atom::reserve, chat_id, kind, std::string,
                   int32_t>::with<reservation>,
   /// queued -> in_progress; not_found when the reservation is gone, expired
@@ -42,9 +43,10 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::heartbeat, chat_id, reservation_id>::with<reservation>,
   /// Charges exactly what was held; repeated, returns the same receipt.
   caf::replies_to<atom::commit, chat_id, reservation_id>::with<receipt>,
-  /// Charges what was held for `units` (0: all of them; more than held is
-  /// invalid_argument) from the pockets that expire first, and releases the
-  /// rest; repeated, returns the first receipt whatever units it names.
+  /// Charges what was held for `units` (1 or more; 0 or more than held is
+  /// invalid_argument: a worker that did nothing calls fail) from the
+  /// pockets that expire first, and releases the rest; repeated, returns
+  /// the first receipt whatever units it names.
   caf::replies_to<atom::commit, chat_id, reservation_id,
                   int32_t>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
@@ -55,9 +57,12 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::uncertain, chat_id, reservation_id,
                   std::string>::with<reservation>,
   /// What the provider says of an uncertain job (chat, id, "succeeded" or
-  /// "failed", units: 0 for all held): charged as a commit, or released.
+  /// "failed", units: 1 or more, only with succeeded; 0 is
+  /// invalid_argument): charged as a commit of those units, or released.
   /// Repeated, the first resolution; the other outcome is invalid_state,
-  /// after reconcile-timeout released it expired.
+  /// after reconcile-timeout released it expired. The form without units
+  /// (the whole hold) is in api_actor and worker_actor; inside the server
+  /// this one carries it as units 0.
   caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
                   int32_t>::with<resolution>,
   /// Deletes the chat's only active reservation while queued. Once started:
@@ -98,6 +103,9 @@ using billing_actor = caf::typed_actor<
 using api_actor = billing_actor::extend<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
   caf::replies_to<atom::subscribe, caf::actor, event_id>::with<bool>,
+  /// resolve without units: "succeeded" charges the whole hold.
+  caf::replies_to<atom::resolve, chat_id, reservation_id,
+                  std::string>::with<resolution>,
   /// Jobs of unknown outcome of every chat after reservation id `after`,
   /// oldest id first, at most `limit` (1 to 1,000).
   caf::replies_to<atom::unresolved, reservation_id,
@@ -148,6 +156,8 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::uncertain, chat_id, reservation_id,
                   std::string>::with<reservation>,
+  caf::replies_to<atom::resolve, chat_id, reservation_id,
+                  std::string>::with<resolution>,
   caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
                   int32_t>::with<resolution>,
   caf::replies_to<atom::unresolved, reservation_id,

@@ -84,7 +84,7 @@ caf::error validate_kind(const catalog& products, const kind& k) {
 
 caf::error validate_pockets(const catalog& products, const pockets& x) {
   for (const auto& item : x.items())
-    if (item.second != 0 && products.find_pocket(item.first) == nullptr)
+    if (products.find_pocket(item.first) == nullptr)
       return caf::make_error(ec::invalid_argument, "unknown pocket "
                                                      + item.first
                                                      + ": the catalog has "
@@ -100,6 +100,10 @@ caf::error validate_request_id(const std::string& request_id) {
     return caf::make_error(ec::invalid_argument,
                            "request_id must be UTF-8 without NUL bytes");
   return caf::none;
+}
+
+bool is_auto_request_id(const std::string& request_id) {
+  return request_id.rfind(auto_request_id_prefix, 0) == 0;
 }
 
 caf::error validate_cancel(chat_id chat, reservation_id id,
@@ -123,6 +127,16 @@ caf::error validate_units(int32_t units) {
                            "units must be 1 to " + std::to_string(units_max)
                              + ", not " + std::to_string(units));
   return caf::none;
+}
+
+caf::error validate_given_units(int32_t units) {
+  if (units == 0)
+    return caf::make_error(ec::invalid_argument,
+                           "units must be 1 to " + std::to_string(units_max)
+                             + ", not 0: leave them out for the whole hold "
+                               "(or one unit at reserve); a job that did "
+                               "nothing fails");
+  return validate_units(units);
 }
 
 caf::error validate_job_limit(const caf::optional<int32_t>& limit) {

@@ -24,15 +24,32 @@ caf::error validate_reserve(chat_id chat, const kind& k,
 /// reserve's and commit's units: 0 (not given) or 1 to units_max.
 caf::error validate_units(int32_t units);
 
+/// Units a caller named (the forms of reserve, commit and resolve that take
+/// them): 1 to units_max. Leaving them out is how to say "one" (reserve)
+/// or "the whole hold" (commit, resolve); an explicit 0 is a mistake, e.g.
+/// a worker reporting "0 units done" that would be charged in full.
+caf::error validate_given_units(int32_t units);
+
 /// A kind of the server's catalog; the refusal names the known ones.
 caf::error validate_kind(const catalog& products, const kind& k);
 
-/// Amounts only in pockets of the server's catalog (a pocket it lacks may be
-/// listed at 0, as clients written for the built-in pockets send them).
+/// Only pockets of the server's catalog, whatever the amount: a pocket it
+/// lacks is invalid_argument even at 0 (it has no ordinal to store it by).
 caf::error validate_pockets(const catalog& products, const pockets& x);
 
 /// At most 256 bytes of UTF-8 without NUL (may be empty).
 caf::error validate_request_id(const std::string& request_id);
+
+/// The prefix of the request ids a client makes up for a reserve its caller
+/// gave none (client::reserve): reused on the client's own retries of that
+/// call, so that a lost answer finds its job instead of holding again.
+inline constexpr const char* auto_request_id_prefix = "auto:";
+
+/// True for an id a client made up (auto_request_id_prefix). It replays
+/// like any other, but it does not say which of the user's intents the job
+/// is: where the limit is above 1, a reserve needs an id of the caller's
+/// own, and one made up counts as none.
+bool is_auto_request_id(const std::string& request_id);
 
 /// A job named by its reservation id (positive), by its request id, or by
 /// neither (id 0, request_id empty: the chat's only active job).

@@ -96,6 +96,30 @@ double chance(std::mt19937_64& rng) {
   return std::uniform_real_distribution<double>{0, 1}(rng);
 }
 
+/// The workload's units 0 means "not named": the calls without units (one
+/// unit at reserve, the whole hold at commit and resolve). An explicit 0
+/// is invalid_argument.
+caf::expected<reservation> reserve_units(client::client& c, chat_id chat,
+                                         const kind& k,
+                                         const std::string& request_id,
+                                         int32_t units) {
+  return units == 0 ? c.reserve(chat, k, request_id)
+                    : c.reserve(chat, k, request_id, units);
+}
+
+caf::expected<receipt> commit_units(client::client& c, chat_id chat,
+                                    reservation_id id, int32_t units) {
+  return units == 0 ? c.commit(chat, id) : c.commit(chat, id, units);
+}
+
+caf::expected<resolution> resolve_units(client::client& c, chat_id chat,
+                                        reservation_id id,
+                                        const std::string& outcome,
+                                        int32_t units) {
+  return units == 0 ? c.resolve(chat, id, outcome)
+                    : c.resolve(chat, id, outcome, units);
+}
+
 } // namespace
 
 // -- stop flag ----------------------------------------------------------------
@@ -269,7 +293,7 @@ bool workload::plant_forgeries_on(chat_id chat) {
     return definite([&] {
              auto r = begin(op::commit, 0, chat, id);
              r.units = units;
-             finish(rec_, r, client_.commit(chat, id, units));
+             finish(rec_, r, commit_units(client_, chat, id, units));
              return r;
            })
       .ok();
@@ -358,7 +382,7 @@ bool workload::plant_coverage_on(chat_id chat) {
     return definite([&] {
       auto r = begin(op::resolve, 0, chat, unsure.id);
       r.resolution = outcome;
-      finish(rec_, r, client_.resolve(chat, unsure.id, outcome, 0));
+      finish(rec_, r, client_.resolve(chat, unsure.id, outcome));
       return r;
     });
   };
@@ -418,7 +442,7 @@ bool workload::commit_while(const std::function<bool()>& stalled) {
     if (!started.ok() || !stalled())
       continue;
     auto committed = begin(op::commit, probe_actor, chat, reserved.id);
-    finish(rec_, committed, client_.commit(chat, reserved.id, 0));
+    finish(rec_, committed, client_.commit(chat, reserved.id));
     if (committed.ok())
       return true;
   }
@@ -458,7 +482,7 @@ op_record workload::reserve(uint32_t actor, chat_id chat, const kind& k,
   // for the same.
   if (units < 0)
     units = key % 3 == 0 ? static_cast<int32_t>(1 + key / 3 % 3) : 0;
-  auto x = client_.reserve(chat, k, request_id(key), units);
+  auto x = reserve_units(client_, chat, k, request_id(key), units);
   finish(rec_, r, x);
   if (!hand_out)
     return r;
@@ -578,7 +602,7 @@ void workload::commit_job(uint32_t actor, const job& j, int attempts,
   for (int i = 0; i < attempts; ++i) {
     auto r = begin(op::commit, actor, j.chat, j.id);
     r.units = units;
-    finish(rec_, r, client_.commit(j.chat, j.id, units));
+    finish(rec_, r, commit_units(client_, j.chat, j.id, units));
     if (!unknown(r))
       return;
     if (!stop_.nap(200))
@@ -701,7 +725,7 @@ op_record workload::resolve(uint32_t actor, const job& j,
     r = begin(op::resolve, actor, j.chat, j.id);
     r.resolution = outcome;
     r.units = units;
-    finish(rec_, r, client_.resolve(j.chat, j.id, outcome, units));
+    finish(rec_, r, resolve_units(client_, j.chat, j.id, outcome, units));
     if (!unknown(r) || !stop_.nap(200))
       break;
   }

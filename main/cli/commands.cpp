@@ -35,8 +35,8 @@ caf::optional<int32_t> job_limit_flag(const flag_map& flags) {
 }
 
 /// --units=N: 1 or more (the server checks the upper bound); 0 when not
-/// given, which the API reads as one unit (reserve) or the whole hold
-/// (commit).
+/// given, and then the call without units goes out: one unit (reserve) or
+/// the whole hold (commit, resolve).
 int32_t units_flag(const flag_map& flags) {
   auto units = int_flag<int32_t>(flags, "units");
   if (flags.count("units") != 0 && units < 1)
@@ -69,6 +69,8 @@ action prepare_reserve(const flag_map& flags) {
   auto request_id = text_flag(flags, "request-id");
   auto units = units_flag(flags);
   return [=](session& s) {
+    if (units == 0)
+      return print_result(s, s.api.reserve(chat, k, request_id));
     return print_result(s, s.api.reserve(chat, k, request_id, units));
   };
 }
@@ -79,6 +81,8 @@ action prepare_commit(const flag_map& flags) {
   auto id = reservation_flag(flags);
   auto units = units_flag(flags);
   return [=](session& s) {
+    if (units == 0)
+      return print_result(s, s.api.commit(chat, id));
     return print_result(s, s.api.commit(chat, id, units));
   };
 }
@@ -145,6 +149,8 @@ action prepare_resolve(const flag_map& flags) {
   if (units != 0 && outcome == "failed")
     throw usage_error("--units goes with --outcome=succeeded");
   return [=](session& s) {
+    if (units == 0)
+      return print_result(s, s.api.resolve(chat, id, outcome));
     return print_result(s, s.api.resolve(chat, id, outcome, units));
   };
 }

@@ -115,8 +115,11 @@ void commit(exchange& x) {
     return;
   }
   auto body = body_object(x, {"units"});
-  auto units =
-    static_cast<int32_t>(int_field(body, "units", 1, units_max, int64_t{0}));
+  if (!body.contains("units")) {
+    ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id);
+    return;
+  }
+  auto units = static_cast<int32_t>(int_field(body, "units", 1, units_max));
   ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, units);
 }
 
@@ -138,8 +141,11 @@ void resolve(exchange& x) {
   auto id = path_reservation(x);
   auto body = body_object(x, {"outcome", "units"});
   auto outcome = string_field(body, "outcome");
-  auto units =
-    static_cast<int32_t>(int_field(body, "units", 1, units_max, int64_t{0}));
+  if (!body.contains("units")) {
+    ask<resolution>(x, x.be.worker, 200, atom::resolve_v, chat, id, outcome);
+    return;
+  }
+  auto units = static_cast<int32_t>(int_field(body, "units", 1, units_max));
   ask<resolution>(x, x.be.worker, 200, atom::resolve_v, chat, id, outcome,
                   units);
 }

@@ -42,13 +42,16 @@ SELECT k, 3 + row_number() OVER (ORDER BY k COLLATE "C")
  WHERE k NOT IN ('daily_messages', 'daily_images', 'balance');
 
 -- `a` with pocket `i` set to `v`; a pocket between the end of `a` and `i`
--- stays unlisted.
+-- stays unlisted. Here and in every pocket helper a NULL array is no
+-- pockets, '{}' (without the coalesce, NULL with 3 set to 5 was {5}: the
+-- amount landed in pocket 1).
 CREATE FUNCTION chargeonce_pockets_set(a integer[], i integer, v integer)
   RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-  SELECT a[:i - 1]
+  SELECT (coalesce(a, '{}'::integer[]))[:i - 1]
          || array_fill(NULL::integer,
-                       ARRAY[GREATEST(0, i - 1 - cardinality(a))])
-         || v || a[i + 1:]
+                       ARRAY[GREATEST(0, i - 1
+                                         - cardinality(coalesce(a, '{}')))])
+         || v || (coalesce(a, '{}'::integer[]))[i + 1:]
 $$;
 
 -- Pockets written with names, {"balance": 5}, as the array of their
@@ -177,7 +180,7 @@ CREATE FUNCTION chargeonce_amount(p integer[], pocket text) RETURNS integer
 $$;
 
 CREATE FUNCTION chargeonce_pockets_json(p integer[]) RETURNS jsonb
-  LANGUAGE sql STABLE STRICT AS $$
+  LANGUAGE sql STABLE AS $$
   SELECT coalesce(jsonb_object_agg(c.pocket, e.amount), '{}')
     FROM unnest(p) WITH ORDINALITY AS e(amount, i)
     JOIN catalog_pockets c ON c.ordinal = e.i
@@ -191,7 +194,8 @@ CREATE FUNCTION chargeonce_pockets_with(a integer[], names jsonb)
 DECLARE
   b integer[] := chargeonce_pockets(names);
 BEGIN
-  FOR i IN 1 .. cardinality(b) LOOP
+  a := coalesce(a, '{}');
+  FOR i IN 1 .. coalesce(cardinality(b), 0) LOOP
     IF b[i] IS NOT NULL THEN
       a := chargeonce_pockets_set(a, i, b[i]);
     END IF;
@@ -202,6 +206,7 @@ END $$;
 CREATE FUNCTION chargeonce_pockets_add(a integer[], b integer[])
   RETURNS integer[] LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
+  a := coalesce(a, '{}');
   FOR i IN 1 .. coalesce(cardinality(b), 0) LOOP
     IF b[i] IS NOT NULL THEN
       a := chargeonce_pockets_set(a, i, coalesce(a[i], 0) + b[i]);
@@ -218,6 +223,7 @@ CREATE AGGREGATE chargeonce_pockets_sum(integer[]) (
 CREATE FUNCTION chargeonce_pockets_take(amounts integer[], held integer[])
   RETURNS integer[] LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
+  amounts := coalesce(amounts, '{}');
   FOR i IN 1 .. coalesce(cardinality(held), 0) LOOP
     IF held[i] IS NOT NULL THEN
       amounts := chargeonce_pockets_set(amounts, i,
@@ -264,7 +270,8 @@ CREATE FUNCTION chargeonce_pockets_change(before integer[], after integer[])
 DECLARE
   out integer[] := '{}';
 BEGIN
-  FOR i IN 1 .. GREATEST(cardinality(before), cardinality(after)) LOOP
+  FOR i IN 1 .. coalesce(GREATEST(cardinality(before), cardinality(after)),
+                         0) LOOP
     IF coalesce(after[i], 0) <> coalesce(before[i], 0) THEN
       out := chargeonce_pockets_set(out, i,
                coalesce(after[i], 0) - coalesce(before[i], 0));
@@ -404,10 +411,14 @@ BEGIN
   END IF;
   job_limit := chargeonce_job_limit(c.max_active_jobs, c.premium, p_free_max,
                                     p_premium_max);
-  IF job_limit > 1 AND p_request_id = '' THEN
+  -- An id a client made up (auto:) replays, but does not tell a double
+  -- tap from a second job: beyond one job at once it counts as none.
+  IF job_limit > 1 AND (p_request_id = '' OR p_request_id LIKE 'auto:%') THEN
     RETURN chargeonce_refusal('invalid_argument',
       'chat ' || p_chat || ' runs up to ' || job_limit
-      || ' jobs at once: reserve needs a request_id');
+      || ' jobs at once: reserve needs a request_id'
+      || CASE WHEN p_request_id <> '' THEN ' of the caller''s own, not an '
+              || 'auto: one' ELSE '' END);
   END IF;
   SELECT count(slot) AS n, chargeonce_pockets_sum(held) AS held,
          coalesce(array_agg(slot) FILTER (WHERE slot IS NOT NULL), '{}')
@@ -417,6 +428,14 @@ BEGIN
           UNION ALL
           SELECT held, NULL FROM uncertain_reservations
            WHERE chat_id = p_chat AND outcome IS NULL) x;
+  -- The refusal order of 0.1.0, where one job at a time made busy and
+  -- cannot-pay exclusive: pockets that cannot pay even with nothing held
+  -- first (insufficient_*), then no free slot (busy), then pockets the
+  -- other jobs' holds leave short (insufficient_*).
+  IF chargeonce_choose(spec, c.premium, c.pockets, '{}', v_units) IS NULL THEN
+    RETURN chargeonce_refusal(spec ->> 'refusal',
+      'chat ' || p_chat || ' cannot pay for ' || p_kind || (spec ->> 'why'));
+  END IF;
   SELECT min(s) INTO free_slot FROM generate_series(0, job_limit - 1) AS s
    WHERE s <> ALL (a.slots) AND a.n < job_limit;
   IF free_slot IS NULL THEN
@@ -709,7 +728,9 @@ BEGIN
                AS free_slot
         FROM seen
        WHERE replay IS NULL AND NOT banned AND NOT blocked
-         AND (job_limit = 1 OR request_id <> '') AND choice IS NOT NULL),
+         AND (job_limit = 1
+              OR (request_id <> '' AND request_id NOT LIKE 'auto:%'))
+         AND choice IS NOT NULL),
     inserted AS (
       INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
                                 units, held_units)

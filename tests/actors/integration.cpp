@@ -116,6 +116,37 @@ TEST_SUITE("actors.integration") {
     CHECK_FALSE(st->active);
   }
 
+  TEST_CASE_FIXTURE(server_fixture,
+                    "units are named or left out: an explicit 0 is "
+                    "invalid_argument on reserve, commit and resolve and "
+                    "charges nothing; left out, commit and resolve take the "
+                    "whole hold") {
+    auto chat = make_chat({0, 0, 10});
+    auto zero_reserve = ask<reservation>(atom::reserve_v, chat, kind::image,
+                                         std::string{"a"}, int32_t{0});
+    REQUIRE_FALSE(zero_reserve);
+    CHECK(zero_reserve.error() == ec::invalid_argument);
+    auto r = ask<reservation>(atom::reserve_v, chat, kind::image,
+                              std::string{"b"}, int32_t{2});
+    REQUIRE(r);
+    REQUIRE(ask<reservation>(atom::start_v, chat, r->id));
+    // A worker reporting "0 units done" is not charged in full.
+    auto zero_commit = ask<receipt>(atom::commit_v, chat, r->id, int32_t{0});
+    REQUIRE_FALSE(zero_commit);
+    CHECK(zero_commit.error() == ec::invalid_argument);
+    CHECK(ask<chat_status>(atom::status_v, chat)->amounts == pockets{0, 0, 10});
+    REQUIRE(ask<reservation>(atom::uncertain_v, chat, r->id,
+                             std::string{"provider-1"}));
+    auto zero_resolve = ask<resolution>(atom::resolve_v, chat, r->id,
+                                        std::string{"succeeded"}, int32_t{0});
+    REQUIRE_FALSE(zero_resolve);
+    CHECK(zero_resolve.error() == ec::invalid_argument);
+    auto whole =
+      ask<resolution>(atom::resolve_v, chat, r->id, std::string{"succeeded"});
+    REQUIRE(whole);
+    CHECK(ask<chat_status>(atom::status_v, chat)->amounts == pockets{0, 0, 8});
+  }
+
   TEST_CASE("a dead database is storage_unavailable through the actors and "
             "the server stays up") {
     test::threaded_server server{

@@ -354,6 +354,45 @@ TEST_SUITE("supervisor") {
     CHECK(log->events.empty());
   }
 
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a reactivation page that fails is tried again from the "
+                    "same cursor: a deadlock or a lost connection costs the "
+                    "page a try, not the scan") {
+    reactivation_page first;
+    first.chats = {4, 5};
+    first.next = {100, 5};
+    first.more = true;
+    reactivation_page last;
+    last.chats = {6};
+    last.next = {200, 6};
+    log->reactivations.push_back(first);
+    log->reactivations.push_back(
+      caf::make_error(ec::storage_unavailable, "deadlock detected"));
+    log->reactivations.push_back(last);
+    auto rh = self->request(root, caf::infinite, atom::reactivate_v);
+    sched.run();
+    auto refilled = receive<uint64_t>(rh);
+    REQUIRE(refilled);
+    CHECK(*refilled == 3);
+    REQUIRE(log->reactivation_cursors.size() == 3);
+    CHECK(log->reactivation_cursors[1].chat == 5);
+    CHECK(log->reactivation_cursors[2].chat == 5); // the same page again
+  }
+
+  TEST_CASE_FIXTURE(supervisor_fixture,
+                    "a reactivation page that fails 3 times ends the scan "
+                    "until its next interval") {
+    for (int i = 0; i < 4; ++i)
+      log->reactivations.push_back(
+        caf::make_error(ec::storage_unavailable, "no primary"));
+    auto rh = self->request(root, caf::infinite, atom::reactivate_v);
+    sched.run();
+    auto refilled = receive<uint64_t>(rh);
+    REQUIRE(refilled);
+    CHECK(*refilled == 0);
+    CHECK(log->reactivation_cursors.size() == 3);
+  }
+
   TEST_CASE_FIXTURE(hanging_scan_fixture,
                     "a sweep still running when the supervisor stops fails "
                     "its caller at once with request_receiver_down") {

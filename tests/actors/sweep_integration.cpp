@@ -202,11 +202,11 @@ TEST_SUITE("actors.sweep") {
     auto released = server.sweep();
     REQUIRE(released);
     CHECK(*released >= 1);
-    CHECK(server
-            .ask<resolution>(atom::resolve_v, chat, r->id,
-                             std::string{"succeeded"}, int32_t{0})
-            .error()
-          == ec::expired);
+    CHECK(
+      server
+        .ask<resolution>(atom::resolve_v, chat, r->id, std::string{"succeeded"})
+        .error()
+      == ec::expired);
     auto st = server.ask<chat_status>(atom::status_v, chat);
     REQUIRE(st);
     CHECK(st->amounts == pockets{0, 0, 2});

@@ -116,6 +116,11 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
                                provider_ref);
     },
     [self, inner, log](atom::resolve a, chat_id chat, reservation_id id,
+                       const std::string& outcome) {
+      return pass<resolution>(self, inner, *log, 1, {}, false, a, chat, id,
+                              outcome);
+    },
+    [self, inner, log](atom::resolve a, chat_id chat, reservation_id id,
                        const std::string& outcome, int32_t units) {
       return pass<resolution>(self, inner, *log, 1, {}, false, a, chat, id,
                               outcome, units);

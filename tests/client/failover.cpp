@@ -43,12 +43,24 @@ TEST_SUITE("client") {
     auto started = c.start(at_a[0], r->id);
     REQUIRE(started);
     CHECK(started->status == reservation_status::in_progress);
+    // Units named as 0 are refused before they travel (in a batch, 0
+    // would read as "not given", the whole hold); left out, all of it.
+    auto zero_commit = c.commit(at_a[0], r->id, 0);
+    REQUIRE_FALSE(zero_commit);
+    CHECK(zero_commit.error() == ec::invalid_argument);
+    auto zero_reserve = c.reserve(at_a[2], kind::image, "job-zero", 0);
+    REQUIRE_FALSE(zero_reserve);
+    CHECK(zero_reserve.error() == ec::invalid_argument);
     REQUIRE(c.commit(at_a[0], r->id));
-    // A reserve with its request_id is safe; without one it is not.
+    // A reserve with its request_id is safe; without one the client gives
+    // it an id of its own (auto:), which makes it safe too.
     CHECK(c.reserve(at_a[2], kind::image, "job-a2"));
-    auto unsafe = c.reserve(at_a[3], kind::image, "");
-    REQUIRE_FALSE(unsafe);
-    CHECK(unsafe.error().category() != caf::atom(error_category_name));
+    auto made_up = c.reserve(at_a[3], kind::image, "");
+    REQUIRE(made_up);
+    CHECK(made_up->request_id.rfind("auto:", 0) == 0);
+    CHECK(made_up->request_id.size() == 5 + 32);
+    CHECK(c.reserve(at_a[3], kind::image, made_up->request_id)->id
+          == made_up->id); // an ordinary id for replays
     auto cancel = c.cancel(at_a[1]);
     REQUIRE_FALSE(cancel);
     CHECK(cancel.error().category() != caf::atom(error_category_name));

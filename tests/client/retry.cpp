@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,20 @@ TEST_SUITE("client.retry") {
     CHECK(retry_safe(request_type::reserve, "job-1"));
     CHECK_FALSE(retry_safe(request_type::reserve, ""));
     CHECK_FALSE(retry_safe(request_type::reserve));
+  }
+
+  TEST_CASE("a request id the client makes up is auto: and 128 random bits, "
+            "never the same twice") {
+    std::set<std::string> seen;
+    for (int i = 0; i < 10000; ++i) {
+      auto id = make_auto_request_id();
+      CHECK(id.rfind("auto:", 0) == 0);
+      CHECK(id.size() == 5 + 32);
+      CHECK(id.find_first_not_of("0123456789abcdef", 5) == std::string::npos);
+      CHECK(retry_safe(request_type::reserve, id));
+      seen.insert(id);
+    }
+    CHECK(seen.size() == 10000);
   }
 
   TEST_CASE("top-up, set-premium and set-flags fail over; create does not") {

@@ -439,9 +439,10 @@ void differential(const catalog& products, int chats, int rounds,
         b_id = s_id = 999999999999;
       batch_operation a;
       // No request id, one used again and again (a double tap, later a
-      // retry of an ended job), or a fresh one.
-      std::string request_id = std::array<std::string, 3>{
-        "", "tap", "job-" + std::to_string(round)}[rng() % 3];
+      // retry of an ended job), a fresh one, or one a client made up.
+      std::string request_id = std::array<std::string, 4>{
+        "", "tap", "job-" + std::to_string(round),
+        "auto:" + std::to_string(round % 3)}[rng() % 4];
       // Units not given, 1 to 5, or more than allowed (reserve) or held
       // (commit).
       auto units =

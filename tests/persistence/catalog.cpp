@@ -285,6 +285,37 @@ TEST_SUITE("persistence.catalog_kinds") {
     CHECK(kinds() == "text,video");
     CHECK_FALSE(persistence::record_catalog_kinds(scratch.dsn, products));
     CHECK(kinds() == "text,video,voice");
+
+    // A voice job of unknown outcome: no reservation, no ledger row yet,
+    // and resolving it succeeded will charge a voice hold.
+    auto open = db.reserve(1, kind{"voice"}, "b");
+    REQUIRE(open);
+    REQUIRE(db.start(1, open->id));
+    REQUIRE(db.uncertain(1, open->id, "provider-1"));
+    auto unknown =
+      persistence::record_catalog_kinds(scratch.dsn, without("voice"));
+    REQUIRE(unknown == ec::invalid_argument);
+    CHECK(error_message(unknown).find(
+            "kind voice has 0 active reservations and 0 ledger rows, and 1 "
+            "jobs of unknown outcome")
+          != std::string::npos);
+    CHECK(kinds() == "text,video,voice");
+  }
+
+  TEST_CASE_FIXTURE(catalog_fixture,
+                    "create-chat naming a pocket the catalog does not know "
+                    "is invalid_argument, even at 0, and creates nothing") {
+    for (int amount : {0, 3}) {
+      auto chat = test::fresh_chat();
+      auto refused = db.create_chat(chat_spec{
+        chat, amounts({{pocket::daily_images, amount}, {pocket::balance, 1}}),
+        caf::none, caf::none});
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error() == ec::invalid_argument);
+      CHECK(error_message(refused.error()).find("unknown pocket daily_images")
+            != std::string::npos);
+      CHECK(test::sql_int("SELECT count(*) FROM chats" + where(chat)) == 0);
+    }
   }
 
   TEST_CASE("a dead database is storage_unavailable, not a refusal") {

@@ -151,7 +151,7 @@ TEST_SUITE("events") {
     for (;;) {
       auto page = db.reactivation_chunk(cursor, 1000);
       REQUIRE(page);
-      if (page->chats.empty())
+      if (!page->more)
         break;
       cursor = page->next;
     }

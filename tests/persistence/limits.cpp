@@ -7,6 +7,7 @@
 #include "tests/support/test_db.hpp"
 
 #include <doctest/doctest.h>
+#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <future>
@@ -56,7 +57,7 @@ struct limits_fixture {
       auto x = db.reactivation_chunk(after, 50);
       REQUIRE(x);
       out.insert(x->chats.begin(), x->chats.end());
-      if (x->chats.size() < 50)
+      if (!x->more)
         break;
       after = x->next;
     }
@@ -356,6 +357,53 @@ TEST_SUITE("limits") {
               "last_activity_at = now() - interval '30 hours'"
               + where(due));
     CHECK(reactivate_all().count(due) == 1);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "the reactivation scan locks its page's chats in chat-id "
+                    "order, as every writer does: a writer that holds the "
+                    "lower chat and then takes the higher one does not "
+                    "deadlock with it, and the scan completes") {
+    auto x = test::fresh_chat();
+    auto y = test::fresh_chat();
+    auto low = std::min(x, y);
+    auto high = std::max(x, y);
+    // The two quietest chats of the database; the higher id quiet longer,
+    // so that the page's order (quiet first) differs from the lock order.
+    for (auto [chat, hours] :
+         {std::pair{low, 100000}, std::pair{high, 100001}}) {
+      touch(chat);
+      REQUIRE(db.set_flags(chat, {true, caf::none, caf::none}));
+      test::sql("UPDATE chats SET last_activity_at = now() - interval '"
+                + std::to_string(hours) + " hours'" + where(chat));
+    }
+    auto pid = db.backend_pid();
+    REQUIRE(pid > 0);
+    pqxx::connection writer_conn{test::dsn()};
+    pqxx::work writer{writer_conn};
+    writer.exec("SELECT 1 FROM chats" + where(low) + " FOR UPDATE");
+    auto scan = std::async(std::launch::async, [&] {
+      return db.reactivation_chunk(reactivation_cursor{}, 2);
+    });
+    auto waiting = test::await_lock_wait("pid = " + std::to_string(pid));
+    MESSAGE("the scan waited for a chat's lock after " << waiting.ms()
+                                                       << " ms");
+    REQUIRE(waiting);
+    // Today's writers take chats in id order: the higher one next.
+    std::string writer_error;
+    try {
+      writer.exec("SELECT 1 FROM chats" + where(high) + " FOR UPDATE");
+      writer.commit();
+    } catch (const std::exception& e) {
+      writer_error = e.what();
+    }
+    CHECK(writer_error == "");
+    auto page = scan.get();
+    INFO("scan: ", page ? "" : error_message(page.error()));
+    REQUIRE(page);
+    CHECK(std::set<chat_id>(page->chats.begin(), page->chats.end())
+          == std::set<chat_id>{low, high});
+    CHECK_FALSE(db.status(low)->window_started_at); // refilled, closed
   }
 
 } // TEST_SUITE

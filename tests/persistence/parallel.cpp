@@ -138,6 +138,55 @@ TEST_SUITE("parallel") {
     CHECK(active_of(chat) == 0);
   }
 
+  TEST_CASE("the refusal order of 0.1.0, limit 1: pockets that cannot pay "
+            "answer insufficient_* even while a job is active; pockets that "
+            "can answer busy") {
+    store db{test::store_options()};
+    auto chat = make_chat(db, {0, 1, 0});
+    REQUIRE(db.reserve(chat, kind::image, ""));
+    // No daily message at all: 0.1.0 answered 402 here, not 409.
+    CHECK(db.reserve(chat, kind::text, "").error()
+          == ec::insufficient_messages);
+    // The image it holds is still there: only the slot is missing.
+    CHECK(db.reserve(chat, kind::image, "").error() == ec::busy);
+  }
+
+  TEST_CASE("the refusal order, limit 2: what the pockets cannot pay with "
+            "nothing held is insufficient_*; else no free slot is busy; "
+            "else holds that leave a pocket short are insufficient_*") {
+    store db{test::store_options()};
+    auto short_by_holds = make_chat(db, {1, 0, 0}, 2);
+    REQUIRE(db.reserve(short_by_holds, kind::text, "one"));
+    CHECK(db.reserve(short_by_holds, kind::text, "two").error()
+          == ec::insufficient_messages);
+    auto full = make_chat(db, {2, 0, 0}, 2);
+    REQUIRE(db.reserve(full, kind::text, "one"));
+    REQUIRE(db.reserve(full, kind::text, "two"));
+    CHECK(db.reserve(full, kind::text, "three").error() == ec::busy);
+    CHECK(db.reserve(full, kind::image, "four").error()
+          == ec::insufficient_images);
+  }
+
+  TEST_CASE("an auto: request id replays like any other, but where the "
+            "limit is above 1 it counts as none") {
+    store db{test::store_options()};
+    auto two = make_chat(db, {5, 0, 0}, 2);
+    auto refused = db.reserve(two, kind::text, "auto:0123");
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    CHECK(error_message(refused.error()).find("not an auto: one")
+          != std::string::npos);
+    CHECK(active_of(two) == 0);
+    auto one = make_chat(db, {5, 0, 0});
+    auto first = db.reserve(one, kind::text, "auto:0123");
+    REQUIRE(first);
+    auto replay = db.reserve(one, kind::text, "auto:0123");
+    REQUIRE(replay);
+    CHECK(replay->id == first->id);
+    CHECK(db.reserve(one, kind::text, "auto:4567").error() == ec::busy);
+    CHECK(active_of(one) == 1);
+  }
+
   TEST_CASE("holds count in every balance: one daily image, no credits and "
             "two slots hold the image once") {
     store db{test::store_options()};

@@ -3,6 +3,7 @@
 // pipeline mode) against a real Postgres: a batch's rows count only once it
 // committed, batches behind a failed one keep their answers, a lost
 // connection fails everything in flight and writes nothing half.
+#include "persistence/migrations.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
@@ -32,10 +33,23 @@ batch_operation reserve_op(chat_id chat) {
   return {batch_op::reserve, chat, 0, kind::text, {}};
 }
 
+batch_operation op_on(batch_op type, chat_id chat, reservation_id id = 0) {
+  return {type, chat, id, kind::text, {}};
+}
+
 caf::error error_of(const batch_result& x) {
   if (auto err = std::get_if<caf::error>(&x))
     return *err;
   return caf::none;
+}
+
+/// "reservation", "receipt", "status", or the error's name and message.
+std::string describe(const batch_result& x) {
+  if (auto err = std::get_if<caf::error>(&x))
+    return *err ? error_name(*err) + ": " + error_message(*err) : "no error";
+  if (std::holds_alternative<reservation>(x))
+    return "reservation";
+  return std::holds_alternative<receipt>(x) ? "receipt" : "status";
 }
 
 long long reservations_of(chat_id chat) {
@@ -64,9 +78,147 @@ struct commit_refused {
   }
 };
 
+/// The value of an SQL query's first field on a connection to `dsn` (a
+/// scratch database; test::sql is on the test database).
+long long sql_int_on(const std::string& dsn, const std::string& query) {
+  pqxx::connection c{dsn};
+  pqxx::nontransaction tx{c};
+  return tx.exec1(query)[0].as<long long>();
+}
+
+/// Waits until no backend of database `name` is left: each has flushed its
+/// statistics (sessions, function calls) when it leaves pg_stat_activity.
+void await_no_backend(const std::string& name) {
+  auto gone = test::wait_until(
+    [&] {
+      return test::sql_int("SELECT count(*) FROM pg_stat_activity WHERE "
+                           "datname = "
+                           + test::sql_literal(name))
+             == 0;
+    },
+    std::chrono::seconds{60}, std::chrono::milliseconds{20});
+  MESSAGE("the backends of " << name << " were gone after " << gone.ms()
+                             << " ms");
+  REQUIRE(gone);
+}
+
+/// Sessions ever opened on database `name`, as pg_stat_database counts
+/// them.
+long long sessions_of(const std::string& name) {
+  return test::sql_int("SELECT sessions FROM pg_stat_database WHERE datname = "
+                       + test::sql_literal(name));
+}
+
 } // namespace
 
 TEST_SUITE("pipeline") {
+  TEST_CASE("an outage is not split into single operations: 64 reserves in "
+            "8 batches in flight on a read-only Postgres are all "
+            "storage_unavailable, in at most 8 new connections") {
+    test::scratch_database scratch{"read_only_batches"};
+    REQUIRE(persistence::migrate(scratch.dsn));
+    auto opts = test::store_options();
+    opts.dsn = scratch.dsn;
+    store db{opts};
+    std::vector<chat_id> chats;
+    for (int i = 0; i < 64; ++i)
+      chats.push_back(make_chat(db));
+    // What a standby, or a primary turned read-only, looks like to every
+    // new session; the store's own session is ended.
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " SET default_transaction_read_only = on");
+    test::sql("SELECT pg_terminate_backend(" + std::to_string(db.backend_pid())
+              + ")");
+    await_no_backend(scratch.name);
+    auto before = sessions_of(scratch.name);
+    for (size_t first = 0; first < chats.size(); first += 8) {
+      std::vector<batch_operation> batch;
+      for (size_t i = first; i < first + 8; ++i)
+        batch.push_back(reserve_op(chats[i]));
+      db.send(batch);
+    }
+    int unavailable = 0;
+    while (db.batches_in_flight() > 0)
+      for (const auto& x : db.receive())
+        unavailable += error_of(x) == ec::storage_unavailable ? 1 : 0;
+    CHECK(unavailable == 64);
+    await_no_backend(scratch.name);
+    auto opened = sessions_of(scratch.name) - before;
+    MESSAGE("new connections for 64 reserves in 8 batches: " << opened);
+    CHECK(opened >= 1);
+    CHECK(opened <= 8);
+    CHECK(sql_int_on(scratch.dsn, "SELECT count(*) FROM reservations") == 0);
+  }
+
+  TEST_CASE("a committed batch is never run again: an answer that names a "
+            "pocket this process cannot look up fails alone, the batch "
+            "statement ran once, and every other answer says what "
+            "happened") {
+    test::scratch_database scratch{"unknown_pocket"};
+    REQUIRE(persistence::migrate(scratch.dsn));
+    // Counts the calls of the batch function (pg_stat_user_functions).
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " SET track_functions = 'pl'");
+    auto opts = test::store_options();
+    opts.dsn = scratch.dsn;
+    chat_id unknown = 0;
+    chat_id fresh = 0;
+    chat_id started = 0;
+    reservation_id job = 0;
+    {
+      store setup{opts};
+      unknown = make_chat(setup);
+      fresh = make_chat(setup);
+      started = make_chat(setup);
+      auto r = setup.reserve(started, kind::text, "");
+      REQUIRE(r);
+      job = r->id;
+    }
+    await_no_backend(scratch.name);
+    auto calls = [&] {
+      return sql_int_on(scratch.dsn, "SELECT coalesce(sum(calls), 0) FROM "
+                                     "pg_stat_user_functions WHERE funcname = "
+                                     "'chargeonce_apply_batch'");
+    };
+    auto calls_before = calls();
+    store db{opts};
+    REQUIRE(db.status(fresh)); // connected, its pocket ordinals read
+    // Another server registers a pocket and gives the chat some of it.
+    scratch.exec("INSERT INTO catalog_pockets (pocket, ordinal) VALUES "
+                 "('voice_minutes', 4)");
+    scratch.exec("UPDATE chats SET pockets[4] = 5 WHERE chat_id = "
+                 + std::to_string(unknown));
+    // Looking the ordinal up fails (SQLSTATE 55P03) after the sync point.
+    test::scratch_database::admin("ALTER DATABASE " + scratch.name
+                                  + " SET lock_timeout = '100ms'");
+    std::vector<batch_result> out;
+    {
+      pqxx::connection locker_conn{scratch.dsn};
+      pqxx::work locker{locker_conn};
+      locker.exec("LOCK TABLE catalog_pockets IN ACCESS EXCLUSIVE MODE");
+      out = db.apply({reserve_op(fresh), op_on(batch_op::status, unknown),
+                      op_on(batch_op::fail, started, job)});
+    }
+    REQUIRE(out.size() == 3);
+    CHECK(describe(out[0]) == "reservation");
+    CHECK(error_of(out[1]) == ec::storage_unavailable);
+    CHECK(error_message(error_of(out[1])).find("took effect")
+          != std::string::npos);
+    CHECK(describe(out[2]) == "reservation");
+    auto held_in_scratch = [&](chat_id chat) {
+      return sql_int_on(scratch.dsn,
+                        "SELECT count(*) FROM reservations WHERE chat_id = "
+                          + std::to_string(chat));
+    };
+    CHECK(held_in_scratch(fresh) == 1);
+    CHECK(held_in_scratch(started) == 0);
+    auto pid = db.backend_pid();
+    CHECK(pid > 0); // the connection was kept: nothing failed on it
+    test::sql("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
+    await_no_backend(scratch.name);
+    CHECK(calls() - calls_before == 2); // the status above, and the batch
+  }
+
   TEST_CASE("two batches in flight are answered in order, each from its own "
             "statement, and both commit") {
     store db{test::store_options()};

@@ -135,4 +135,26 @@ TEST_SUITE("persistence.pocket_ordinals") {
     CHECK(db.query1("SELECT chargeonce_pockets_json('{NULL,NULL,1,2,3}')::text")
           == R"({"balance": 1, "daily_voice": 3, "daily_minutes": 2})");
   }
+
+  TEST_CASE("the SQL pocket helpers take a NULL array as no pockets: a "
+            "value set in pocket 3 lands in pocket 3") {
+    migrated_database db;
+    CHECK(db.query1("SELECT chargeonce_pockets_set(NULL, 3, 5)::text")
+          == "{NULL,NULL,5}");
+    CHECK(db.query1("SELECT chargeonce_pockets_set(NULL, 1, 5)::text")
+          == "{5}");
+    CHECK(db.query1("SELECT chargeonce_pockets_add(NULL, '{NULL,2}')::text")
+          == "{NULL,2}");
+    CHECK(db.query1("SELECT chargeonce_pockets_add(NULL, '{}')::text") == "{}");
+    CHECK(db.query1("SELECT chargeonce_pockets_take(NULL, '{1}')::text")
+          == "{0}");
+    CHECK(db.query1("SELECT chargeonce_pockets_change(NULL, NULL)::text")
+          == "{}");
+    CHECK(db.query1("SELECT chargeonce_pockets_change(NULL, '{NULL,4}')::text")
+          == "{NULL,4}");
+    CHECK(db.query1("SELECT chargeonce_pockets_with(NULL, "
+                    "'{\"balance\": 2}')::text")
+          == "{NULL,NULL,2}");
+    CHECK(db.query1("SELECT chargeonce_pockets_json(NULL)::text") == "{}");
+  }
 }

@@ -157,8 +157,7 @@ std::string str(int64_t x) {
 void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
   // A third of the jobs may cost up to 4 units.
   int32_t units = pick(3) == 0 ? 1 + pick(4) : 0;
-  call<reservation>(
-    "reserve(" + str(c) + ")", c,
+  std::function<void(caf::expected<reservation>&)> answered =
     [this, c](caf::expected<reservation>& r) {
       if (r && r->units > 1)
         ++stats["reserves_of_units"];
@@ -175,8 +174,14 @@ void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
           j.commit_units = 1 + pick(r->units);
         jobs_[r->id] = j;
       }
-    },
-    atom::reserve_v, c, k, rid, units);
+    };
+  // Units 0: not named, one unit (an explicit 0 is invalid_argument).
+  if (units == 0)
+    call<reservation>("reserve(" + str(c) + ")", c, answered, atom::reserve_v,
+                      c, k, rid);
+  else
+    call<reservation>("reserve(" + str(c) + ")", c, answered, atom::reserve_v,
+                      c, k, rid, units);
 }
 
 void simulation::issue_start(reservation_id id) {
@@ -209,7 +214,7 @@ void simulation::stale_commit(reservation_id id, chat_id c) {
       if (x)
         auditor.on_receipt(*world, acks_, *x);
     },
-    atom::commit_v, c, id, int32_t{0});
+    atom::commit_v, c, id);
 }
 
 void simulation::issue_commit(reservation_id id) {
@@ -217,19 +222,23 @@ void simulation::issue_commit(reservation_id id) {
   auto units = jobs_[id].commit_units;
   acks_.commit_requested.insert(id);
   acks_.commit_units.emplace(id, units);
-  call<receipt>(
-    "commit(" + str(id) + ")", c,
-    [this, id](caf::expected<receipt>& x) {
-      if (x)
-        auditor.on_receipt(*world, acks_, *x);
-      if (x && x->released != pockets{})
-        ++stats["partial_commits"];
-      if (!x && x.error() == ec::invalid_argument)
-        ++stats["commits_of_too_many_units"];
-      if (x || !sim_unknown_outcome(x.error()))
-        jobs_.erase(id); // else the worker retries the commit later
-    },
-    atom::commit_v, c, id, units);
+  auto answered = [this, id](caf::expected<receipt>& x) {
+    if (x)
+      auditor.on_receipt(*world, acks_, *x);
+    if (x && x->released != pockets{})
+      ++stats["partial_commits"];
+    if (!x && x.error() == ec::invalid_argument)
+      ++stats["commits_of_too_many_units"];
+    if (x || !sim_unknown_outcome(x.error()))
+      jobs_.erase(id); // else the worker retries the commit later
+  };
+  // Units 0: not named, the whole hold (an explicit 0 is invalid_argument).
+  if (units == 0)
+    call<receipt>("commit(" + str(id) + ")", c, answered, atom::commit_v, c,
+                  id);
+  else
+    call<receipt>("commit(" + str(id) + ")", c, answered, atom::commit_v, c, id,
+                  units);
 }
 
 // -- the run ------------------------------------------------------------------

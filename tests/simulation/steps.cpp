@@ -264,20 +264,25 @@ void simulation::reconciler_acts() {
       acks_.commit_requested.insert(id);
       acks_.commit_units.emplace(id, units);
     }
-    call<resolution>(
-      "resolve(" + str(id) + "," + outcome + ")", chat,
-      [this, id](caf::expected<resolution>& x) {
-        if (x) {
-          ++stats[x->outcome == "succeeded" ? "resolved_succeeded"
-                                            : "resolved_failed"];
-          auditor.on_resolution(*world, acks_, *x);
-        }
-        if (x || !sim_unknown_outcome(x.error()))
-          to_resolve_.erase(id); // else the reconciler asks again later
-        if (!x && x.error() == ec::expired)
-          ++stats["resolved_too_late"];
-      },
-      atom::resolve_v, chat, id, outcome, outcome == "succeeded" ? units : 0);
+    auto answered = [this, id](caf::expected<resolution>& x) {
+      if (x) {
+        ++stats[x->outcome == "succeeded" ? "resolved_succeeded"
+                                          : "resolved_failed"];
+        auditor.on_resolution(*world, acks_, *x);
+      }
+      if (x || !sim_unknown_outcome(x.error()))
+        to_resolve_.erase(id); // else the reconciler asks again later
+      if (!x && x.error() == ec::expired)
+        ++stats["resolved_too_late"];
+    };
+    auto name = "resolve(" + str(id) + "," + outcome + ")";
+    // Units only with succeeded, and only when named (0: the whole hold).
+    if (outcome == "succeeded" && units != 0)
+      call<resolution>(name, chat, answered, atom::resolve_v, chat, id, outcome,
+                       units);
+    else
+      call<resolution>(name, chat, answered, atom::resolve_v, chat, id,
+                       outcome);
   };
   switch (pick(4)) {
   case 0: // the provider did the work

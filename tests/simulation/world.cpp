@@ -3,6 +3,7 @@
 
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
+#include "protocol/validation.hpp"
 #include "protocol/window.hpp"
 
 #include <algorithm>
@@ -213,8 +214,18 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
     return err(ec::chat_blocked, "blocked");
   bool premium = c->second.premium_until && *c->second.premium_until > now;
   auto limit = job_limit(c->second, now);
-  if (limit > 1 && request_id.empty())
+  if (limit > 1 && (request_id.empty() || is_auto_request_id(request_id)))
     return err(ec::invalid_argument, "needs a request_id");
+  const auto* spec = products.find_kind(k.name());
+  if (spec == nullptr)
+    return err(ec::invalid_argument, "unknown kind " + k.name());
+  pocket_choice choice;
+  // What the pockets cannot pay even with nothing held is refused before
+  // busy, as in 0.1.0.
+  if (auto code = choose_pockets(*spec, premium, c->second.available,
+                                 std::max(units, 1), choice);
+      code != ec::none)
+    return err(code, "cannot pay");
   auto active = active_in(chat);
   // The slot index: the lowest free slot below the limit, while fewer are
   // active than the limit.
@@ -234,10 +245,6 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   auto left = mutant == sim_mutant::reserve_ignores_holds
                 ? c->second.available // the bug: other holds not counted
                 : left_after(c->second.available, held);
-  const auto* spec = products.find_kind(k.name());
-  if (spec == nullptr)
-    return err(ec::invalid_argument, "unknown kind " + k.name());
-  pocket_choice choice;
   if (auto code =
         choose_pockets(*spec, premium, left, std::max(units, 1), choice);
       code != ec::none)
@@ -743,6 +750,7 @@ reactivation_page sim_world::reactivate(const reactivation_cursor& after,
     due_chats.resize(limit);
   reactivation_page page;
   page.next = after;
+  page.more = due_chats.size() == limit;
   for (const auto& [at, id] : due_chats) {
     auto& c = chats[id];
     c.reactivated_at = now;

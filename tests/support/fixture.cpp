@@ -138,6 +138,17 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       }
       return page;
     },
+    [=](atom::reactivate, const reactivation_cursor& after,
+        uint32_t) -> caf::result<reactivation_page> {
+      log->reactivation_cursors.push_back(after);
+      if (log->reactivations.empty())
+        return reactivation_page{};
+      auto next = std::move(log->reactivations.front());
+      log->reactivations.pop_front();
+      if (!next)
+        return next.error();
+      return std::move(*next);
+    },
     [=](atom::prune) { return uint64_t{0}; },
     [=](atom::events, event_id after, uint32_t limit) {
       event_page page;

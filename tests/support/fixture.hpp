@@ -44,8 +44,12 @@ struct fake_log {
   bool cancel_requested = false;
   std::deque<std::vector<sweep_candidate>> pages; ///< sweep answers in order
   std::vector<sweep_cursor> cursors; ///< what each sweep asked after
-  std::vector<caf::actor> spawned;   ///< every fake the factory made
-  std::vector<std::string> events;   ///< what the recorder received
+  /// reactivate answers in order (an empty page, not full, when none is
+  /// left), and what each asked after.
+  std::deque<caf::expected<reactivation_page>> reactivations;
+  std::vector<reactivation_cursor> reactivation_cursors;
+  std::vector<caf::actor> spawned; ///< every fake the factory made
+  std::vector<std::string> events; ///< what the recorder received
   /// The events table: what release and a marking cancel wrote, by id.
   std::vector<event_record> event_table;
 
