@@ -171,13 +171,36 @@ caf::result<reservation> reserve(self_ptr self, atom::reserve op, const kind& k,
                                 request_id, units);
 }
 
+/// A commit of `units` (0: the whole hold) by `worker` ("" for none).
 caf::result<receipt> commit(self_ptr self, atom::commit op, reservation_id id,
-                            int32_t units) {
+                            int32_t units, const std::string& worker) {
   auto hook = [self](const receipt& x) {
     self->state.finished = x.reservation;
   };
   return serialize<receipt>(self, "commit", id, hook, op, self->state.id, id,
-                            units);
+                            units, worker);
+}
+
+/// After a fail: the job ended.
+auto fail_hook(self_ptr self) {
+  return [self](const reservation& x) {
+    self->state.finished = x.id;
+  };
+}
+
+/// After an uncertain: published once the move committed, so that a
+/// reconciler asks the provider and resolves it.
+auto uncertain_hook(self_ptr self) {
+  return [self](const reservation& x) {
+    self->state.finished = x.id;
+    if (x.id == self->state.reconcile_published)
+      return;
+    self->state.reconcile_published = x.id;
+    spdlog::info("reconcile_needed chat={} reservation={}", self->state.id,
+                 x.id);
+    self->send(self->state.events,
+               reconcile_needed{self->state.id, x.id, x.provider_ref});
+  };
 }
 
 /// After a cancel: a queued job ended; a started one, under its kind's
@@ -242,17 +265,39 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                     self->state.id, id);
     },
     [self](atom::commit op, chat_id, reservation_id id) {
-      return commit(self, op, id, 0);
+      return commit(self, op, id, 0, std::string{});
     },
     [self](atom::commit op, chat_id, reservation_id id, int32_t units) {
-      return commit(self, op, id, units);
+      return commit(self, op, id, units, std::string{});
     },
     [self](atom::fail op, chat_id, reservation_id id) {
-      auto hook = [self](const reservation& x) {
-        self->state.finished = x.id;
-      };
-      return serialize<reservation>(self, "fail", id, hook, op, self->state.id,
-                                    id);
+      return serialize<reservation>(self, "fail", id, fail_hook(self), op,
+                                    self->state.id, id);
+    },
+    [self](atom::start op, chat_id, reservation_id id,
+           const std::string& worker) {
+      return serialize<reservation>(self, "start", id, no_hook, op,
+                                    self->state.id, id, worker);
+    },
+    [self](atom::heartbeat op, chat_id, reservation_id id,
+           const std::string& worker) {
+      return serialize<reservation>(self, "heartbeat", id, no_hook, op,
+                                    self->state.id, id, worker);
+    },
+    [self](atom::commit op, chat_id, reservation_id id, int32_t units,
+           const std::string& worker) {
+      return commit(self, op, id, units, worker);
+    },
+    [self](atom::fail op, chat_id, reservation_id id,
+           const std::string& worker) {
+      return serialize<reservation>(self, "fail", id, fail_hook(self), op,
+                                    self->state.id, id, worker);
+    },
+    [self](atom::uncertain op, chat_id, reservation_id id,
+           const std::string& provider_ref, const std::string& worker) {
+      return serialize<reservation>(self, "uncertain", id, uncertain_hook(self),
+                                    op, self->state.id, id, provider_ref,
+                                    worker);
     },
     [self](atom::cancel op, chat_id) {
       return serialize<reservation>(self, "cancel", 0, cancel_hook(self), op,
@@ -265,20 +310,8 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
     },
     [self](atom::uncertain op, chat_id, reservation_id id,
            const std::string& provider_ref) {
-      // Published after the move committed: a reconciler should ask the
-      // provider and resolve it.
-      auto hook = [self](const reservation& x) {
-        self->state.finished = x.id;
-        if (x.id == self->state.reconcile_published)
-          return;
-        self->state.reconcile_published = x.id;
-        spdlog::info("reconcile_needed chat={} reservation={}", self->state.id,
-                     x.id);
-        self->send(self->state.events,
-                   reconcile_needed{self->state.id, x.id, x.provider_ref});
-      };
-      return serialize<reservation>(self, "uncertain", id, hook, op,
-                                    self->state.id, id, provider_ref);
+      return serialize<reservation>(self, "uncertain", id, uncertain_hook(self),
+                                    op, self->state.id, id, provider_ref);
     },
     [self](atom::resolve op, chat_id, reservation_id id,
            const std::string& outcome, int32_t units) {

@@ -108,6 +108,30 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
     },
+    [self, api](atom::start op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::heartbeat op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<receipt>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id, int32_t units,
+                const std::string& worker) {
+      return relay<receipt>(self, api, op, chat, id, units, worker);
+    },
+    [self, api](atom::fail op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::uncertain op, chat_id chat, reservation_id id,
+                const std::string& provider_ref, const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, provider_ref, worker);
+    },
     [self, api](atom::cancel op, chat_id chat) {
       return relay<reservation>(self, api, op, chat);
     },
@@ -226,6 +250,30 @@ worker_actor::behavior_type make_worker(worker_actor::pointer self,
     },
     [self, api](atom::fail op, chat_id chat, reservation_id id) {
       return relay<reservation>(self, api, op, chat, id);
+    },
+    [self, api](atom::start op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::heartbeat op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<receipt>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::commit op, chat_id chat, reservation_id id, int32_t units,
+                const std::string& worker) {
+      return relay<receipt>(self, api, op, chat, id, units, worker);
+    },
+    [self, api](atom::fail op, chat_id chat, reservation_id id,
+                const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, worker);
+    },
+    [self, api](atom::uncertain op, chat_id chat, reservation_id id,
+                const std::string& provider_ref, const std::string& worker) {
+      return relay<reservation>(self, api, op, chat, id, provider_ref, worker);
     },
     [self, api](atom::uncertain op, chat_id chat, reservation_id id,
                 const std::string& provider_ref) {

@@ -25,6 +25,14 @@ batch_operation op_on(batch_op op, chat_id chat, reservation_id id = 0) {
   return {op, chat, id, kind::text, {}};
 }
 
+/// A worker's operation naming the worker.
+batch_operation of_worker(batch_op op, chat_id chat, reservation_id id,
+                          const std::string& worker) {
+  auto out = op_on(op, chat, id);
+  out.worker = worker;
+  return out;
+}
+
 /// The name of an operation in logs and errors.
 const char* name_of(const queued_operation& x) {
   return x.name ? x.name : to_string(x.op.op);
@@ -434,6 +442,27 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::fail, chat_id chat, reservation_id id) {
       return enqueue<reservation>(self, op_on(batch_op::fail, chat, id));
     },
+    [self](atom::start, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return enqueue<reservation>(self,
+                                  of_worker(batch_op::start, chat, id, worker));
+    },
+    [self](atom::heartbeat, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return enqueue<reservation>(
+        self, of_worker(batch_op::heartbeat, chat, id, worker));
+    },
+    [self](atom::commit, chat_id chat, reservation_id id, int32_t units,
+           const std::string& worker) {
+      auto op = of_worker(batch_op::commit, chat, id, worker);
+      op.units = units;
+      return enqueue<receipt>(self, std::move(op));
+    },
+    [self](atom::fail, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return enqueue<reservation>(self,
+                                  of_worker(batch_op::fail, chat, id, worker));
+    },
     [self](atom::cancel, chat_id chat) {
       return enqueue<reservation>(self, op_on(batch_op::cancel, chat));
     },
@@ -455,6 +484,14 @@ make_persistence(self_ptr self, persistence::store_options opts,
       return enqueue_alone<reservation>(
         self, "uncertain", chat, id, [chat, id, provider_ref](store& db) {
           return db.uncertain(chat, id, provider_ref);
+        });
+    },
+    [self](atom::uncertain, chat_id chat, reservation_id id,
+           const std::string& provider_ref, const std::string& worker) {
+      return enqueue_alone<reservation>(
+        self, "uncertain", chat, id,
+        [chat, id, provider_ref, worker](store& db) {
+          return db.uncertain(chat, id, provider_ref, worker);
         });
     },
     [self](atom::resolve, chat_id chat, reservation_id id,

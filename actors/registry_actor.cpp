@@ -113,6 +113,14 @@ caf::result<T> to_chat(self_ptr self, caf::error invalid, chat_id chat,
   return self->delegate(route(self, chat), std::forward<Ts>(xs)...);
 }
 
+/// A worker's operation naming the worker: its reservation and identity.
+caf::error validate_step(chat_id chat, reservation_id id,
+                         const std::string& worker) {
+  if (auto err = validate_reservation(chat, id))
+    return err;
+  return validate_worker(worker);
+}
+
 } // namespace
 
 registry_state::~registry_state() {
@@ -179,6 +187,41 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::fail op, chat_id chat, reservation_id id) {
       return to_chat<reservation>(self, validate_reservation(chat, id), chat,
                                   op, chat, id);
+    },
+    [self](atom::start op, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
+                                  op, chat, id, worker);
+    },
+    [self](atom::heartbeat op, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
+                                  op, chat, id, worker);
+    },
+    [self](atom::commit op, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return to_chat<receipt>(self, validate_step(chat, id, worker), chat, op,
+                              chat, id, int32_t{0}, worker);
+    },
+    [self](atom::commit op, chat_id chat, reservation_id id, int32_t units,
+           const std::string& worker) {
+      auto err = validate_step(chat, id, worker);
+      if (!err)
+        err = validate_given_units(units);
+      return to_chat<receipt>(self, err, chat, op, chat, id, units, worker);
+    },
+    [self](atom::fail op, chat_id chat, reservation_id id,
+           const std::string& worker) {
+      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
+                                  op, chat, id, worker);
+    },
+    [self](atom::uncertain op, chat_id chat, reservation_id id,
+           const std::string& provider_ref, const std::string& worker) {
+      auto err = validate_uncertain(chat, id, provider_ref);
+      if (!err)
+        err = validate_worker(worker);
+      return to_chat<reservation>(self, err, chat, op, chat, id, provider_ref,
+                                  worker);
     },
     [self](atom::cancel op, chat_id chat) {
       return to_chat<reservation>(self, validate_chat(chat), chat, op, chat);

@@ -221,4 +221,40 @@ void client::fail(chat_id chat, reservation_id id,
   impl_->async(operation_of(operation_type::fail, chat, id), std::move(then));
 }
 
+void client::start(chat_id chat, reservation_id id, const std::string& worker,
+                   continuation<reservation> then) {
+  impl_->async(of_worker(operation_type::start, chat, id, worker),
+               std::move(then));
+}
+
+void client::heartbeat(chat_id chat, reservation_id id,
+                       const std::string& worker,
+                       continuation<reservation> then) {
+  impl_->async(of_worker(operation_type::heartbeat, chat, id, worker),
+               std::move(then));
+}
+
+void client::commit(chat_id chat, reservation_id id, const std::string& worker,
+                    continuation<receipt> then) {
+  impl_->async(of_worker(operation_type::commit, chat, id, worker),
+               std::move(then));
+}
+
+void client::commit(chat_id chat, reservation_id id, int32_t units,
+                    const std::string& worker, continuation<receipt> then) {
+  if (auto err = validate_given_units(units)) {
+    impl_->refuse(std::move(err), std::move(then));
+    return;
+  }
+  auto op = of_worker(operation_type::commit, chat, id, worker);
+  op.units = units;
+  impl_->async(std::move(op), std::move(then));
+}
+
+void client::fail(chat_id chat, reservation_id id, const std::string& worker,
+                  continuation<reservation> then) {
+  impl_->async(of_worker(operation_type::fail, chat, id, worker),
+               std::move(then));
+}
+
 } // namespace chargeonce::client

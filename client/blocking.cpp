@@ -150,6 +150,43 @@ caf::expected<reservation> client::fail(chat_id chat, reservation_id id) {
                                   atom::fail_v, chat, id);
 }
 
+// -- a worker that names itself ----------------------------------------------
+
+caf::expected<reservation> client::start(chat_id chat, reservation_id id,
+                                         const std::string& worker) {
+  auto op = of_worker(operation_type::start, chat, id, worker);
+  return impl_->call<reservation>(op, atom::start_v, chat, id, worker);
+}
+
+caf::expected<reservation> client::heartbeat(chat_id chat, reservation_id id,
+                                             const std::string& worker) {
+  auto op = of_worker(operation_type::heartbeat, chat, id, worker);
+  return impl_->call<reservation>(op, atom::heartbeat_v, chat, id, worker);
+}
+
+caf::expected<receipt> client::commit(chat_id chat, reservation_id id,
+                                      const std::string& worker) {
+  auto op = of_worker(operation_type::commit, chat, id, worker);
+  return impl_->call<receipt>(op, atom::commit_v, chat, id, worker);
+}
+
+caf::expected<receipt> client::commit(chat_id chat, reservation_id id,
+                                      int32_t units,
+                                      const std::string& worker) {
+  // In a batch, units 0 stands for "not given": refused here, not sent.
+  if (auto err = validate_given_units(units))
+    return err;
+  auto op = of_worker(operation_type::commit, chat, id, worker);
+  op.units = units;
+  return impl_->call<receipt>(op, atom::commit_v, chat, id, units, worker);
+}
+
+caf::expected<reservation> client::fail(chat_id chat, reservation_id id,
+                                        const std::string& worker) {
+  auto op = of_worker(operation_type::fail, chat, id, worker);
+  return impl_->call<reservation>(op, atom::fail_v, chat, id, worker);
+}
+
 // -- outcome unknown: requests of their own
 // ------------------------------------
 
@@ -157,6 +194,14 @@ caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
                                              const std::string& provider_ref) {
   return impl_->call_admin<reservation>(
     request_type::uncertain, chat, atom::uncertain_v, chat, id, provider_ref);
+}
+
+caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
+                                             const std::string& provider_ref,
+                                             const std::string& worker) {
+  return impl_->call_admin<reservation>(request_type::uncertain, chat,
+                                        atom::uncertain_v, chat, id,
+                                        provider_ref, worker);
 }
 
 caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,

@@ -102,9 +102,29 @@ public:
   /// fails) and releases the rest.
   caf::expected<receipt> commit(chat_id chat, reservation_id id, int32_t units);
   caf::expected<reservation> fail(chat_id chat, reservation_id id);
+
+  /// The same, naming the worker (any string it chooses for this attempt,
+  /// e.g. its queue job id and attempt; at most 256 bytes): the first start
+  /// records it, and once the job runs a call naming another worker is
+  /// already_started, so that a job the queue delivered twice runs once.
+  /// Retried on the next server with the same worker.
+  caf::expected<reservation> start(chat_id chat, reservation_id id,
+                                   const std::string& worker);
+  caf::expected<reservation> heartbeat(chat_id chat, reservation_id id,
+                                       const std::string& worker);
+  caf::expected<receipt> commit(chat_id chat, reservation_id id,
+                                const std::string& worker);
+  caf::expected<receipt> commit(chat_id chat, reservation_id id, int32_t units,
+                                const std::string& worker);
+  caf::expected<reservation> fail(chat_id chat, reservation_id id,
+                                  const std::string& worker);
+
   /// The provider call timed out: outcome_unknown until resolve.
   caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
                                        const std::string& provider_ref);
+  caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
+                                       const std::string& provider_ref,
+                                       const std::string& worker);
   /// "succeeded" (charged as a commit of all held) or "failed".
   caf::expected<resolution> resolve(chat_id chat, reservation_id id,
                                     const std::string& outcome);
@@ -140,6 +160,16 @@ public:
   void commit(chat_id chat, reservation_id id, int32_t units,
               continuation<receipt> then);
   void fail(chat_id chat, reservation_id id, continuation<reservation> then);
+  void start(chat_id chat, reservation_id id, const std::string& worker,
+             continuation<reservation> then);
+  void heartbeat(chat_id chat, reservation_id id, const std::string& worker,
+                 continuation<reservation> then);
+  void commit(chat_id chat, reservation_id id, const std::string& worker,
+              continuation<receipt> then);
+  void commit(chat_id chat, reservation_id id, int32_t units,
+              const std::string& worker, continuation<receipt> then);
+  void fail(chat_id chat, reservation_id id, const std::string& worker,
+            continuation<reservation> then);
 
   caf::expected<chat_status> create(const chat_spec& spec);
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,

@@ -51,6 +51,14 @@ inline operation operation_of(operation_type type, chat_id chat,
   return {type, chat, id, kind::text, {}};
 }
 
+/// A worker's operation naming the worker.
+inline operation of_worker(operation_type type, chat_id chat, reservation_id id,
+                           const std::string& worker) {
+  auto op = operation_of(type, chat, id);
+  op.worker = worker;
+  return op;
+}
+
 // -- from a batch's outcome to the caller's type ------------------------------
 
 /// The value an operation's outcome carries for the caller's type.

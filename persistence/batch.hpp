@@ -31,7 +31,9 @@ const char* to_string(batch_op x);
 /// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
 /// `request_id` for reserve; cancel names its job by `id`, else by
 /// `request_id`, else it is the chat's only active one. `units` for reserve
-/// and commit: 0 when not given (one unit; the whole hold).
+/// and commit: 0 when not given (one unit; the whole hold). `worker` for
+/// start/heartbeat/commit/fail: the identity of the worker's attempt, ""
+/// for none (013_worker_identity.sql).
 struct batch_operation {
   batch_op op = batch_op::status;
   chat_id chat = 0;
@@ -39,7 +41,14 @@ struct batch_operation {
   kind k = kind::text;
   std::string request_id;
   int32_t units = 0;
+  std::string worker{};
 };
+
+/// True for the operations a worker sends, which may name the worker.
+inline bool is_worker_op(batch_op x) {
+  return x == batch_op::start || x == batch_op::heartbeat
+         || x == batch_op::commit || x == batch_op::fail;
+}
 
 /// What one operation produced: its refusal, or its value (a reservation for
 /// reserve/start/heartbeat/fail/cancel, a receipt for commit, a chat_status

@@ -265,14 +265,19 @@ caf::expected<reservation> store::reserve(chat_id chat, const kind& k,
     });
 }
 
-caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
+caf::expected<reservation> store::start(chat_id chat, reservation_id id,
+                                        const std::string& worker) {
   if (impl_->opts.server_functions)
-    return single<reservation>(*this,
-                               {batch_op::start, chat, id, kind::text, {}});
+    return single<reservation>(
+      *this, {batch_op::start, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
+    return err;
+  if (auto err = validate_worker(worker))
     return err;
   return impl_->run<reservation>(
     "start", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      if (auto refused = claim(tx, "start", chat, id, worker))
+        return refused;
       auto rs = tx.exec_params(
         std::string{"UPDATE reservations SET status = 'in_progress', "
                     "started_at = now() WHERE id = $1 AND chat_id = $2 "
@@ -288,15 +293,20 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id) {
     });
 }
 
-caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
+caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id,
+                                            const std::string& worker) {
   if (impl_->opts.server_functions)
-    return single<reservation>(*this,
-                               {batch_op::heartbeat, chat, id, kind::text, {}});
+    return single<reservation>(
+      *this, {batch_op::heartbeat, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
+    return err;
+  if (auto err = validate_worker(worker))
     return err;
   auto lease_ms = static_cast<int64_t>(impl_->opts.lease_duration.count());
   return impl_->run<reservation>(
     "heartbeat", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      if (auto refused = claim(tx, "heartbeat", chat, id, worker))
+        return refused;
       auto rs = tx.exec_params(
         std::string{"UPDATE reservations SET lease_expires_at = now() + $3 "
                     "* interval '1 millisecond' WHERE id = $1 AND chat_id = $2 "
@@ -313,13 +323,15 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id) {
 }
 
 caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
-                                     int32_t units) {
+                                     int32_t units, const std::string& worker) {
   if (impl_->opts.server_functions)
-    return single<receipt>(*this,
-                           {batch_op::commit, chat, id, kind::text, {}, units});
+    return single<receipt>(
+      *this, {batch_op::commit, chat, id, kind::text, {}, units, worker});
   if (auto err = validate_reservation(chat, id))
     return err;
   if (auto err = validate_units(units))
+    return err;
+  if (auto err = validate_worker(worker))
     return err;
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
@@ -328,6 +340,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
       if (locked.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
+      // After the chat's lock, as every writer takes them.
+      if (auto refused = claim(tx, "commit", chat, id, worker))
+        return refused;
       if (auto done = find_receipt(tx, id, impl_->ordinals)) {
         if (done->chat != chat)
           return explain_missing(tx, chat, id);
@@ -380,14 +395,19 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
     });
 }
 
-caf::expected<reservation> store::fail(chat_id chat, reservation_id id) {
+caf::expected<reservation> store::fail(chat_id chat, reservation_id id,
+                                       const std::string& worker) {
   if (impl_->opts.server_functions)
-    return single<reservation>(*this,
-                               {batch_op::fail, chat, id, kind::text, {}});
+    return single<reservation>(
+      *this, {batch_op::fail, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
+    return err;
+  if (auto err = validate_worker(worker))
     return err;
   return impl_->run<reservation>(
     "fail", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      if (auto refused = claim(tx, "fail", chat, id, worker))
+        return refused;
       auto rs =
         delete_and_remember(tx, "id = $1 AND chat_id = $2", "failed", id, chat);
       if (!rs.empty())

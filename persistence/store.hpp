@@ -81,20 +81,27 @@ public:
                                      int32_t units = 0);
 
   /// queued -> in_progress; starting an in_progress one again returns it.
-  caf::expected<reservation> start(chat_id chat, reservation_id id);
+  /// A `worker` named ("" for none) is recorded by the start of a queued
+  /// job; once started, a start, heartbeat, commit or fail naming another
+  /// one is already_started (the one naming none goes on as before).
+  caf::expected<reservation> start(chat_id chat, reservation_id id,
+                                   const std::string& worker = {});
 
   /// Sets a started job's lease to now + lease_duration.
-  caf::expected<reservation> heartbeat(chat_id chat, reservation_id id);
+  caf::expected<reservation> heartbeat(chat_id chat, reservation_id id,
+                                       const std::string& worker = {});
 
   /// Subtracts exactly the held amounts of `units` (0: all held; more is
   /// invalid_argument) clamped at 0 under the chat row's lock, writes the
   /// ledger row and deletes the reservation, releasing the rest. Committing
   /// a committed reservation returns the first receipt and charges nothing.
   caf::expected<receipt> commit(chat_id chat, reservation_id id,
-                                int32_t units = 0);
+                                int32_t units = 0,
+                                const std::string& worker = {});
 
   /// Deletes the reservation whatever its status; returns what it held.
-  caf::expected<reservation> fail(chat_id chat, reservation_id id);
+  caf::expected<reservation> fail(chat_id chat, reservation_id id,
+                                  const std::string& worker = {});
 
   /// Deletes the chat's only active reservation if still queued; too_late
   /// once started; invalid_argument (naming them) when several are active.
@@ -125,7 +132,8 @@ public:
   /// kept, until resolve or reconcile_timeout. Repeated with the same
   /// provider_ref, the same answer; with another, invalid_argument.
   caf::expected<reservation> uncertain(chat_id chat, reservation_id id,
-                                       const std::string& provider_ref);
+                                       const std::string& provider_ref,
+                                       const std::string& worker = {});
 
   /// "succeeded" charges the hold (of `units`, 0: all held) in one ledger
   /// row, "failed" releases it; once: a retry answers the first resolution,

@@ -37,6 +37,9 @@ const char* to_string(batch_op x) {
 namespace {
 
 caf::error validate(const batch_operation& x, const catalog& products) {
+  if (is_worker_op(x.op))
+    if (auto err = validate_worker(x.worker))
+      return err;
   switch (x.op) {
   case batch_op::reserve:
     if (auto err = validate_reserve(x.chat, x.k, x.request_id))
@@ -276,8 +279,12 @@ void store::impl::send_now(sent_batch& b) {
                                      ? text{to_string(x.k)}
                                      : text{};
                           }),
+      // A worker's operation carries the worker's identity where a reserve
+      // or a cancel carries its request id.
       array_literal<text>(ops, order,
-                          [](const auto& x) { return x.request_id; }),
+                          [](const auto& x) {
+                            return is_worker_op(x.op) ? x.worker : x.request_id;
+                          }),
       array_literal<int32_t>(ops, order, [](const auto& x) { return x.units; }),
       array_literal<int32_t>(ops, order, pay_of(0)),
       array_literal<int32_t>(ops, order, pay_of(1)),

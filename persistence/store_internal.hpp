@@ -384,6 +384,25 @@ inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
   return caf::make_error(code, rs[0][1].as<std::string>());
 }
 
+/// Whether the worker `worker` ("" for none) may go on with `op` on
+/// reservation `id` of `chat`: none, or already_started when the job was
+/// started by another worker. A start of a queued job records the worker.
+/// The same function as the batch's (chargeonce_claim,
+/// 013_worker_identity.sql): one rule for both store paths.
+inline caf::error claim(pqxx::work& tx, const char* op, chat_id chat,
+                        reservation_id id, const std::string& worker) {
+  if (worker.empty())
+    return caf::none;
+  auto rs = tx.exec_params(
+    "SELECT outcome, message FROM chargeonce_claim($1, $2, $3, $4)", op, chat,
+    id, worker);
+  if (rs[0][0].is_null())
+    return caf::none;
+  auto code = ec::already_started;
+  from_string(rs[0][0].as<std::string>(), code);
+  return caf::make_error(code, rs[0][1].as<std::string>());
+}
+
 } // namespace detail
 
 using namespace detail;

@@ -19,11 +19,16 @@ caf::error refusal(const pqxx::row& r) {
 } // namespace
 
 caf::expected<reservation> store::uncertain(chat_id chat, reservation_id id,
-                                            const std::string& provider_ref) {
+                                            const std::string& provider_ref,
+                                            const std::string& worker) {
   if (auto err = validate_uncertain(chat, id, provider_ref))
+    return err;
+  if (auto err = validate_worker(worker))
     return err;
   return impl_->run<reservation>(
     "uncertain", chat, id, [&](pqxx::work& tx) -> caf::expected<reservation> {
+      if (auto refused = claim(tx, "uncertain", chat, id, worker))
+        return refused;
       auto rs = tx.exec_params("SELECT * FROM chargeonce_uncertain($1, $2, $3)",
                                chat, id, provider_ref);
       if (rs[0]["outcome"].as<std::string>() != "ok")

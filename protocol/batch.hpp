@@ -48,12 +48,15 @@ struct operation {
   /// reserve: what the job may cost at most; commit: what it cost. 0: not
   /// given (reserve holds 1 unit, commit charges the whole hold).
   int32_t units = 0;
+  /// start, heartbeat, commit, fail: the worker that names itself ("" for
+  /// none); once a job runs, another one is already_started.
+  std::string worker{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, operation& x) {
   return f(caf::meta::type_name("operation"), x.type, x.chat, x.reservation,
-           x.kind, x.request_id, x.units);
+           x.kind, x.request_id, x.units, x.worker);
 }
 
 /// The answer to one operation: its error, or the value its type returns

@@ -40,6 +40,24 @@ void request_one(Self* self, const Handle& to, const Timeout& timeout,
       [done](caf::error& err) mutable { done(as_outcome(std::move(err))); });
 }
 
+/// A commit in the form its units and worker call for: the forms without
+/// them are the ones a server of the previous release knows.
+template <class Self, class Handle, class Timeout, class Done>
+void request_commit(Self* self, const Handle& to, const Timeout& timeout,
+                    const operation& op, Done done) {
+  if (!op.worker.empty() && op.units != 0)
+    return request_one<receipt>(self, to, timeout, done, atom::commit_v,
+                                op.chat, op.reservation, op.units, op.worker);
+  if (!op.worker.empty())
+    return request_one<receipt>(self, to, timeout, done, atom::commit_v,
+                                op.chat, op.reservation, op.worker);
+  if (op.units != 0)
+    return request_one<receipt>(self, to, timeout, done, atom::commit_v,
+                                op.chat, op.reservation, op.units);
+  return request_one<receipt>(self, to, timeout, done, atom::commit_v, op.chat,
+                              op.reservation);
+}
+
 } // namespace detail
 
 /// Sends `op` to `to` (any handle that takes the operation's request) as
@@ -47,6 +65,7 @@ void request_one(Self* self, const Handle& to, const Timeout& timeout,
 template <class Self, class Handle, class Timeout, class Done>
 void request_operation(Self* self, const Handle& to, const Timeout& timeout,
                        const operation& op, Done done) {
+  using detail::request_commit;
   using detail::request_one;
   switch (op.type) {
   case operation_type::touch:
@@ -73,18 +92,24 @@ void request_operation(Self* self, const Handle& to, const Timeout& timeout,
     return request_one<chat_status>(self, to, timeout, done, atom::status_v,
                                     op.chat);
   case operation_type::start:
+    if (!op.worker.empty())
+      return request_one<reservation>(self, to, timeout, done, atom::start_v,
+                                      op.chat, op.reservation, op.worker);
     return request_one<reservation>(self, to, timeout, done, atom::start_v,
                                     op.chat, op.reservation);
   case operation_type::heartbeat:
+    if (!op.worker.empty())
+      return request_one<reservation>(self, to, timeout, done,
+                                      atom::heartbeat_v, op.chat,
+                                      op.reservation, op.worker);
     return request_one<reservation>(self, to, timeout, done, atom::heartbeat_v,
                                     op.chat, op.reservation);
   case operation_type::commit:
-    if (op.units != 0)
-      return request_one<receipt>(self, to, timeout, done, atom::commit_v,
-                                  op.chat, op.reservation, op.units);
-    return request_one<receipt>(self, to, timeout, done, atom::commit_v,
-                                op.chat, op.reservation);
+    return request_commit(self, to, timeout, op, done);
   case operation_type::fail:
+    if (!op.worker.empty())
+      return request_one<reservation>(self, to, timeout, done, atom::fail_v,
+                                      op.chat, op.reservation, op.worker);
     return request_one<reservation>(self, to, timeout, done, atom::fail_v,
                                     op.chat, op.reservation);
   }

@@ -12,7 +12,7 @@ namespace chargeonce {
 
 namespace {
 
-constexpr std::array<const char*, 16> names = {
+constexpr std::array<const char*, 17> names = {
   "none",
   "busy",
   "insufficient_messages",
@@ -29,9 +29,10 @@ constexpr std::array<const char*, 16> names = {
   "overloaded",
   "internal",
   "insufficient_funds",
+  "already_started",
 };
 
-static_assert(names.size() == static_cast<size_t>(ec::insufficient_funds) + 1,
+static_assert(names.size() == static_cast<size_t>(ec::already_started) + 1,
               "every ec code needs its name, in code order");
 
 } // namespace

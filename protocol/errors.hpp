@@ -60,6 +60,10 @@ enum class ec : uint8_t {
   /// pockets (text and image keep insufficient_messages and
   /// insufficient_images).
   insufficient_funds = 15,
+  /// A start, heartbeat, commit, fail or uncertain naming a worker other
+  /// than the one that started the job (a queue that delivered the job
+  /// twice): that worker must not run it; nothing changed.
+  already_started = 16,
 };
 
 /// The stable name used in logs and in the CLI's `{"error": ...}`.

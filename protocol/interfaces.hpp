@@ -51,6 +51,22 @@ using billing_actor = caf::typed_actor<
                   int32_t>::with<receipt>,
   /// Deletes the reservation: nothing was charged, nothing to refund.
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
+  /// start, heartbeat, commit (units 1 or more, inside the server 0 for the
+  /// whole hold), fail and uncertain of a worker that names itself
+  /// (`worker`, last; any string it chooses for this attempt, at most 256
+  /// bytes): the first start of the job records it; once the job runs, a
+  /// call naming another is already_started and changes nothing. The forms
+  /// without it go on as before.
+  caf::replies_to<atom::start, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::heartbeat, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::commit, chat_id, reservation_id, int32_t,
+                  std::string>::with<receipt>,
+  caf::replies_to<atom::fail, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::uncertain, chat_id, reservation_id, std::string,
+                  std::string>::with<reservation>,
   /// A started job whose provider call timed out (chat, id, provider_ref):
   /// outcome_unknown, its slot freed, its hold kept; a repeat with the same
   /// provider_ref answers the same.
@@ -106,6 +122,9 @@ using api_actor = billing_actor::extend<
   /// resolve without units: "succeeded" charges the whole hold.
   caf::replies_to<atom::resolve, chat_id, reservation_id,
                   std::string>::with<resolution>,
+  /// commit of the whole hold by a worker that names itself.
+  caf::replies_to<atom::commit, chat_id, reservation_id,
+                  std::string>::with<receipt>,
   /// Jobs of unknown outcome of every chat after reservation id `after`,
   /// oldest id first, at most `limit` (1 to 1,000).
   caf::replies_to<atom::unresolved, reservation_id,
@@ -155,6 +174,18 @@ using worker_actor = caf::typed_actor<
                   int32_t>::with<receipt>,
   caf::replies_to<atom::fail, chat_id, reservation_id>::with<reservation>,
   caf::replies_to<atom::uncertain, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::start, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::heartbeat, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::commit, chat_id, reservation_id,
+                  std::string>::with<receipt>,
+  caf::replies_to<atom::commit, chat_id, reservation_id, int32_t,
+                  std::string>::with<receipt>,
+  caf::replies_to<atom::fail, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  caf::replies_to<atom::uncertain, chat_id, reservation_id, std::string,
                   std::string>::with<reservation>,
   caf::replies_to<atom::resolve, chat_id, reservation_id,
                   std::string>::with<resolution>,

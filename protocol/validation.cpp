@@ -102,6 +102,16 @@ caf::error validate_request_id(const std::string& request_id) {
   return caf::none;
 }
 
+caf::error validate_worker(const std::string& worker) {
+  if (worker.size() > request_id_bytes_max)
+    return caf::make_error(ec::invalid_argument,
+                           "worker longer than 256 bytes");
+  if (!is_storable_text(worker))
+    return caf::make_error(ec::invalid_argument,
+                           "worker must be UTF-8 without NUL bytes");
+  return caf::none;
+}
+
 bool is_auto_request_id(const std::string& request_id) {
   return request_id.rfind(auto_request_id_prefix, 0) == 0;
 }

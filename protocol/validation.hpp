@@ -40,6 +40,10 @@ caf::error validate_pockets(const catalog& products, const pockets& x);
 /// At most 256 bytes of UTF-8 without NUL (may be empty).
 caf::error validate_request_id(const std::string& request_id);
 
+/// A worker's identity (start, heartbeat, commit, fail, uncertain): at
+/// most 256 bytes, UTF-8 without NUL bytes; "" names none.
+caf::error validate_worker(const std::string& worker);
+
 /// The prefix of the request ids a client makes up for a reserve its caller
 /// gave none (client::reserve): reused on the client's own retries of that
 /// call, so that a lost answer finds its job instead of holding again.

@@ -27,6 +27,7 @@ const char* const invariant_names[invariant_count] = {
   "13_ledger_chain",
   "14_event_with_each_change",
   "15_acknowledged_reservation_kept",
+  "16_one_worker_per_job",
 };
 
 namespace {
@@ -114,6 +115,7 @@ public:
     ledger_chain();
     events_with_changes();
     reservations_kept();
+    one_worker_per_job();
     for (const auto& l : snap_.ledger)
       ++out_.ledger_entries[l.entry];
     return std::move(out_);
@@ -794,6 +796,27 @@ private:
              "reserve acknowledged it (request id " + request_id(r.key)
                + "), yet Postgres has no trace of it: not active, ended, "
                  "released, uncertain or charged");
+    }
+  }
+
+  // -- 16: a job delivered twice runs once: no job's start acknowledged to
+  //        two workers
+  //        ---------------------------------------------------------
+
+  void one_worker_per_job() {
+    std::map<reservation_id, std::set<std::string>> workers;
+    for (const auto& r : rec_.ops) {
+      if (r.what != op::start || !r.ok() || r.worker.empty())
+        continue;
+      check(16);
+      auto& named = workers[r.id];
+      named.insert(r.worker);
+      if (named.size() == 2)
+        fail(16, r.chat, r.id,
+             "its start was acknowledged to two workers (" + *named.begin()
+               + ", " + *named.rbegin()
+               + "): a job delivered twice ran "
+                 "twice");
     }
   }
 

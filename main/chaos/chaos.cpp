@@ -223,6 +223,20 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
   });
 }
 
+/// --self-test-second-start: the record of the first start acknowledged to
+/// a named worker, once more, as acknowledged to another worker: what the
+/// client would have seen had the server let both deliveries run the job.
+caf::error start_by_a_second_worker(recorder& rec) {
+  for (const auto& r : rec.ops)
+    if (r.what == op::start && r.ok() && !r.worker.empty()) {
+      auto forged = r;
+      forged.worker += "-forged";
+      rec.add(forged);
+      return caf::none;
+    }
+  return caf::make_error(ec::not_found, "no start acknowledged to a worker");
+}
+
 /// --self-test-cancel-charged: a ledger charge for the first job a cancel
 /// acknowledged as cancelled while queued.
 caf::error charge_a_cancelled_job(const std::string& dsn, const recorder& rec) {
@@ -372,7 +386,7 @@ void check_faults(chaos_options& o) {
 /// auditor. Those keyed by a reservation id are repeated while the primary
 /// moves; the others pick "the first row of a kind", which a repeat could
 /// forge twice, and are not taken with --postgres-ha (parse_options).
-std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
+std::string forge(const chaos_options& o, const setup& s, recorder& rec,
                   const catalog& products) {
   std::string error;
   auto attempt = [&](bool wanted, const std::string& what, auto&& forgery) {
@@ -407,6 +421,8 @@ std::string forge(const chaos_options& o, const setup& s, const recorder& rec,
           [&] { return persistence::forge_ledger_after(s.dsn, first, count); });
   attempt(o.self_test_lost_event, "lose an event",
           [&] { return persistence::forge_lost_event(s.dsn, first, count); });
+  attempt(o.self_test_second_start, "start a job by a second worker",
+          [&] { return start_by_a_second_worker(rec); });
   return error;
 }
 
@@ -447,7 +463,8 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_over_capture || o.self_test_cancel_charged
                    || o.self_test_uncertain_charged
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
-                   || o.self_test_lost_commit || o.self_test_lost_event;
+                   || o.self_test_lost_commit || o.self_test_lost_event
+                   || o.self_test_second_start;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog, planted_chat};
   auto summary = summarize(facts, rec, result);

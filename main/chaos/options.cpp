@@ -23,6 +23,7 @@ const char* const usage_text =
                         [--self-test-uncertain-left]
                         [--self-test-ledger-chain] [--self-test-lost-event]
                         [--self-test-lost-commit]
+                        [--self-test-second-start]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -82,6 +83,10 @@ against its record of every request and answer.
   --self-test-lost-event   delete one event before the audit (in a run
                without any, write one that no change made): the check that
                each change has its one event must see it
+  --self-test-second-start   add to the record, before the audit, a start
+               acknowledged to a second worker for a job another worker
+               started: the check that a job delivered twice runs once
+               must see it
   --self-test-lost-commit   with --postgres-ha: the servers connect with
                synchronous_commit = local, and each failover first stalls
                replication for 3 s (SIGSTOP of the primary's walsenders):
@@ -247,6 +252,10 @@ chaos_options parse_options(int argc, char** argv) {
     }
     if (arg == "--self-test-lost-event") {
       o.self_test_lost_event = true;
+      continue;
+    }
+    if (arg == "--self-test-second-start") {
+      o.self_test_second_start = true;
       continue;
     }
     if (arg == "--self-test-lost-commit") {

@@ -50,6 +50,8 @@ struct chaos_options {
   /// Deletes one event before the audit (or, without any, writes one no
   /// change made): the check of an event with each change must see it.
   bool self_test_lost_event = false;
+  /// A start acknowledged to a second worker, added to the record.
+  bool self_test_second_start = false;
   /// --postgres-ha: the servers commit with synchronous_commit = local and
   /// every failover stalls replication first, so that it loses what was
   /// acknowledged meanwhile: invariant 1 must see it.

@@ -74,6 +74,8 @@ struct op_record {
   bool cancel_requested = false;
   /// A resolve: what it said the provider did ("succeeded" or "failed").
   std::string resolution;
+  /// A start: the worker it named ("" for none).
+  std::string worker{};
 
   bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
 };

@@ -282,10 +282,14 @@ bool workload::plant_forgeries_on(chat_id chat) {
     return definite(
       [&] { return reserve(0, chat, paid_kind(), key, units, false); });
   };
+  // Named, so that --self-test-second-start always finds a start to forge
+  // a second worker's from.
   auto start = [&](reservation_id id) {
     return definite([&] {
-             return once(op::start, chat, id,
-                         [&] { return client_.start(chat, id); });
+             auto r = begin(op::start, 0, chat, id);
+             r.worker = "planted-" + std::to_string(id);
+             finish(rec_, r, client_.start(chat, id, r.worker));
+             return r;
            })
       .ok();
   };
@@ -585,14 +589,16 @@ void workload::gateway(uint32_t actor, uint64_t seed) {
 
 // -- workers ------------------------------------------------------------------
 
-bool workload::start_job(uint32_t actor, const job& j) {
+bool workload::start_job(uint32_t actor, const job& j,
+                         const std::string& worker) {
   for (int i = 0; i < retries_max; ++i) {
     auto r = begin(op::start, actor, j.chat, j.id);
-    finish(rec_, r, client_.start(j.chat, j.id));
+    r.worker = worker;
+    finish(rec_, r, client_.start(j.chat, j.id, worker));
     if (r.ok())
       return true;
     if (!unknown(r) || !stop_.nap(200))
-      return false; // gone, expired, cancelled: drop the job
+      return false; // gone, expired, cancelled, another worker's: drop it
   }
   return false;
 }
@@ -648,8 +654,14 @@ void workload::run_job(uint32_t actor, const job& j, std::mt19937_64& rng) {
   auto p = chance(rng);
   if (p < 0.05)
     return; // died before it started the job
-  if (!start_job(actor, j))
+  // Its identity for this attempt, as a queue job id and attempt would be.
+  auto worker = "w" + std::to_string(actor) + "-" + std::to_string(j.id);
+  if (!start_job(actor, j, worker))
     return;
+  if (chance(rng) < 0.05)
+    // The queue delivered the job twice: the other delivery's worker must
+    // be refused (already_started) and walks away.
+    start_job(actor, j, worker + "-again");
   if (p < 0.10) { // the provider timed out: nobody knows what it did
     heartbeats(uniform(rng, 0, 1), uniform(rng, 50, 300));
     job_uncertain(actor, j, rng);

@@ -150,7 +150,8 @@ private:
   void run_job(uint32_t actor, const job& j, std::mt19937_64& rng);
   void fail_job(uint32_t actor, const job& j);
   void honour_cancel(uint32_t actor, const job& j, std::mt19937_64& rng);
-  bool start_job(uint32_t actor, const job& j);
+  /// Starts the job as `worker` (its identity for this attempt).
+  bool start_job(uint32_t actor, const job& j, const std::string& worker);
   void commit_job(uint32_t actor, const job& j, int attempts,
                   int32_t units = 0);
   void top_up(uint32_t actor, chat_id chat, int64_t credits, uint64_t pay,

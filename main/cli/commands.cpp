@@ -75,26 +75,33 @@ action prepare_reserve(const flag_map& flags) {
   };
 }
 
-/// commit: the whole hold, or --units of it.
+/// commit: the whole hold, or --units of it; by --worker if given.
 action prepare_commit(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto id = reservation_flag(flags);
   auto units = units_flag(flags);
+  auto worker = text_flag(flags, "worker");
   return [=](session& s) {
+    if (!worker.empty())
+      return units == 0
+               ? print_result(s, s.api.commit(chat, id, worker))
+               : print_result(s, s.api.commit(chat, id, units, worker));
     if (units == 0)
       return print_result(s, s.api.commit(chat, id));
     return print_result(s, s.api.commit(chat, id, units));
   };
 }
 
-/// start, heartbeat, commit and fail: one reservation of one chat.
+/// start, heartbeat and fail: one reservation of one chat, and the worker
+/// that names itself (--worker, "" when not given: the call without it).
 template <class F>
 preparer step(F call) {
   return [call](const flag_map& flags) -> action {
     auto chat = chat_flag(flags);
     auto id = reservation_flag(flags);
+    auto worker = text_flag(flags, "worker");
     return [=](session& s) {
-      return print_result(s, call(s.api, chat, id));
+      return print_result(s, call(s.api, chat, id, worker));
     };
   };
 }
@@ -132,7 +139,10 @@ action prepare_uncertain(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto id = reservation_flag(flags);
   auto ref = flags.at("provider-ref");
+  auto worker = text_flag(flags, "worker");
   return [=](session& s) {
+    if (!worker.empty())
+      return print_result(s, s.api.uncertain(chat, id, ref, worker));
     return print_result(s, s.api.uncertain(chat, id, ref));
   };
 }
@@ -244,6 +254,9 @@ action prepare_watch(const flag_map& flags) {
 std::vector<command> make_commands() {
   const flag_spec chat{"chat", "ID"};
   const flag_spec reservation{"reservation", "ID"};
+  // The worker's identity for this attempt (e.g. its queue job id and
+  // attempt): once the job runs, a call naming another is already_started.
+  const flag_spec worker{"worker", "S"};
   auto boolean = [](const char* name) {
     return flag_spec{name, "true|false"};
   };
@@ -267,35 +280,37 @@ std::vector<command> make_commands() {
      prepare_reserve},
     {"start",
      {chat, reservation},
-     {},
+     {worker},
      role::worker,
      "takes the job; from now on it cannot be cancelled",
-     step(
-       [](api& c, chat_id ch, reservation_id id) { return c.start(ch, id); })},
+     step([](api& c, chat_id ch, reservation_id id, const std::string& w) {
+       return w.empty() ? c.start(ch, id) : c.start(ch, id, w);
+     })},
     {"heartbeat",
      {chat, reservation},
-     {},
+     {worker},
      role::worker,
      "extends a started job's lease",
-     step([](api& c, chat_id ch, reservation_id id) {
-       return c.heartbeat(ch, id);
+     step([](api& c, chat_id ch, reservation_id id, const std::string& w) {
+       return w.empty() ? c.heartbeat(ch, id) : c.heartbeat(ch, id, w);
      })},
     {"commit",
      {chat, reservation},
-     {{"units", "N"}},
+     {{"units", "N"}, worker},
      role::worker,
      "charges the hold, or --units of it; retries charge no more",
      prepare_commit},
     {"fail",
      {chat, reservation},
-     {},
+     {worker},
      role::worker,
      "drops a started job without a charge",
-     step(
-       [](api& c, chat_id ch, reservation_id id) { return c.fail(ch, id); })},
+     step([](api& c, chat_id ch, reservation_id id, const std::string& w) {
+       return w.empty() ? c.fail(ch, id) : c.fail(ch, id, w);
+     })},
     {"uncertain",
      {chat, reservation, {"provider-ref", "S"}},
-     {},
+     {worker},
      role::worker,
      "the provider timed out: frees the slot, keeps the hold",
      prepare_uncertain},

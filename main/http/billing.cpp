@@ -96,17 +96,41 @@ void status(exchange& x) {
 
 // -- worker -------------------------------------------------------------------
 
+namespace {
+
+/// The worker that names itself: {"worker": S} in an optional body ("" when
+/// there is none, or no such field).
+std::string worker_field(const exchange& x,
+                         std::initializer_list<const char*> allowed) {
+  if (x.body.empty())
+    return {};
+  return string_field(body_object(x, allowed), "worker", std::string{});
+}
+
+/// start, heartbeat and fail: no body, or {"worker": S}.
+template <class Atom>
+void worker_step(exchange& x, Atom what) {
+  auto chat = path_chat(x);
+  auto id = path_reservation(x);
+  auto worker = worker_field(x, {"worker"});
+  if (worker.empty())
+    ask<reservation>(x, x.be.worker, 200, what, chat, id);
+  else
+    ask<reservation>(x, x.be.worker, 200, what, chat, id, worker);
+}
+
+} // namespace
+
 void start(exchange& x) {
-  ask<reservation>(x, x.be.worker, 200, atom::start_v, path_chat(x),
-                   path_reservation(x));
+  worker_step(x, atom::start_v);
 }
 
 void heartbeat(exchange& x) {
-  ask<reservation>(x, x.be.worker, 200, atom::heartbeat_v, path_chat(x),
-                   path_reservation(x));
+  worker_step(x, atom::heartbeat_v);
 }
 
-/// No body (as before units): the whole hold; {"units": N}: N of them.
+/// No body (as before units): the whole hold; {"units": N}: N of them; and
+/// {"worker": S}, the worker that names itself.
 void commit(exchange& x) {
   auto chat = path_chat(x);
   auto id = path_reservation(x);
@@ -114,26 +138,37 @@ void commit(exchange& x) {
     ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id);
     return;
   }
-  auto body = body_object(x, {"units"});
+  auto body = body_object(x, {"units", "worker"});
+  auto worker = string_field(body, "worker", std::string{});
   if (!body.contains("units")) {
-    ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id);
+    if (worker.empty())
+      ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id);
+    else
+      ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, worker);
     return;
   }
   auto units = static_cast<int32_t>(int_field(body, "units", 1, units_max));
-  ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, units);
+  if (worker.empty())
+    ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, units);
+  else
+    ask<receipt>(x, x.be.worker, 200, atom::commit_v, chat, id, units, worker);
 }
 
 void fail(exchange& x) {
-  ask<reservation>(x, x.be.worker, 200, atom::fail_v, path_chat(x),
-                   path_reservation(x));
+  worker_step(x, atom::fail_v);
 }
 
 void uncertain(exchange& x) {
   auto chat = path_chat(x);
   auto id = path_reservation(x);
-  auto body = body_object(x, {"provider_ref"});
+  auto body = body_object(x, {"provider_ref", "worker"});
   auto ref = string_field(body, "provider_ref");
-  ask<reservation>(x, x.be.worker, 200, atom::uncertain_v, chat, id, ref);
+  auto worker = string_field(body, "worker", std::string{});
+  if (worker.empty())
+    ask<reservation>(x, x.be.worker, 200, atom::uncertain_v, chat, id, ref);
+  else
+    ask<reservation>(x, x.be.worker, 200, atom::uncertain_v, chat, id, ref,
+                     worker);
 }
 
 void resolve(exchange& x) {

@@ -24,6 +24,7 @@ int status_of(const caf::error& err) {
   case ec::too_late:
   case ec::invalid_state:
   case ec::already_exists:
+  case ec::already_started:
     return 409;
   case ec::insufficient_messages:
   case ec::insufficient_images:

@@ -192,7 +192,17 @@ CREATE OR REPLACE FUNCTION chargeonce_apply_one(op text, chat bigint, id bigint,
                                                 premium_max integer,
                                                 products jsonb)
   RETURNS chargeonce_outcome LANGUAGE plpgsql AS $$
+DECLARE
+  refused chargeonce_outcome;
 BEGIN
+  -- A worker's operation carries the worker's identity where a reserve or
+  -- a cancel carries its request id (013_worker_identity.sql).
+  IF op IN ('start', 'heartbeat', 'commit', 'fail') THEN
+    refused := chargeonce_claim(op, chat, id, request_id);
+    IF refused.outcome IS NOT NULL THEN
+      RETURN refused;
+    END IF;
+  END IF;
   CASE op
     WHEN 'reserve' THEN
       RETURN chargeonce_reserve(chat, k, request_id, units, free_max,

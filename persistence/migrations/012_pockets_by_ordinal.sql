@@ -757,15 +757,18 @@ BEGIN
     answers := answers || coalesce(part, '{}');
   END IF;
 
-  -- Starts of queued reservations in one UPDATE; the rest (a retried
-  -- start, a refusal) go through chargeonce_start below.
+  -- Starts of queued reservations in one UPDATE, each recording the worker
+  -- it names (b_request_ids carries a worker's identity); the rest (a
+  -- retried start, a refusal) go through chargeonce_apply_one below.
   IF v_start_ids IS NOT NULL THEN
     WITH s AS (
-      SELECT u.n, u.chat, u.id
-        FROM unnest(b_ops, b_chats, b_ids) WITH ORDINALITY AS u(op, chat, id, n)
+      SELECT u.n, u.chat, u.id, coalesce(u.worker, '') AS worker
+        FROM unnest(b_ops, b_chats, b_ids, b_request_ids) WITH ORDINALITY
+             AS u(op, chat, id, worker, n)
        WHERE u.op = 'start'),
     started AS (
-      UPDATE reservations r SET status = 'in_progress', started_at = now()
+      UPDATE reservations r SET status = 'in_progress', started_at = now(),
+                                worker = s.worker
         FROM s
        WHERE r.id = ANY (v_start_ids) AND r.id = s.id AND r.chat_id = s.chat
          AND r.status = 'queued'
@@ -784,14 +787,16 @@ BEGIN
   -- goes through chargeonce_commit below.
   IF v_commit_ids IS NOT NULL THEN
     WITH cm AS (
-      SELECT u.n, u.chat, u.id, coalesce(u.units, 0) AS units
-        FROM unnest(b_ops, b_chats, b_ids, b_units) WITH ORDINALITY
-             AS u(op, chat, id, units, n)
+      SELECT u.n, u.chat, u.id, coalesce(u.units, 0) AS units,
+             coalesce(u.worker, '') AS worker
+        FROM unnest(b_ops, b_chats, b_ids, b_units, b_request_ids)
+             WITH ORDINALITY AS u(op, chat, id, units, worker, n)
        WHERE u.op = 'commit'),
     taken AS (
       DELETE FROM reservations r USING cm
        WHERE r.id = ANY (v_commit_ids) AND r.id = cm.id AND r.chat_id = cm.chat
          AND r.status = 'in_progress' AND cm.units IN (0, r.units)
+         AND (cm.worker = '' OR cm.worker = r.worker)
          AND (cardinality(r.held) = 0
               OR r.held_units[cardinality(r.held_units)] = r.units)
       RETURNING cm.n, r.id, r.chat_id, r.kind, r.held, r.queue, r.request_id,

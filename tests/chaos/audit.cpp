@@ -98,7 +98,14 @@ struct history {
     rec.add(resolved);
     // chat_a: reserve, start, commit; a top-up of 3; a reserve cancelled.
     rec.add(reserved(chat_a, committed, 0, {0, 1, 0}));
-    rec.add(answered(op::start, chat_a, committed, 10, {0, 1, 0}));
+    auto started = answered(op::start, chat_a, committed, 10, {0, 1, 0});
+    started.worker = "w1-a";
+    rec.add(started);
+    // The queue delivered it twice: the second worker was refused.
+    auto again =
+      answered(op::start, chat_a, committed, 12, {}, code(ec::already_started));
+    again.worker = "w2-a";
+    rec.add(again);
     rec.add(answered(op::commit, chat_a, committed, 100, {0, 1, 0}));
     auto top_up = answered(op::top_up, chat_a, 0, 200);
     top_up.key = 7;
@@ -267,6 +274,7 @@ const std::string nothing_left_uncertain = invariant_names[11];
 const std::string ledger_chain = invariant_names[12];
 const std::string event_with_each_change = invariant_names[13];
 const std::string reservation_kept = invariant_names[14];
+const std::string one_worker_per_job = invariant_names[15];
 
 } // namespace
 
@@ -284,6 +292,19 @@ TEST_SUITE("chaos.audit") {
     }
     CHECK(result.violations_total == 0);
     CHECK(result.violations.empty());
+  }
+
+  TEST_CASE("16: a job whose start was acknowledged to two workers is "
+            "caught; its own worker's retry is not") {
+    history h;
+    auto retry = h.answered(op::start, chat_a, committed, 20, {0, 1, 0});
+    retry.worker = "w1-a";
+    h.rec.add(retry);
+    CHECK(h.failed() == "");
+    auto second = h.answered(op::start, chat_a, committed, 30, {0, 1, 0});
+    second.worker = "w2-a";
+    h.rec.add(second);
+    CHECK(h.failed() == one_worker_per_job);
   }
 
   TEST_CASE("1: a retried commit that charges a second time is caught") {

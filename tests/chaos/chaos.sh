@@ -119,6 +119,7 @@ status=0
   --self-test-lost-event --self-test-cancel-charged \
   --self-test-uncertain-charged --self-test-uncertain-left \
   --self-test-over-capture --self-test-ledger-chain \
+  --self-test-second-start \
   --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
   >"$tmp/forged.txt" || status=$?
 took "the forged run"
@@ -155,6 +156,9 @@ check "the commit of fewer units that charged its whole hold is reported" \
 check "the ledger row that does not start where the one before ended" \
   "$(seen 13_ledger_chain "starts at")" "$tmp/forged.json"
 check "the lost event is reported" "$(seen 14_event_with_each_change)" \
+  "$tmp/forged.json"
+check "the job started by a second worker is reported" \
+  "$(seen 16_one_worker_per_job "acknowledged to two workers")" \
   "$tmp/forged.json"
 grep -q "without any commit request" "$tmp/forged.txt" ||
   die "the text summary does not list the forged charge"

@@ -75,6 +75,32 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
     [self, inner, log](atom::fail a, chat_id chat, reservation_id id) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id);
     },
+    [self, inner, log](atom::start a, chat_id chat, reservation_id id,
+                       const std::string& w) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id, w);
+    },
+    [self, inner, log](atom::heartbeat a, chat_id chat, reservation_id id,
+                       const std::string& w) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id, w);
+    },
+    [self, inner, log](atom::commit a, chat_id chat, reservation_id id,
+                       const std::string& w) {
+      return pass<receipt>(self, inner, *log, 1, {}, false, a, chat, id, w);
+    },
+    [self, inner, log](atom::commit a, chat_id chat, reservation_id id,
+                       int32_t units, const std::string& w) {
+      return pass<receipt>(self, inner, *log, 1, {}, false, a, chat, id, units,
+                           w);
+    },
+    [self, inner, log](atom::fail a, chat_id chat, reservation_id id,
+                       const std::string& w) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id, w);
+    },
+    [self, inner, log](atom::uncertain a, chat_id chat, reservation_id id,
+                       const std::string& provider_ref, const std::string& w) {
+      return pass<reservation>(self, inner, *log, 1, {}, false, a, chat, id,
+                               provider_ref, w);
+    },
     [self, inner, log](atom::cancel a, chat_id chat) {
       return pass<reservation>(self, inner, *log, 1, {}, false, a, chat);
     },

@@ -301,6 +301,25 @@ check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 1 && $(field .daily_images) == 0 ]] || die "after fail: $out"
 ok "touch, status, reserve (idempotent), start, heartbeat, commit (idempotent), cancel, fail"
 
+# A job the queue delivered twice: the worker that names itself first runs
+# it; the other delivery's worker hears already_started and changes nothing.
+d=$(random_chat)
+D=/v1/chats/$d/reservations
+check 201 - POST /v1/chats "$ad" "{\"chat\":$d,\"balance\":1}"
+check 200 - POST "$D" "$gw" '{"kind":"image","request_id":"job-1"}'
+id=$(field .id)
+check 200 - POST "$D/$id/start" "$wk" '{"worker":"queue-17-attempt-1"}'
+check 409 already_started POST "$D/$id/start" "$wk" '{"worker":"queue-17-attempt-2"}'
+[[ $out != *attempt-1* ]] || die "already_started names the other worker: $out"
+check 409 already_started POST "$D/$id/heartbeat" "$wk" '{"worker":"queue-17-attempt-2"}'
+check 409 already_started POST "$D/$id/commit" "$wk" '{"worker":"queue-17-attempt-2"}'
+check 409 already_started POST "$D/$id/fail" "$wk" '{"worker":"queue-17-attempt-2"}'
+check 200 - POST "$D/$id/start" "$wk" '{"worker":"queue-17-attempt-1"}'
+check 200 - POST "$D/$id/commit" "$wk" '{"worker":"queue-17-attempt-1"}'
+[[ $(field .charged.balance) == 1 ]] || die "commit by the worker that started it: $out"
+check 422 invalid_argument POST "$D/$id/start" "$wk" '{"worker":42}'
+ok "a job delivered twice: the second worker is already_started (409) on start, heartbeat, commit and fail"
+
 # Units: a hold split over daily images and credits; a commit of fewer units
 # charges the daily pocket first and releases the rest.
 u=$(random_chat)

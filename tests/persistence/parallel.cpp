@@ -429,6 +429,83 @@ TEST_SUITE("parallel") {
     }
   }
 
+  TEST_CASE("a job delivered twice runs once: 16 connections start one "
+            "reservation, each naming its own worker; exactly one proceeds, "
+            "the others are already_started") {
+    store db{test::store_options()};
+    auto conns = connections(16);
+    for (int round = 0; round < 5; ++round) {
+      auto chat = make_chat(db, {0, 1, 0});
+      auto r = db.reserve(chat, kind::image, "job");
+      REQUIRE(r);
+      std::promise<void> go;
+      auto start = go.get_future().share();
+      std::vector<std::future<caf::expected<reservation>>> answers;
+      for (size_t i = 0; i < conns.size(); ++i)
+        answers.push_back(std::async(std::launch::async, [&, i] {
+          start.wait();
+          return conns[i]->start(chat, r->id, "worker-" + std::to_string(i));
+        }));
+      go.set_value();
+      int proceeded = 0;
+      int refused = 0;
+      size_t winner = 0;
+      for (size_t i = 0; i < answers.size(); ++i) {
+        auto x = answers[i].get();
+        if (x) {
+          ++proceeded;
+          winner = i;
+        } else if (x.error() == ec::already_started) {
+          ++refused;
+          CHECK(error_message(x.error()).find("worker-")
+                == std::string::npos); // nothing of the other worker
+        }
+      }
+      CHECK(proceeded == 1);
+      CHECK(refused == 15);
+      auto mine = "worker-" + std::to_string(winner);
+      auto other = "worker-" + std::to_string((winner + 1) % 16);
+      // Its own retry goes on; a start naming none, as before.
+      CHECK(db.start(chat, r->id, mine));
+      CHECK(db.start(chat, r->id));
+      // The other worker may not heartbeat, fail, commit or give up.
+      CHECK(db.heartbeat(chat, r->id, other).error() == ec::already_started);
+      CHECK(db.fail(chat, r->id, other).error() == ec::already_started);
+      CHECK(db.commit(chat, r->id, 0, other).error() == ec::already_started);
+      CHECK(db.uncertain(chat, r->id, "p", other).error()
+            == ec::already_started);
+      CHECK(active_of(chat) == 1);
+      REQUIRE(db.heartbeat(chat, r->id, mine));
+      auto paid = db.commit(chat, r->id, 0, mine);
+      REQUIRE(paid);
+      CHECK(paid->charged == pockets{0, 1, 0});
+      // A retried commit of the other worker finds the receipt: nothing
+      // more is charged, and the job is not running any more.
+      auto again = db.commit(chat, r->id, 0, other);
+      REQUIRE(again);
+      CHECK(again->charged == pockets{0, 1, 0});
+      CHECK(db.status(chat)->amounts == pockets{0, 0, 0});
+    }
+  }
+
+  TEST_CASE("a worker's identity is checked only once the job runs: a "
+            "queued job is failed by anyone, a job started without one "
+            "refuses a named worker") {
+    store db{test::store_options()};
+    auto chat = make_chat(db, {0, 2, 0}, 2);
+    auto queued = db.reserve(chat, kind::image, "a");
+    REQUIRE(queued);
+    CHECK(db.fail(chat, queued->id, "anyone"));
+    auto anonymous = db.reserve(chat, kind::image, "b");
+    REQUIRE(anonymous);
+    REQUIRE(db.start(chat, anonymous->id));
+    CHECK(db.start(chat, anonymous->id, "named").error()
+          == ec::already_started);
+    CHECK(db.commit(chat, anonymous->id));
+    auto long_name = std::string(257, 'w');
+    CHECK(db.start(chat, 1, long_name).error() == ec::invalid_argument);
+  }
+
   TEST_CASE("64 concurrent reserves of one request id: one reservation, "
             "every answer carries it") {
     auto conns = connections(64);

@@ -157,4 +157,38 @@ TEST_SUITE("persistence.pocket_ordinals") {
           == "{NULL,NULL,2}");
     CHECK(db.query1("SELECT chargeonce_pockets_json(NULL)::text") == "{}");
   }
+
+  TEST_CASE("a lookup of an unknown ordinal that fails keeps the ordinals "
+            "known so far, and a later one finds it") {
+    migrated_database db;
+    pqxx::connection conn{db.dsn};
+    pocket_ordinals early{db.dsn};
+    early.register_catalog(conn, builtin_catalog({}));
+    pocket_ordinals later;
+    later.register_catalog(conn, with_voice());
+    // Every new session waits 100 ms at most for a lock; this one holds
+    // the table, so the lookup fails (SQLSTATE 55P03), for real.
+    {
+      pqxx::nontransaction admin{conn};
+      admin.exec("ALTER DATABASE " + db.name + " SET lock_timeout = '100ms'");
+    }
+    pqxx::connection locker_conn{db.dsn};
+    pqxx::work locker{locker_conn};
+    locker.exec("LOCK TABLE catalog_pockets IN ACCESS EXCLUSIVE MODE");
+    CHECK_THROWS_AS(early.read("{NULL,NULL,1,2}"), pqxx::sql_error);
+    CHECK(early.read("{1,2,3}") == pockets{1, 2, 3}); // still known
+    locker.abort();
+    // Tried again a second after the failure at the earliest: eventually.
+    auto looked_up = test::wait_until(
+      [&] {
+        try {
+          return early.read("{NULL,NULL,1,2}").get("daily_minutes") == 2;
+        } catch (const pqxx::sql_error&) {
+          return false;
+        }
+      },
+      std::chrono::seconds{30}, std::chrono::milliseconds{100});
+    MESSAGE("looked up again after " << looked_up.ms() << " ms");
+    CHECK(looked_up);
+  }
 }

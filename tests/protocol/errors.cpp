@@ -40,7 +40,7 @@ TEST_SUITE("errors") {
   }
 
   TEST_CASE("codes are the wire contract: overloaded is 13, internal 14, "
-            "insufficient_funds 15") {
+            "insufficient_funds 15, already_started 16") {
     CHECK(static_cast<int>(ec::storage_unavailable) == 8);
     CHECK(static_cast<int>(ec::overloaded) == 13);
     CHECK(static_cast<int>(ec::internal) == 14);
@@ -48,7 +48,9 @@ TEST_SUITE("errors") {
     CHECK(static_cast<int>(ec::insufficient_funds) == 15);
     CHECK(std::string{to_string(ec::insufficient_funds)}
           == "insufficient_funds");
-    CHECK(std::string{to_string(static_cast<ec>(16))} == "unknown");
+    CHECK(static_cast<int>(ec::already_started) == 16);
+    CHECK(std::string{to_string(ec::already_started)} == "already_started");
+    CHECK(std::string{to_string(static_cast<ec>(17))} == "unknown");
   }
 
   TEST_CASE("storage_unavailable advises a retry with the same ids, since "

@@ -78,6 +78,18 @@ void sim_auditor::on_resolution(const sim_world& w, sim_acks& acks,
     flag("resolve of " + str(id) + " charged more than its hold");
 }
 
+void sim_auditor::on_start(sim_acks& acks, reservation_id id,
+                           const std::string& who) {
+  if (who.empty())
+    return;
+  auto& workers = acks.started_by[id];
+  workers.insert(who);
+  if (workers.size() > 1)
+    flag("reservation " + std::to_string(id) + " was started by "
+         + std::to_string(workers.size())
+         + " workers: a job delivered twice ran twice");
+}
+
 void sim_auditor::on_outage_answer(const std::string& what,
                                    const caf::error& err) {
   // Our codes other than storage_unavailable (busy, insufficient_*, ...) or

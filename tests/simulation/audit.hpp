@@ -5,7 +5,8 @@
 // nothing held twice, one job per request id, a job cancelled while queued
 // never charged, an uncertain job charged only by resolve succeeded, none
 // left past reconcile-timeout, a ledger whose rows chain to the pockets,
-// an event with each change and every event delivered) against the
+// an event with each change and every event delivered, no job started by
+// two workers) against the
 // simulated database and what the callers were told.
 #pragma once
 
@@ -26,6 +27,8 @@ struct sim_acks {
   std::map<reservation_id, int32_t> commit_units; ///< what they named
   std::map<reservation_id, receipt> receipts; ///< first acknowledged receipt
   std::set<reservation_id> started_ok;        ///< start acknowledged
+  /// The workers whose start of a job was acknowledged (invariant 15).
+  std::map<reservation_id, std::set<std::string>> started_by;
   /// cancel acknowledged as cancelled while queued (the job deleted)
   std::set<reservation_id> cancelled_ok;
   /// cancel acknowledged as cancel_requested (started, the `request` policy)
@@ -60,6 +63,10 @@ struct sim_auditor {
   /// Invariant 11 for one acknowledged resolution: succeeded is the ledger
   /// row and charges at most the hold; failed charged nothing.
   void on_resolution(const sim_world& w, sim_acks& acks, const resolution& x);
+
+  /// Invariant 15 for one acknowledged start by `who`: no job is started
+  /// by two workers (a job delivered twice runs once).
+  void on_start(sim_acks& acks, reservation_id id, const std::string& who);
 
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);

@@ -172,6 +172,7 @@ void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
           j.commit_units = r->units + 1;
         else if (roll < 4)
           j.commit_units = 1 + pick(r->units);
+        j.worker = "worker-" + str(r->id);
         jobs_[r->id] = j;
       }
     };
@@ -184,15 +185,24 @@ void simulation::issue_reserve(chat_id c, kind k, const std::string& rid) {
                       c, k, rid, units);
 }
 
-void simulation::issue_start(reservation_id id) {
+void simulation::issue_start(reservation_id id, const std::string& who) {
   auto c = jobs_[id].chat;
+  bool own = who == jobs_[id].worker;
   call<reservation>(
-    "start(" + str(id) + ")", c,
-    [this, id, c](caf::expected<reservation>& r) {
+    "start(" + str(id) + (own ? "" : ",again") + ")", c,
+    [this, id, c, who, own](caf::expected<reservation>& r) {
       if (r) {
         acks_.started_ok.insert(id);
-        if (auto j = jobs_.find(id); j != jobs_.end())
+        auditor.on_start(acks_, id, who);
+        if (auto j = jobs_.find(id); j != jobs_.end() && own)
           j->second.started = true;
+      } else if (r.error() == ec::already_started) {
+        // The other delivery runs it: this worker walks away.
+        ++stats[own ? "first_delivery_overtaken" : "second_delivery_refused"];
+        if (own)
+          jobs_.erase(id);
+      } else if (!own) {
+        // A second delivery that finds the job gone or ended does nothing.
       } else if (!sim_unknown_outcome(r.error())) {
         // Cancelled, released or gone: the worker moves on; a buggy one
         // commits anyway, which must be refused.
@@ -201,7 +211,7 @@ void simulation::issue_start(reservation_id id) {
         jobs_.erase(id);
       }
     },
-    atom::start_v, c, id);
+    atom::start_v, c, id, who);
 }
 
 void simulation::stale_commit(reservation_id id, chat_id c) {

@@ -50,6 +50,9 @@ struct sim_job {
   /// A heartbeat answered cancel_requested: the user cancelled the started
   /// job, and the worker aborts (fail) or commits what was done.
   bool cancel_seen = false;
+  /// The identity its worker names when it starts the job; a second
+  /// delivery of the job names another.
+  std::string worker{};
 };
 
 /// The caller cannot know whether it happened: storage_unavailable, or a
@@ -94,7 +97,9 @@ private:
                                  std::function<void(caf::expected<T>&)> then,
                                  Ts... xs);
   void issue_reserve(chat_id c, kind k, const std::string& rid);
-  void issue_start(reservation_id id);
+  /// A start naming the worker `who` (the job's own, or a second
+  /// delivery's).
+  void issue_start(reservation_id id, const std::string& who);
   void issue_commit(reservation_id id);
   /// A buggy worker's commit of a job whose start answered not_found.
   void stale_commit(reservation_id id, chat_id c);

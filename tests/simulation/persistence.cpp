@@ -204,6 +204,22 @@ caf::result<T> submit(self_ptr self, chat_id chat, apply_fn<T> apply) {
   return p.rp;
 }
 
+/// A commit (of `who`, "" for none); a chat actor killed meanwhile charges
+/// twice under its mutant.
+caf::result<receipt> sim_commit(self_ptr self, std::shared_ptr<sim_world> w,
+                                chat_id c, reservation_id id, int32_t units,
+                                const std::string& who) {
+  auto from = sender_of(self);
+  auto clk = &self->clock();
+  return submit<receipt>(self, c, [=] {
+    auto out = w->commit(c, id, now_of(*clk), units, who);
+    if (out && w->mutant == sim_mutant::killed_commit_charges_twice
+        && w->killed.count(from) != 0)
+      w->charge_again(c, id);
+    return out;
+  });
+}
+
 caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
   self->state.w = w;
   auto clk = &self->clock();
@@ -224,24 +240,31 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
         self, c, [=] { return w->reserve(c, k, rid, now(), units); });
     },
     [=](atom::start, chat_id c, reservation_id id) {
-      return submit<reservation>(self, c, [=] { return w->start(c, id); });
+      return submit<reservation>(self, c, [=] { return w->start(c, id, ""); });
+    },
+    [=](atom::start, chat_id c, reservation_id id, const std::string& who) {
+      return submit<reservation>(self, c, [=] { return w->start(c, id, who); });
     },
     [=](atom::heartbeat, chat_id c, reservation_id id) {
-      return submit<reservation>(self, c,
-                                 [=] { return w->heartbeat(c, id, now()); });
+      return submit<reservation>(
+        self, c, [=] { return w->heartbeat(c, id, now(), ""); });
+    },
+    [=](atom::heartbeat, chat_id c, reservation_id id, const std::string& who) {
+      return submit<reservation>(
+        self, c, [=] { return w->heartbeat(c, id, now(), who); });
     },
     [=](atom::commit, chat_id c, reservation_id id, int32_t units) {
-      auto from = sender_of(self);
-      return submit<receipt>(self, c, [=] {
-        auto out = w->commit(c, id, now(), units);
-        if (out && w->mutant == sim_mutant::killed_commit_charges_twice
-            && w->killed.count(from) != 0)
-          w->charge_again(c, id);
-        return out;
-      });
+      return sim_commit(self, w, c, id, units, "");
+    },
+    [=](atom::commit, chat_id c, reservation_id id, int32_t units,
+        const std::string& who) {
+      return sim_commit(self, w, c, id, units, who);
     },
     [=](atom::fail, chat_id c, reservation_id id) {
-      return submit<reservation>(self, c, [=] { return w->fail(c, id); });
+      return submit<reservation>(self, c, [=] { return w->fail(c, id, ""); });
+    },
+    [=](atom::fail, chat_id c, reservation_id id, const std::string& who) {
+      return submit<reservation>(self, c, [=] { return w->fail(c, id, who); });
     },
     [=](atom::cancel, chat_id c) {
       return submit<reservation>(self, c, [=] { return w->cancel(c); });
@@ -252,7 +275,12 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
     },
     [=](atom::uncertain, chat_id c, reservation_id id, const std::string& ref) {
       return submit<reservation>(
-        self, c, [=] { return w->uncertain_of(c, id, ref, now()); });
+        self, c, [=] { return w->uncertain_of(c, id, ref, now(), ""); });
+    },
+    [=](atom::uncertain, chat_id c, reservation_id id, const std::string& ref,
+        const std::string& who) {
+      return submit<reservation>(
+        self, c, [=] { return w->uncertain_of(c, id, ref, now(), who); });
     },
     [=](atom::resolve, chat_id c, reservation_id id, const std::string& outcome,
         int32_t units) {

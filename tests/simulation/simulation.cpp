@@ -142,7 +142,8 @@ TEST_SUITE("simulation") {
                    sim_mutant::unresolved_never_released,
                    sim_mutant::refill_unrecorded,
                    sim_mutant::event_lost,
-                   sim_mutant::event_skipped_by_reader}) {
+                   sim_mutant::event_skipped_by_reader,
+                   sim_mutant::second_worker_starts}) {
       std::string name = test::to_string(m);
       CAPTURE(name);
       std::string violation;

@@ -91,7 +91,7 @@ void simulation::user_cancels(bool race_start) {
     c = jobs_[id].chat;
     raced = id;
     ++stats["cancel_racing_start"];
-    issue_start(id); // the scheduler's seed decides who comes first
+    issue_start(id, jobs_[id].worker); // the seed decides who comes first
   }
   auto record = [this](caf::expected<reservation>& r) {
     if (!r)
@@ -140,9 +140,15 @@ void simulation::worker_acts() {
   auto id = awake[static_cast<size_t>(pick(static_cast<int>(awake.size())))];
   auto& j = jobs_[id];
   if (!j.started) {
-    issue_start(id);
-    if (pick(5) == 0)
-      issue_start(id); // the worker's retry overtakes its first try
+    auto who = j.worker;
+    issue_start(id, who);
+    if (pick(5) == 0) {
+      issue_start(id, who); // the worker's retry overtakes its first try
+    } else if (pick(6) == 0) {
+      // The queue delivers the job twice: another worker starts it too.
+      ++stats["delivered_twice"];
+      issue_start(id, who + "-again");
+    }
     settle();
     return;
   }

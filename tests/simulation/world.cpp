@@ -69,6 +69,8 @@ const char* to_string(sim_mutant x) {
     return "event_lost";
   case sim_mutant::event_skipped_by_reader:
     return "event_skipped_by_reader";
+  case sim_mutant::second_worker_starts:
+    return "second_worker_starts";
   }
   return "?";
 }
@@ -270,7 +272,27 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   return r;
 }
 
-caf::expected<reservation> sim_world::start(chat_id chat, reservation_id id) {
+caf::error sim_world::claim(const char* op, chat_id chat, reservation_id id,
+                            const std::string& who) {
+  if (who.empty())
+    return caf::none;
+  auto i = reservations.find(id);
+  if (i == reservations.end() || i->second.chat != chat)
+    return caf::none; // the operation says what became of it
+  if (i->second.status == reservation_status::queued) {
+    if (std::string{op} == "start")
+      worker_of[id] = who;
+    return caf::none;
+  }
+  if (worker_of[id] == who || mutant == sim_mutant::second_worker_starts)
+    return caf::none;
+  return err(ec::already_started, "started by another worker");
+}
+
+caf::expected<reservation> sim_world::start(chat_id chat, reservation_id id,
+                                            const std::string& who) {
+  if (auto refused = claim("start", chat, id, who))
+    return refused;
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);
@@ -281,7 +303,10 @@ caf::expected<reservation> sim_world::start(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> sim_world::heartbeat(chat_id chat, reservation_id id,
-                                                caf::timestamp now) {
+                                                caf::timestamp now,
+                                                const std::string& who) {
+  if (auto refused = claim("heartbeat", chat, id, who))
+    return refused;
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);
@@ -292,10 +317,13 @@ caf::expected<reservation> sim_world::heartbeat(chat_id chat, reservation_id id,
 }
 
 caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
-                                         caf::timestamp now, int32_t units) {
+                                         caf::timestamp now, int32_t units,
+                                         const std::string& who) {
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
+  if (auto refused = claim("commit", chat, id, who))
+    return refused;
   auto& p = c->second.available;
   // == GREATEST(0, p - held) per pocket
   auto charge = [&](const pockets& h) {
@@ -388,7 +416,10 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
 
 caf::expected<reservation>
 sim_world::uncertain_of(chat_id chat, reservation_id id,
-                        const std::string& provider_ref, caf::timestamp now) {
+                        const std::string& provider_ref, caf::timestamp now,
+                        const std::string& who) {
+  if (auto refused = claim("uncertain", chat, id, who))
+    return refused;
   if (auto u = uncertain.find(id);
       u != uncertain.end() && u->second.chat == chat) {
     if (u->second.provider_ref != provider_ref)
@@ -487,7 +518,10 @@ void sim_world::charge_again(chat_id chat, reservation_id id) {
   take_clamped(p, h);
 }
 
-caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id) {
+caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id,
+                                           const std::string& who) {
+  if (auto refused = claim("fail", chat, id, who))
+    return refused;
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);

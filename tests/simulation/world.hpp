@@ -71,6 +71,9 @@ enum class sim_mutant : uint8_t {
   /// A read of the events table starts one event past the reader's cursor
   /// (an off-by-one): written, never delivered (14).
   event_skipped_by_reader,
+  /// A start naming another worker than the one that started the job is
+  /// answered as the first one's retry: both workers run it (15).
+  second_worker_starts,
 };
 
 const char* to_string(sim_mutant x);
@@ -139,6 +142,8 @@ struct sim_world {
   // -- what the auditor needs beyond the tables --
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
   std::set<reservation_id> started_applied;  ///< a start changed its status
+  /// The worker a start recorded (013_worker_identity.sql).
+  std::map<reservation_id, std::string> worker_of;
   std::set<reservation_id> cancelled_applied;
   /// A cancel marked a started job cancel_requested (the `request` policy).
   std::set<reservation_id> cancel_requested_applied;
@@ -184,18 +189,28 @@ struct sim_world {
   caf::expected<reservation> reserve(chat_id chat, kind k,
                                      const std::string& request_id,
                                      caf::timestamp now, int32_t units = 0);
-  caf::expected<reservation> start(chat_id chat, reservation_id id);
+  /// `who`: the worker's identity, "" for none (chargeonce_claim).
+  caf::expected<reservation> start(chat_id chat, reservation_id id,
+                                   const std::string& who);
   caf::expected<reservation> heartbeat(chat_id chat, reservation_id id,
-                                       caf::timestamp now);
+                                       caf::timestamp now,
+                                       const std::string& who);
   caf::expected<receipt> commit(chat_id chat, reservation_id id,
-                                caf::timestamp now, int32_t units = 0);
-  caf::expected<reservation> fail(chat_id chat, reservation_id id);
+                                caf::timestamp now, int32_t units,
+                                const std::string& who);
+  caf::expected<reservation> fail(chat_id chat, reservation_id id,
+                                  const std::string& who);
   caf::expected<reservation> cancel(chat_id chat);
   caf::expected<reservation> cancel(chat_id chat, reservation_id id,
                                     const std::string& request_id);
   caf::expected<reservation> uncertain_of(chat_id chat, reservation_id id,
                                           const std::string& provider_ref,
-                                          caf::timestamp now);
+                                          caf::timestamp now,
+                                          const std::string& who);
+  /// Whether `who` may go on with `op` on reservation `id`: none, or
+  /// already_started; a start of a queued job records `who`.
+  caf::error claim(const char* op, chat_id chat, reservation_id id,
+                   const std::string& who);
   caf::expected<resolution> resolve(chat_id chat, reservation_id id,
                                     const std::string& outcome, int32_t units,
                                     caf::timestamp now);

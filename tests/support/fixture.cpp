@@ -104,6 +104,28 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
     [=](atom::fail, chat_id chat, reservation_id id) {
       return answer(self, log, name("fail", chat), make_reservation(chat, id));
     },
+    [=](atom::start, chat_id chat, reservation_id id, const std::string&) {
+      return answer(self, log, name("start", chat), make_reservation(chat, id));
+    },
+    [=](atom::heartbeat, chat_id chat, reservation_id id, const std::string&) {
+      return answer(self, log, name("heartbeat", chat),
+                    make_reservation(chat, id));
+    },
+    [=](atom::commit, chat_id chat, reservation_id id, int32_t,
+        const std::string&) {
+      receipt x;
+      x.reservation = id;
+      x.chat = chat;
+      return answer(self, log, name("commit", chat), x);
+    },
+    [=](atom::fail, chat_id chat, reservation_id id, const std::string&) {
+      return answer(self, log, name("fail", chat), make_reservation(chat, id));
+    },
+    [=](atom::uncertain, chat_id chat, reservation_id id, const std::string&,
+        const std::string&) {
+      return answer(self, log, name("uncertain", chat),
+                    make_reservation(chat, id));
+    },
     [=](atom::cancel, chat_id chat) {
       return answer(self, log, name("cancel", chat), cancelled(log, chat, 1));
     },
