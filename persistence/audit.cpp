@@ -27,24 +27,25 @@ std::string micros_of(const std::string& column) {
 
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out, pocket_ordinals& ordinals) {
-  auto rs = tx.exec_params("SELECT chat_id, pockets::text FROM chats "
-                           "WHERE chat_id > $1 AND chat_id <= $2 "
+  auto rs = tx.exec_params("SELECT chat_id, pockets::text, window_number "
+                           "FROM chats WHERE chat_id > $1 AND chat_id <= $2 "
                            "ORDER BY chat_id",
                            first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(
-      audit_chat{r[0].as<int64_t>(), ordinals.read(r[1].c_str())});
+    out.chats.push_back(audit_chat{
+      r[0].as<int64_t>(), ordinals.read(r[1].c_str()), r[2].as<int64_t>()});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
                  audit_snapshot& out, pocket_ordinals& ordinals) {
-  auto rs = tx.exec_params(
-    "SELECT id, entry, coalesce(reservation_id, 0), chat_id, "
-    "charged::text, credited_balance, coalesce(payment_id, ''), "
-      + micros_of("committed_at")
-      + ", changed::text, coalesce(detail, ''), pockets::text FROM ledger "
-        "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
-    first, first + count);
+  auto rs =
+    tx.exec_params("SELECT id, entry, coalesce(reservation_id, 0), chat_id, "
+                   "charged::text, credited_balance, coalesce(payment_id, ''), "
+                     + micros_of("committed_at")
+                     + ", changed::text, coalesce(detail, ''), pockets::text, "
+                       "window_number FROM ledger "
+                       "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
+                   first, first + count);
   for (const auto& r : rs) {
     audit_ledger_row x;
     x.id = r[0].as<int64_t>();
@@ -61,6 +62,9 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
     x.has_after = !r[10].is_null();
     if (x.has_after)
       x.after = ordinals.read(r[10].c_str());
+    x.has_window = !r[11].is_null();
+    if (x.has_window)
+      x.window = r[11].as<int64_t>();
     out.ledger.push_back(std::move(x));
   }
 }
@@ -70,12 +74,13 @@ void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
   auto rs = tx.exec_params(
     "SELECT id, chat_id, status = 'in_progress', held::text, "
       + micros_of("created_at")
-      + " FROM reservations WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
+      + ", window_number FROM reservations WHERE chat_id > $1 AND "
+        "chat_id <= $2 ORDER BY id",
     first, first + count);
   for (const auto& r : rs)
-    out.reservations.push_back(
-      audit_reservation{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<bool>(),
-                        ordinals.read(r[3].c_str()), r[4].as<int64_t>()});
+    out.reservations.push_back(audit_reservation{
+      r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<bool>(),
+      ordinals.read(r[3].c_str()), r[4].as<int64_t>(), r[5].as<int64_t>()});
 }
 
 void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -95,13 +100,13 @@ void read_uncertain(pqxx::transaction_base& tx, chat_id first, int64_t count,
                     audit_snapshot& out) {
   auto rs = tx.exec_params(
     "SELECT id, chat_id, coalesce(outcome, ''), " + micros_of("uncertain_at")
-      + " FROM uncertain_reservations WHERE chat_id > $1 AND chat_id <= $2 "
-        "ORDER BY id",
+      + ", window_number FROM uncertain_reservations WHERE chat_id > $1 AND "
+        "chat_id <= $2 ORDER BY id",
     first, first + count);
   for (const auto& r : rs)
-    out.uncertain.push_back(
-      audit_uncertain{r[0].as<int64_t>(), r[1].as<int64_t>(),
-                      r[2].as<std::string>(), r[3].as<int64_t>()});
+    out.uncertain.push_back(audit_uncertain{
+      r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<std::string>(),
+      r[3].as<int64_t>(), r[4].as<int64_t>()});
 }
 
 void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -118,18 +123,18 @@ void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
 
 void read_ended(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out) {
-  auto rs = tx.exec_params("SELECT id FROM ended_reservations WHERE chat_id > "
-                           "$1 AND chat_id <= $2 ORDER BY id",
+  auto rs = tx.exec_params("SELECT id, window_number FROM ended_reservations "
+                           "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
                            first, first + count);
   for (const auto& r : rs)
-    out.ended.push_back(r[0].as<int64_t>());
+    out.ended.push_back(audit_ended{r[0].as<int64_t>(), r[1].as<int64_t>()});
 }
 
 } // namespace
 
 pockets audit_ledger_row::change() const {
   pockets out;
-  if (entry == "charge") {
+  if (entry == "charge" && !has_window) {
     out -= charged;
   } else if (entry == "top_up") {
     out.add(pocket::balance, credited);
@@ -198,10 +203,15 @@ caf::error forge_charge(const std::string& dsn, chat_id chat,
   try {
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
-    tx.exec_params("INSERT INTO ledger (reservation_id, chat_id, kind, "
-                   "charged) VALUES ($1, $2, 'image', "
-                   "chargeonce_pockets('{\"balance\": 1}'))",
-                   forged, chat);
+    tx.exec_params(
+      "INSERT INTO ledger (reservation_id, chat_id, kind, charged, changed, "
+      "window_number) VALUES ($1, $2, 'image', "
+      "chargeonce_pockets('{\"balance\": 1}'), "
+      "chargeonce_pockets('{\"balance\": -1}'), "
+      "coalesce((SELECT window_number FROM ended_reservations WHERE id = $1),"
+      " (SELECT window_number FROM uncertain_reservations WHERE id = $1),"
+      " (SELECT window_number FROM chats WHERE chat_id = $2), 0))",
+      forged, chat);
     tx.commit();
     return caf::none;
   } catch (...) {
@@ -261,41 +271,115 @@ caf::error forge_over_capture(const std::string& dsn, chat_id first,
   try {
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
-    auto forged = tx.exec_params(
-      "WITH x AS (SELECT reservation_id, chat_id, released FROM ledger l"
-      "            WHERE chat_id > $1 AND chat_id <= $2 AND released <> '{}'"
+    auto x = tx.exec_params(
+      "SELECT l.id, l.chat_id FROM ledger l"
+      " WHERE chat_id > $1 AND chat_id <= $2 AND released <> '{}'"
       // Pockets that can give it now (a refill may have lowered them):
       // the take must not clamp, or a total would change.
-      "              AND NOT EXISTS (SELECT 1 FROM chats c,"
-      "                    unnest(l.released) WITH ORDINALITY AS e(v, i)"
-      "                   WHERE c.chat_id = l.chat_id AND"
-      "                     coalesce(c.pockets[e.i], 0) < e.v)"
-      "            ORDER BY reservation_id LIMIT 1),"
-      " booked AS (UPDATE ledger l"
-      "               SET charged = chargeonce_pockets_add(l.charged,"
-      "                                                     x.released),"
-      "                   released = '{}'"
-      "              FROM x WHERE l.reservation_id = x.reservation_id"
-      "              RETURNING l.id),"
-      // The pockets recorded from that row on lose it too: the ledger's
-      // chain stays whole, as every total does.
-      " chained AS (UPDATE ledger l"
-      "                SET pockets = chargeonce_pockets_take(l.pockets,"
-      "                                                      x.released)"
-      "               FROM x, booked b"
-      "              WHERE l.chat_id = x.chat_id AND l.id >= b.id"
-      "                AND l.pockets IS NOT NULL)"
-      " UPDATE chats c SET pockets = chargeonce_pockets_take(c.pockets,"
-      "                                                      x.released)"
-      "   FROM x WHERE c.chat_id = x.chat_id",
+      "   AND NOT EXISTS (SELECT 1 FROM chats c,"
+      "         unnest(l.released) WITH ORDINALITY AS e(v, i)"
+      "        WHERE c.chat_id = l.chat_id AND"
+      "          coalesce(c.pockets[e.i], 0) < e.v)"
+      " ORDER BY reservation_id LIMIT 1",
       first, first + count);
-    tx.commit();
-    if (forged.affected_rows() == 0)
+    if (x.empty())
       return caf::make_error(ec::not_found,
                              "no commit of the range released anything");
+    auto row = x[0][0].as<int64_t>();
+    auto chat = x[0][1].as<int64_t>();
+    tx.exec_params("UPDATE chats SET pockets = chargeonce_pockets_take("
+                   "pockets, (SELECT released FROM ledger WHERE id = $1))"
+                   " WHERE chat_id = $2",
+                   row, chat);
+    // The row books what it released as charged and taken, and the pockets
+    // recorded from it on lose it too: the ledger's chain stays whole, as
+    // every total does. One statement updates each row once (a row updated
+    // twice in one statement keeps only one of the changes).
+    tx.exec_params(
+      "UPDATE ledger l SET"
+      "  charged = CASE WHEN l.id = $1"
+      "    THEN chargeonce_pockets_add(l.charged, x.released)"
+      "    ELSE l.charged END,"
+      "  changed = CASE WHEN l.id = $1"
+      "    THEN chargeonce_pockets_change(x.released, l.changed)"
+      "    ELSE l.changed END,"
+      "  released = CASE WHEN l.id = $1 THEN '{}' ELSE l.released END,"
+      "  pockets = CASE WHEN l.pockets IS NULL THEN NULL"
+      "    ELSE chargeonce_pockets_take(l.pockets, x.released) END"
+      " FROM (SELECT released FROM ledger WHERE id = $1) x"
+      " WHERE l.chat_id = $2 AND l.id >= $1",
+      row, chat);
+    tx.commit();
     return caf::none;
   } catch (...) {
     return failed("forging a charge beyond its units");
+  }
+}
+
+caf::error forge_window_paid_twice(const std::string& dsn, chat_id first,
+                                   int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // A charge written after a refill row that opened a later window than
+    // the one it names, with a daily part its own window paid and the new
+    // window's daily pockets left alone (what a correct commit writes);
+    // one whose daily part the pockets recorded from it on, and the chat's,
+    // can give: the take must not clamp, or a total would change.
+    auto x = tx.exec_params(
+      "SELECT l.id, l.chat_id FROM ledger l"
+      " WHERE l.chat_id > $1 AND l.chat_id <= $2 AND l.entry = 'charge'"
+      "   AND l.window_number < (SELECT r.window_number FROM ledger r"
+      "        WHERE r.chat_id = l.chat_id AND r.id < l.id"
+      "          AND r.entry = 'refill' ORDER BY r.id DESC LIMIT 1)"
+      "   AND EXISTS (SELECT 1 FROM unnest(l.charged) WITH ORDINALITY"
+      "        AS e(v, i) WHERE e.i <> chargeonce_pocket('balance')"
+      "          AND e.v > 0)"
+      "   AND NOT EXISTS (SELECT 1 FROM unnest(l.changed) WITH ORDINALITY"
+      "        AS e(v, i) WHERE e.i <> chargeonce_pocket('balance')"
+      "          AND e.v <> 0)"
+      "   AND NOT EXISTS (SELECT 1 FROM ledger n,"
+      "         unnest(l.charged) WITH ORDINALITY AS e(v, i)"
+      "        WHERE n.chat_id = l.chat_id AND n.id >= l.id"
+      "          AND e.i <> chargeonce_pocket('balance')"
+      "          AND coalesce(n.pockets[e.i], 0) < e.v)"
+      "   AND NOT EXISTS (SELECT 1 FROM chats c,"
+      "         unnest(l.charged) WITH ORDINALITY AS e(v, i)"
+      "        WHERE c.chat_id = l.chat_id"
+      "          AND e.i <> chargeonce_pocket('balance')"
+      "          AND coalesce(c.pockets[e.i], 0) < e.v)"
+      " ORDER BY l.id LIMIT 1",
+      first, first + count);
+    if (x.empty())
+      return caf::make_error(ec::not_found,
+                             "no charge of the range was paid by a past "
+                             "window");
+    auto row = x[0][0].as<int64_t>();
+    auto chat = x[0][1].as<int64_t>();
+    // Its daily part: what it charged, balance left out.
+    const std::string daily = "(SELECT chargeonce_pockets_set(charged,"
+                              " chargeonce_pocket('balance'), NULL)"
+                              " AS daily FROM ledger WHERE id = $1)";
+    tx.exec_params("UPDATE chats c SET pockets = chargeonce_pockets_take("
+                   "c.pockets, d.daily) FROM "
+                     + daily + " d WHERE c.chat_id = $2",
+                   row, chat);
+    // One statement updates each row once: the row's change and the pockets
+    // recorded from it on, so that the ledger's chain stays whole.
+    tx.exec_params("UPDATE ledger l SET"
+                   "  changed = CASE WHEN l.id = $1"
+                   "    THEN chargeonce_pockets_change(d.daily, l.changed)"
+                   "    ELSE l.changed END,"
+                   "  pockets = chargeonce_pockets_take(l.pockets, d.daily)"
+                   " FROM "
+                     + daily
+                     + " d WHERE l.chat_id = $2 AND l.id >= $1"
+                       " AND l.pockets IS NOT NULL",
+                   row, chat);
+    tx.commit();
+    return caf::none;
+  } catch (...) {
+    return failed("forging a charge that two windows paid");
   }
 }
 

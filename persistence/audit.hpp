@@ -19,10 +19,11 @@ namespace chargeonce::persistence {
 struct audit_chat {
   chat_id chat = 0;
   pockets available;
+  int64_t window = 0; ///< its window number: one more at every refill
 };
 
 /// One ledger row: a charge (reservation set), a top-up (payment_id set),
-/// a refill or an admin change (changed and detail set).
+/// a refill or an admin change (detail set).
 struct audit_ledger_row {
   int64_t id = 0;
   std::string entry = "charge";   ///< charge, top_up, refill or admin
@@ -32,14 +33,22 @@ struct audit_ledger_row {
   pockets charged;        ///< charges only
   int32_t credited = 0;   ///< top-ups only
   std::string payment_id; ///< top-ups only
-  pockets changed;        ///< refills and admin changes: signed, per pocket
+  /// Signed, per pocket: what a refill or an admin change did to the
+  /// pockets, and what a charge took from them (less than `charged` names
+  /// when a past window's daily part paid).
+  pockets changed;
   std::string detail;     ///< refills and admin changes
   bool has_after = false; ///< rows written before the ledger kept pockets: no
   pockets after;          ///< the chat's pockets after this row's change
   int64_t at_us = 0;      ///< committed_at, microseconds since the epoch
+  /// A charge: the window that paid (its hold's); a refill: the window it
+  /// opened. No window (NULL) for the others.
+  bool has_window = false;
+  int64_t window = 0;
 
-  /// The row's change of the pockets: -charged, +credited in balance, or
-  /// changed.
+  /// The row's change of the pockets: a charge's `changed` (-charged for a
+  /// charge written before charges named their window), +credited in
+  /// balance, or changed.
   pockets change() const;
 };
 
@@ -50,6 +59,7 @@ struct audit_reservation {
   bool started = false;
   pockets held;
   int64_t created_us = 0;
+  int64_t window = 0; ///< the window its hold was taken in
 };
 
 /// A reservation the sweeper released (released_reservations).
@@ -66,6 +76,13 @@ struct audit_uncertain {
   chat_id chat = 0;
   std::string outcome; ///< "" while open; succeeded, failed, released
   int64_t uncertain_us = 0;
+  int64_t window = 0; ///< the window its hold was taken in
+};
+
+/// A job with a request id that ended (ended_reservations).
+struct audit_ended {
+  reservation_id id = 0;
+  int64_t window = 0; ///< the window its hold was taken in
 };
 
 /// One row of the events table (numbered or not yet).
@@ -85,8 +102,8 @@ struct audit_snapshot {
   std::vector<audit_release> releases;
   std::vector<audit_uncertain> uncertain;
   std::vector<audit_event> events;
-  /// Jobs with a request id that ended (ended_reservations), by id.
-  std::vector<reservation_id> ended;
+  /// Jobs with a request id that ended, by id.
+  std::vector<audit_ended> ended;
 };
 
 /// Reads chats, ledger, reservations, releases, jobs of unknown outcome and
@@ -112,7 +129,9 @@ caf::error forge_lost_event(const std::string& dsn, chat_id first,
                             int64_t count);
 
 /// Self-test of the auditor only: writes a ledger charge for `chat` that no
-/// commit made (reservation id `forged`), so the audit must report it.
+/// commit made (reservation id `forged`), so the audit must report it. It
+/// names the window a server would: the reservation's, when Postgres still
+/// knows it (ended or uncertain), else the chat's.
 caf::error forge_charge(const std::string& dsn, chat_id chat,
                         reservation_id forged);
 
@@ -146,5 +165,17 @@ caf::error forge_reopen_uncertain(const std::string& dsn, chat_id first,
 /// no commit of the range released anything.
 caf::error forge_over_capture(const std::string& dsn, chat_id first,
                               int64_t count);
+
+/// Self-test of the auditor only: the first charge of the range that a
+/// past window paid (written after a refill row that opened a later window
+/// than the charge names) and whose daily part every later pocket can
+/// give, is made to have taken that daily part from the new window's
+/// pockets too, as a commit that ignores hold windows would: its `changed`,
+/// the pockets recorded from it on and the chat's pockets alike, so the
+/// ledger's chain and every total still add up; only the check that a job
+/// is paid by its own window sees it. ec::not_found when no charge of the
+/// range was paid by a past window.
+caf::error forge_window_paid_twice(const std::string& dsn, chat_id first,
+                                   int64_t count);
 
 } // namespace chargeonce::persistence

@@ -71,7 +71,7 @@ std::vector<reservation> holding_of(pqxx::work& tx, chat_id chat,
       + " FROM reservations WHERE chat_id = $1 UNION ALL SELECT id, chat_id, "
         "kind, 'outcome_unknown', queue, held::text, request_id, "
         "(extract(epoch FROM created_at) * 1000000)::bigint, NULL::bigint, "
-        "-1, units, held_units::text, cancel_requested FROM "
+        "-1, units, held_units::text, cancel_requested, window_number FROM "
         "uncertain_reservations WHERE chat_id = $1 AND outcome IS NULL",
     chat);
   std::vector<reservation> out;
@@ -102,7 +102,8 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
                                       pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT pockets::text, coalesce(premium_until > now(), false), blocked, "
-    "banned, max_active_jobs FROM chats WHERE chat_id = $1 FOR UPDATE",
+    "banned, max_active_jobs, window_number FROM chats WHERE chat_id = $1 "
+    "FOR UPDATE",
     chat);
   if (rs.empty())
     return caf::make_error(ec::not_found,
@@ -144,6 +145,7 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   // validate_kind found it before the transaction began.
   const auto& spec = *o.products.find_kind(to_string(k));
   auto amounts = ordinals.read(r[0].c_str());
+  auto window = r[5].as<int64_t>();
   pocket_choice choice;
   // The refusal order of 0.1.0, where one job at a time made "busy" and
   // "cannot pay" exclusive: pockets that cannot pay even with no job
@@ -160,21 +162,22 @@ caf::expected<reservation> reserve_in(pqxx::work& tx, chat_id chat,
   auto slot = free_slot(active, limit);
   if (slot < 0)
     return caf::make_error(ec::busy, busy_message(chat, active.size(), limit));
-  if (auto code =
-        choose_pockets(spec, premium, left_after(amounts, held_by(holding)),
-                       std::max(units, 1), choice);
+  if (auto code = choose_pockets(spec, premium,
+                                 left_after(amounts, held_by(holding, window)),
+                                 std::max(units, 1), choice);
       code != ec::none)
     return caf::make_error(code, cannot_pay_message(chat, spec));
   // The slot's unique index, as the ON CONFLICT arbiter, is the lock: no
   // other error can pass for busy.
   auto inserted = tx.exec_params(
     std::string{"INSERT INTO reservations (chat_id, kind, queue, held, "
-                "request_id, slot, units, held_units) VALUES ($1, $2, $3, "
-                "$4::integer[], $5, $6, $7, $8::integer[]) "
+                "request_id, slot, units, held_units, window_number) "
+                "VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, "
+                "$8::integer[], $9) "
                 "ON CONFLICT (chat_id, slot) DO NOTHING RETURNING "}
       + reservation_columns,
     chat, to_string(k), choice.queue, ordinals.text(choice.held), request_id,
-    slot, std::max(units, 1), ordinals.text(choice.held_units));
+    slot, std::max(units, 1), ordinals.text(choice.held_units), window);
   if (inserted.empty())
     return caf::make_error(ec::busy,
                            busy_message(chat, active.size() + 1, limit));
@@ -335,8 +338,9 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
     return err;
   return impl_->run<receipt>(
     "commit", chat, id, [&](pqxx::work& tx) -> caf::expected<receipt> {
-      auto locked = tx.exec_params(
-        "SELECT pockets::text FROM chats WHERE chat_id = $1 FOR UPDATE", chat);
+      auto locked = tx.exec_params("SELECT pockets::text, window_number "
+                                   "FROM chats WHERE chat_id = $1 FOR UPDATE",
+                                   chat);
       if (locked.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
@@ -366,11 +370,20 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
             + " units charges more");
       // Exactly the held amounts of the units named, never re-priced; a
       // pocket lowered meanwhile stops at zero (the clamp is part of the
-      // contract). Under the row lock: the pockets written are the ones
-      // just read.
+      // contract). A hold of a past window takes nothing more of the daily
+      // pockets: its own window's unit paid, and `charged` names it. Under
+      // the row lock: the pockets written are the ones just read.
       auto nominal = captured(held.held, held.held_units, held.units, units);
       auto amounts = impl_->ordinals.read(locked[0][0].c_str());
-      auto charged = take_clamped(amounts, nominal);
+      auto before = amounts;
+      auto now_part =
+        in_window(nominal, held.window, locked[0][1].as<int64_t>());
+      auto charged = take_clamped(amounts, now_part);
+      auto past_part = nominal;
+      past_part -= now_part;
+      charged += without_zeros(past_part);
+      auto change = amounts;
+      change -= before;
       auto rest = held.held;
       rest -= nominal;
       auto released = without_zeros(rest);
@@ -380,17 +393,19 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
         impl_->ordinals.text(amounts));
       auto written = tx.exec_params(
         "INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, "
-        "released, pockets) VALUES ($1, $2, $3, $4::integer[], $5, "
-        "$6::integer[], $7::integer[]) "
+        "released, pockets, changed, window_number) VALUES ($1, $2, $3, "
+        "$4::integer[], $5, $6::integer[], $7::integer[], $8::integer[], $9) "
         "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
         id, chat, to_string(held.kind), impl_->ordinals.text(charged),
         charged_units, impl_->ordinals.text(released),
-        impl_->ordinals.text(amounts));
+        impl_->ordinals.text(amounts),
+        impl_->ordinals.text(without_zeros(change)), held.window);
       delete_and_remember(tx, "id = $1", "committed", id);
       receipt x{id, chat, held.kind, charged,
                 from_unix_micros(written[0][0].as<int64_t>())};
       x.units = charged_units;
       x.released = released;
+      x.window = held.window;
       return x;
     });
 }

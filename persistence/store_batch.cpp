@@ -99,6 +99,8 @@ receipt receipt_of(const pg_row& r, reservation_id id,
   x.committed_at = from_unix_micros(r["c_committed_us"].as<int64_t>());
   x.units = r["c_units"].as<int32_t>();
   x.released = ordinals.read(r["c_released"].c_str());
+  if (!r["window_number"].is_null())
+    x.window = r["window_number"].as<int64_t>();
   return x;
 }
 
@@ -118,6 +120,8 @@ chat_status status_of(const pg_row& r, chat_id chat, const store_options& o,
     x.own_max_active_jobs = r["s_max_jobs"].as<int32_t>();
   x.reservations =
     reservations_from_json(r["s_reservations"].as<std::string>(), ordinals);
+  if (!r["window_number"].is_null())
+    x.window = r["window_number"].as<int64_t>();
   complete_status(x, o);
   return x;
 }

@@ -26,17 +26,22 @@ std::string cause_of(const std::string& entry) {
   return entry == "charge" ? "commit" : entry;
 }
 
-/// The signed change a ledger row made: less what a commit charged, plus a
-/// top-up's credits, or a refill's or admin change's `changed`.
+/// The signed change a ledger row made: a top-up's credits, else its
+/// `changed`; a commit written before commits named their window kept no
+/// `changed`: less what it charged.
 pockets change_of(const std::string& entry, const pockets& charged,
-                  int32_t credited, const pockets& changed) {
+                  int32_t credited, const pockets& changed, bool window_known) {
   pockets out;
-  if (entry == "charge") {
+  if (entry == "charge" && !window_known) {
     for (const auto& [name, amount] : charged.items())
       if (amount != 0)
         out.set(name, -amount);
   } else if (entry == "top_up") {
     out.set(pocket::balance, credited);
+  } else if (entry == "charge") {
+    for (const auto& [name, amount] : changed.items())
+      if (amount != 0)
+        out.set(name, amount);
   } else {
     out = changed;
   }
@@ -88,8 +93,11 @@ std::vector<history_entry> read_ledger_rows(pqxx::work& tx, chat_id chat,
     x.reservation = r[4].as<int64_t>();
     x.kind = r[5].as<std::string>();
     x.payment_id = r[6].as<std::string>();
-    x.change = change_of(entry, ordinals.read(r[7].c_str()), r[8].as<int32_t>(),
-                         ordinals.read(r[9].c_str()));
+    if (!r[14].is_null())
+      x.window = r[14].as<int64_t>();
+    x.change =
+      change_of(entry, ordinals.read(r[7].c_str()), r[8].as<int32_t>(),
+                ordinals.read(r[9].c_str()), static_cast<bool>(x.window));
     if (!r[10].is_null())
       x.after = ordinals.read(r[10].c_str());
     if (entry == "charge") {
@@ -144,6 +152,8 @@ std::vector<history_entry> read_reservation_events(pqxx::work& tx, chat_id chat,
     x.created_at = optional_micros(r[7]);
     x.at = from_unix_micros(r[8].as<int64_t>());
     x.cancel_requested = r[10].as<bool>();
+    if (!r[12].is_null())
+      x.window = r[12].as<int64_t>();
     if (x.created_at)
       x.deadline = deadline_of(x.status, *x.created_at, optional_micros(r[9]),
                                optional_micros(r[11]), o);

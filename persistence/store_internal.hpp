@@ -44,7 +44,7 @@ inline constexpr const char* reservation_columns =
   "id, chat_id, kind, status, queue, held::text, request_id, "
   "(extract(epoch FROM created_at) * 1000000)::bigint, "
   "(extract(epoch FROM lease_expires_at) * 1000000)::bigint, slot, units, "
-  "held_units::text, cancel_requested";
+  "held_units::text, cancel_requested, window_number";
 
 /// A bigint SQL parameter `$n` turned into a timestamptz without floating
 /// point: whole seconds plus microseconds.
@@ -132,6 +132,7 @@ inline reservation to_reservation(const pqxx::row& r,
   x.units = r[10].as<int32_t>();
   x.held_units = ordinals.read(r[11].c_str());
   x.cancel_requested = r[12].as<bool>();
+  x.window = r[13].as<int64_t>();
   return x;
 }
 
@@ -154,11 +155,12 @@ inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
 inline std::string remember_ended(const char* how) {
   return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
                      "kind, status, queue, held, request_id, slot, "
-                     "created_at, lease_expires_at, units, held_units) SELECT "
-                     "id, chat_id, kind, '"}
+                     "created_at, lease_expires_at, units, held_units, "
+                     "window_number) SELECT id, chat_id, kind, '"}
          + how
          + "', queue, held, request_id, slot, created_at, lease_expires_at, "
-           "units, held_units FROM gone WHERE request_id <> '')";
+           "units, held_units, window_number FROM gone "
+           "WHERE request_id <> '')";
 }
 
 /// The text of release_statement (store_sweep.cpp).
@@ -184,6 +186,8 @@ reservation reservation_of(const Row& r, pocket_ordinals& ordinals) {
     x.held_units = ordinals.read(r["r_held_units"].c_str());
   x.cancel_requested = !r["r_cancel_requested"].is_null()
                        && r["r_cancel_requested"].template as<bool>();
+  if (!r["window_number"].is_null())
+    x.window = r["window_number"].template as<int64_t>();
   return x;
 }
 
@@ -219,8 +223,9 @@ inline void complete_status(chat_status& x, const store_options& o) {
       x.active = r;
       break;
     }
-  // Jobs of unknown outcome are listed (last) and hold what they held.
-  x.held = held_by(x.reservations);
+  // Jobs of unknown outcome are listed (last) and hold what they held, on
+  // the pockets of their own window.
+  x.held = held_by(x.reservations, x.window);
 }
 
 /// The chat's pockets, flags, limits and active reservations, read in one
@@ -234,7 +239,7 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
     "coalesce(premium_until > now(), false), started, blocked, banned, "
     "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
     "(extract(epoch FROM last_activity_at) * 1000000)::bigint, "
-    "max_active_jobs, chargeonce_reservations_json(chat_id) "
+    "max_active_jobs, chargeonce_reservations_json(chat_id), window_number "
     "FROM chats WHERE chat_id = $1",
     chat);
   if (rs.empty())
@@ -259,6 +264,7 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
   if (!r[8].is_null())
     x.own_max_active_jobs = r[8].as<int32_t>();
   x.reservations = reservations_from_json(r[9].as<std::string>(), ordinals);
+  x.window = r[10].as<int64_t>();
   complete_status(x, o);
   return x;
 }
@@ -269,10 +275,12 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
 /// nullptr: nothing changed, only the plan did).
 inline void record_change(pqxx::work& tx, chat_id chat, const char* entry,
                           const char* detail, const char* before) {
+  // A refill row names the window it opened.
   tx.exec_params("INSERT INTO ledger (entry, detail, chat_id, changed, "
-                 "pockets) SELECT $2, $3, chat_id, "
+                 "pockets, window_number) SELECT $2, $3, chat_id, "
                  "chargeonce_pockets_change(coalesce($4::integer[], pockets), "
-                 "pockets), pockets FROM chats WHERE chat_id = $1",
+                 "pockets), pockets, CASE WHEN $2 = 'refill' THEN "
+                 "window_number END FROM chats WHERE chat_id = $1",
                  chat, entry, detail, before);
 }
 
@@ -347,7 +355,7 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id,
   auto rs =
     tx.exec_params("SELECT chat_id, kind, charged::text, "
                    "(extract(epoch FROM committed_at) * 1000000)::bigint, "
-                   "units, released::text "
+                   "units, released::text, coalesce(window_number, 0) "
                    "FROM ledger WHERE reservation_id = $1",
                    id);
   if (rs.empty())
@@ -361,6 +369,7 @@ inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id,
   x.committed_at = from_unix_micros(r[3].as<int64_t>());
   x.units = r[4].as<int32_t>();
   x.released = ordinals.read(r[5].c_str());
+  x.window = r[6].as<int64_t>();
   return x;
 }
 

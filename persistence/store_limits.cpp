@@ -14,14 +14,16 @@ namespace chargeonce::persistence {
 namespace {
 
 /// The ledger row of a refill, as the end of a statement whose CTEs `b`
-/// (pockets before) and `a` (pockets after, of chat `chat`) are given, its
-/// change `change` (refill_change_sql): nothing when no pocket changed.
+/// (pockets before) and `a` (pockets and window number after, of chat
+/// `chat`) are given, its change `change` (refill_change_sql): nothing
+/// when no pocket changed (the window number moves all the same).
 std::string record_refill(const char* detail, const char* chat,
                           const std::string& change) {
   return std::string{"INSERT INTO ledger (entry, detail, chat_id, changed, "
-                     "pockets) SELECT 'refill', '"}
+                     "pockets, window_number) SELECT 'refill', '"}
          + detail + "', " + chat + ", " + change
-         + ", a.pockets FROM a, b WHERE a.pockets <> b.pockets";
+         + ", a.pockets, a.window_number FROM a, b "
+           "WHERE a.pockets <> b.pockets";
 }
 
 /// CTEs `clock` and `announced`: one limits_refilled event per chat of CTE
@@ -84,8 +86,9 @@ caf::expected<chat_status> store::touch(chat_id chat) {
         tx.exec_params(
           "WITH b AS (SELECT pockets FROM chats WHERE chat_id = $1), "
           "a AS (UPDATE chats SET last_activity_at = now(), "
-          "window_started_at = now(), "
-            + impl_->refill_to_quota + " WHERE chat_id = $1 RETURNING pockets) "
+          "window_started_at = now(), window_number = window_number + 1, "
+            + impl_->refill_to_quota
+            + " WHERE chat_id = $1 RETURNING pockets, window_number) "
             + record_refill("window", "$1", impl_->refill_change),
           chat, free_quotas, premium_quotas);
         spdlog::info("window refilled chat={}", chat);
@@ -253,14 +256,16 @@ store::reactivation_chunk(const reactivation_cursor& after, uint32_t limit) {
         + due_predicate
         + "ORDER BY chat_id FOR UPDATE), "
           "refilled AS (UPDATE chats c SET reactivated_at = now(), "
-          "window_started_at = NULL, "
+          "window_started_at = NULL, window_number = c.window_number + 1, "
         + refill_to_quota_sql(o.products, impl_->ordinals, 5)
         + " FROM due WHERE c.chat_id = due.chat_id RETURNING c.chat_id, "
-          "due.before, c.pockets AS after), "
+          "due.before, c.pockets AS after, c.window_number), "
           "booked AS (INSERT INTO ledger (entry, detail, chat_id, changed, "
-          "pockets) SELECT 'refill', 'reactivation', chat_id, "
+          "pockets, window_number) SELECT 'refill', 'reactivation', "
+          "chat_id, "
         + refill_change_sql(o.products, impl_->ordinals, "before", "after")
-        + ", after FROM refilled WHERE after <> before ORDER BY chat_id), "
+        + ", after, window_number FROM refilled WHERE after <> before "
+          "ORDER BY chat_id), "
         + announce_refills()
         + " SELECT p.chat_id, "
           "(extract(epoch FROM p.last_activity_at) * 1000000)::bigint, "

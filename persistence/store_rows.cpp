@@ -39,6 +39,7 @@ std::vector<reservation> reservations_from_json(const std::string& text,
     if (const auto& ref = j.at("provider_ref"); !ref.is_null())
       x.provider_ref = ref.get<std::string>();
     x.uncertain_at = optional_micros(j.at("uncertain_us"));
+    x.window = j.at("window").get<int64_t>();
     out.push_back(std::move(x));
   }
   return out;

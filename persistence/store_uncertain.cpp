@@ -69,6 +69,8 @@ caf::expected<resolution> store::resolve(chat_id chat, reservation_id id,
       x.units = r["units"].as<int32_t>();
       x.resolved_at = from_unix_micros(r["resolved_us"].as<int64_t>());
       x.provider_ref = r["provider_ref"].as<std::string>();
+      if (!r["window_number"].is_null())
+        x.window = r["window_number"].as<int64_t>();
       return x;
     });
 }

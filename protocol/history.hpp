@@ -48,6 +48,9 @@ struct history_entry {
   /// outcome unknown, unless it is resolved).
   caf::optional<caf::timestamp> deadline;
   bool cancel_requested = false; ///< reservation
+  /// reservation: the window its hold was taken in; commit: the window
+  /// that paid; refill: the window it opened. None for other rows.
+  caf::optional<int64_t> window;
 };
 
 template <class Inspector>
@@ -55,7 +58,7 @@ typename Inspector::result_type inspect(Inspector& f, history_entry& x) {
   return f(caf::meta::type_name("history_entry"), x.at, x.cause, x.detail,
            x.ledger_id, x.reservation, x.request_id, x.payment_id, x.kind,
            x.change, x.after, x.released, x.units, x.status, x.held,
-           x.created_at, x.deadline, x.cancel_requested);
+           x.created_at, x.deadline, x.cancel_requested, x.window);
 }
 
 /// One page of a chat's history, newest first: up to `limit` ledger rows

@@ -48,7 +48,8 @@ nlohmann::json to_json(const reservation& x) {
                         {"slot", x.slot},
                         {"ended_at", optional_time(x.ended_at)},
                         {"units", x.units},
-                        {"cancel_requested", x.cancel_requested}};
+                        {"cancel_requested", x.cancel_requested},
+                        {"window", x.window}};
   if (x.status == reservation_status::outcome_unknown) {
     out["provider_ref"] = x.provider_ref;
     out["uncertain_at"] = optional_time(x.uncertain_at);
@@ -65,7 +66,8 @@ nlohmann::json to_json(const resolution& x) {
           {"released", to_json(x.released)},
           {"units", x.units},
           {"resolved_at", format_iso8601(x.resolved_at)},
-          {"provider_ref", x.provider_ref}};
+          {"provider_ref", x.provider_ref},
+          {"window", x.window}};
 }
 
 nlohmann::json to_json(const unresolved_page& x) {
@@ -86,7 +88,8 @@ nlohmann::json to_json(const receipt& x) {
           {"charged", to_json(x.charged)},
           {"committed_at", format_iso8601(x.committed_at)},
           {"units", x.units},
-          {"released", to_json(x.released)}};
+          {"released", to_json(x.released)},
+          {"window", x.window}};
 }
 
 nlohmann::json to_json(const chat_status& x) {
@@ -109,6 +112,7 @@ nlohmann::json to_json(const chat_status& x) {
     all.push_back(to_json(r));
   out["reservations"] = std::move(all);
   out["plan"] = x.premium ? "premium" : "free";
+  out["window"] = x.window;
   out["window_started_at"] = optional_time(x.window_started_at);
   out["last_activity_at"] = optional_time(x.last_activity_at);
   return out;
@@ -163,6 +167,10 @@ nlohmann::json to_json(const subscription_ended& x) {
 nlohmann::json to_json(const history_entry& x) {
   nlohmann::json out = {
     {"at", format_iso8601(x.at)}, {"cause", x.cause}, {"detail", x.detail}};
+  // Which window a job's hold belongs to, a commit was paid by, a refill
+  // opened; top-ups and admin rows have none.
+  if (x.window)
+    out["window"] = *x.window;
   if (x.cause == "reservation") {
     out["reservation"] = x.reservation;
     out["kind"] = x.kind;

@@ -130,11 +130,19 @@ pockets without_zeros(const pockets& x) {
   return out;
 }
 
-pockets held_by(const std::vector<reservation>& active) {
+pockets in_window(const pockets& x, int64_t taken_in, int64_t window) {
+  if (taken_in == window)
+    return x;
   pockets out;
-  for (const auto& r : active)
-    for (const auto& [name, amount] : r.held.items())
-      out.add(name, amount);
+  if (auto amount = x.get(pocket::balance); amount != 0)
+    out.set(pocket::balance, amount);
+  return out;
+}
+
+pockets held_by(const std::vector<reservation>& holding, int64_t window) {
+  pockets out;
+  for (const auto& r : holding)
+    out += in_window(r.held, r.window, window);
   return out;
 }
 

@@ -54,8 +54,15 @@ std::string cannot_pay_detail(const kind_spec& spec);
 /// the receipt's `charged`.
 pockets take_clamped(pockets& amounts, const pockets& held);
 
-/// The sum of the holds of `active`.
-pockets held_by(const std::vector<reservation>& active);
+/// The part of `x` (a hold, or what a commit of it takes) that falls on the
+/// chat's pockets in window `window`, for a job whose hold was taken in
+/// window `taken_in`: all of it in the same window; after a refill only its
+/// balance part, since the window it was taken in paid the daily part.
+pockets in_window(const pockets& x, int64_t taken_in, int64_t window);
+
+/// What the holds of `holding` take from the chat's pockets in window
+/// `window` (in_window of each): what status calls `held`.
+pockets held_by(const std::vector<reservation>& holding, int64_t window);
 
 /// What `amounts` have left once `held` is set aside, per pocket of
 /// `amounts`, never below zero: what a new job may be paid from.

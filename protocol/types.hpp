@@ -199,6 +199,9 @@ struct reservation {
   /// and since when nobody knows (reconcile-timeout runs from there).
   std::string provider_ref;
   caf::optional<caf::timestamp> uncertain_at;
+  /// The chat's window the hold was taken in: its daily part belongs to
+  /// that window's pockets, which paid for it even after a refill.
+  int64_t window = 0;
 };
 
 template <class Inspector>
@@ -206,7 +209,7 @@ typename Inspector::result_type inspect(Inspector& f, reservation& x) {
   return f(caf::meta::type_name("reservation"), x.id, x.chat, x.kind, x.status,
            x.queue, x.held, x.request_id, x.created_at, x.lease_expires_at,
            x.slot, x.ended_at, x.units, x.held_units, x.cancel_requested,
-           x.provider_ref, x.uncertain_at);
+           x.provider_ref, x.uncertain_at, x.window);
 }
 
 /// The largest provider_ref `uncertain` takes, in bytes.
@@ -225,13 +228,14 @@ struct resolution {
   int32_t units = 0;   ///< the units charged (failed: 0)
   caf::timestamp resolved_at;
   std::string provider_ref;
+  int64_t window = 0; ///< the window whose daily pockets paid (the hold's)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, resolution& x) {
   return f(caf::meta::type_name("resolution"), x.reservation, x.chat, x.kind,
            x.outcome, x.charged, x.released, x.units, x.resolved_at,
-           x.provider_ref);
+           x.provider_ref, x.window);
 }
 
 /// One page of jobs whose outcome is unknown, by id (keyset: the next page
@@ -254,12 +258,15 @@ struct receipt {
   caf::timestamp committed_at;
   int32_t units = 1;  ///< the units charged: the hold's, or fewer
   pockets released{}; ///< what the hold kept back from each pocket
+  /// The window whose daily pockets paid (the hold's): `charged` names
+  /// what it paid even when a refill has opened a newer one since.
+  int64_t window = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, receipt& x) {
   return f(caf::meta::type_name("receipt"), x.reservation, x.chat, x.kind,
-           x.charged, x.committed_at, x.units, x.released);
+           x.charged, x.committed_at, x.units, x.released, x.window);
 }
 
 /// A chat's pockets, flags and active reservations, as Postgres has them.
@@ -281,7 +288,11 @@ struct chat_status {
   int32_t max_active_jobs = 1;
   caf::optional<int32_t> own_max_active_jobs; ///< none: the plan's
   std::vector<reservation> reservations; ///< every active one, oldest first
-  pockets held;                          ///< the sum of their holds
+  /// What their holds take from the pockets now: holds of this window, and
+  /// the balance part of holds of past windows (held_by).
+  pockets held;
+  /// The chat's window number: one more at every refill.
+  int64_t window = 0;
 };
 
 template <class Inspector>
@@ -289,7 +300,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_status& x) {
   return f(caf::meta::type_name("chat_status"), x.chat, x.amounts,
            x.premium_until, x.premium, x.started, x.blocked, x.banned, x.active,
            x.window_started_at, x.last_activity_at, x.max_active_jobs,
-           x.own_max_active_jobs, x.reservations, x.held);
+           x.own_max_active_jobs, x.reservations, x.held, x.window);
 }
 
 /// set-flags: each flag given is set, the others are left as they are.

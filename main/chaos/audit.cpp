@@ -28,6 +28,7 @@ const char* const invariant_names[invariant_count] = {
   "14_event_with_each_change",
   "15_acknowledged_reservation_kept",
   "16_one_worker_per_job",
+  "17_paid_by_its_window",
 };
 
 namespace {
@@ -81,6 +82,7 @@ struct known_reservation {
   int32_t named = 0;  ///< the units its commits named (0: all held)
   bool named_by_resolve = false;
   int64_t created_us = 0;
+  int64_t window = 0;             ///< the window its hold was taken in
   int64_t first_ack_us = forever; ///< an ok reserve answer returned it
   bool commit_requested = false;
   int64_t deleter_sent_us = forever; ///< earliest commit/fail that may apply
@@ -116,6 +118,7 @@ public:
     events_with_changes();
     reservations_kept();
     one_worker_per_job();
+    paid_by_its_window();
     for (const auto& l : snap_.ledger)
       ++out_.ledger_entries[l.entry];
     return std::move(out_);
@@ -145,6 +148,8 @@ private:
           k.units = std::max(r.units, 1);
           k.held_units = r.held_units;
           k.created_us = r.created_us;
+          k.window = r.window;
+          hold_windows_[r.id].insert(r.window);
         }
         if (r.what == op::reserve && r.ok() && !r.ended)
           k.first_ack_us = std::min(k.first_ack_us, r.acked_us);
@@ -166,6 +171,8 @@ private:
           uncertain_.insert(r.id);
         if (resolves_succeeded(r))
           resolve_succeeded_sent_.insert(r.id);
+        if (r.ok() && (r.what == op::commit || resolves_succeeded(r)))
+          paid_windows_[r.id].insert(r.window);
         if (r.what == op::resolve && r.ok() && r.resolution == "failed")
           resolved_failed_.insert(r.id);
       }
@@ -197,6 +204,12 @@ private:
         ledger_[l.reservation] = &l;
     for (const auto& x : snap_.releases)
       released_[x.id] = &x;
+    for (const auto& x : snap_.reservations)
+      hold_windows_[x.id].insert(x.window);
+    for (const auto& x : snap_.ended)
+      hold_windows_[x.id].insert(x.window);
+    for (const auto& x : snap_.uncertain)
+      hold_windows_[x.id].insert(x.window);
   }
 
   // -- 1: every acknowledged commit has its one ledger row ------------------
@@ -552,8 +565,8 @@ private:
 
   /// The most a chat's pockets can have held when `id` was inserted:
   /// initial + every top-up and every refill's increase that may have
-  /// committed before `id`'s answer - every charge surely committed before
-  /// it began.
+  /// committed before `id`'s answer - what every charge surely committed
+  /// before it began took (of a past window's hold: its balance part).
   pockets pockets_at_most(chat_id chat, const known_reservation& j) const {
     pockets out;
     if (auto i = initial_.find(chat); i != initial_.end())
@@ -568,7 +581,9 @@ private:
       } else if (l.charge) {
         auto c = commit_acked_.find(l.reservation);
         if (c != commit_acked_.end() && c->second < j.created_us) {
-          out -= l.charged;
+          auto change = l.change();
+          for (const auto& [name, amount] : change.items())
+            out.add(name, std::min(amount, 0));
         }
       }
     }
@@ -583,9 +598,12 @@ private:
           continue;
         check(8);
         auto held = j.held;
+        // A hold of a past window counts only for its balance part: its
+        // own window's daily pockets paid the rest, the new ones opened
+        // without it.
         for (auto other : surely_active_beside(chat, x.second)) {
           const auto& a = res_.at(other);
-          held += a.held;
+          held += in_window(a.held, a.window, j.window);
         }
         auto most = pockets_at_most(chat, j);
         if (!held.within(most))
@@ -775,7 +793,9 @@ private:
   //        (one a failover lost is in none) ----------------------------------
 
   void reservations_kept() {
-    std::set<reservation_id> kept(snap_.ended.begin(), snap_.ended.end());
+    std::set<reservation_id> kept;
+    for (const auto& x : snap_.ended)
+      kept.insert(x.id);
     for (const auto& x : snap_.reservations)
       kept.insert(x.id);
     for (const auto& x : snap_.releases)
@@ -800,8 +820,7 @@ private:
   }
 
   // -- 16: a job delivered twice runs once: no job's start acknowledged to
-  //        two workers
-  //        ---------------------------------------------------------
+  //        two workers -----------------------------------------------------
 
   void one_worker_per_job() {
     std::map<reservation_id, std::set<std::string>> workers;
@@ -814,9 +833,207 @@ private:
       if (named.size() == 2)
         fail(16, r.chat, r.id,
              "its start was acknowledged to two workers (" + *named.begin()
-               + ", " + *named.rbegin()
-               + "): a job delivered twice ran "
-                 "twice");
+               + ", " + *named.rbegin() + "): a job delivered twice ran twice");
+    }
+  }
+
+  // -- 17: a job's daily part is paid by the window its hold was taken in:
+  //        (a) each charge names its hold's window; (b) it took from the
+  //        pockets what that says: all it charged in its own window, only
+  //        its balance part once a later window opened; (c) no window paid
+  //        more daily units than it opened with and admin rows added; (d)
+  //        windows only move forward ------------------------------------------
+
+  /// Every pocket but balance: the ones a window refills.
+  static pockets daily_part(const pockets& x) {
+    pockets out;
+    for (const auto& [name, amount] : x.items())
+      if (name != pocket::balance)
+        out.set(name, amount);
+    return out;
+  }
+
+  /// A charge row took from the pockets what its window says: all it
+  /// charged (`past` false) or, for a past window's hold, only its balance
+  /// part. A pocket may give less only where the charge emptied it (the
+  /// clamp).
+  static bool took_as_its_window_says(const persistence::audit_ledger_row& l,
+                                      bool past) {
+    std::set<std::string> names;
+    for (const auto& item : l.charged.items())
+      names.insert(item.first);
+    for (const auto& item : l.changed.items())
+      names.insert(item.first);
+    for (const auto& name : names) {
+      auto taken = -l.changed.get(name);
+      auto due = past && name != pocket::balance ? 0 : l.charged.get(name);
+      if (taken != due
+          && !(0 <= taken && taken < due && l.has_after
+               && l.after.get(name) == 0))
+        return false;
+    }
+    return true;
+  }
+
+  /// What a chat's ledger says of one of its windows.
+  struct window_account {
+    bool opened_by_row = false; ///< a row opened it: `opened` is known
+    pockets opened;             ///< its daily pockets when it opened
+    pockets added;   ///< what admin rows added to them while it was the latest
+    pockets charged; ///< the daily units of the charges it paid
+  };
+
+  void paid_by_its_window() {
+    std::map<chat_id, int64_t> now; // each chat's window after the run
+    for (const auto& c : snap_.chats)
+      now[c.chat] = c.window;
+    std::map<chat_id, std::vector<const persistence::audit_ledger_row*>> rows;
+    for (const auto& l : snap_.ledger)
+      rows[l.chat].push_back(&l);
+    for (const auto& [chat, xs] : rows) {
+      auto i = now.find(chat);
+      windows_of(chat, xs, i == now.end() ? forever : i->second);
+    }
+  }
+
+  /// Walks one chat's rows in ledger order. A refill that changes no pocket
+  /// writes no row, yet its window turns: between two refill rows the chat
+  /// may have been in any window from the first one's up to the one before
+  /// the second's (up to `now` after the last), and a charge there counts
+  /// as written in its own window or a later one, whichever it took as.
+  void windows_of(chat_id chat,
+                  const std::vector<const persistence::audit_ledger_row*>& xs,
+                  int64_t now) {
+    // Per row, the window the next refill row opened (or one past `now`).
+    std::vector<int64_t> next_opened(xs.size());
+    auto next = now == forever ? forever : now + 1;
+    for (size_t i = xs.size(); i-- > 0;) {
+      next_opened[i] = next;
+      if (xs[i]->entry == "refill" && xs[i]->has_window)
+        next = xs[i]->window;
+    }
+    std::map<int64_t, window_account> accounts;
+    int64_t latest = 0; // the window the latest refill row opened
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const auto& l = *xs[i];
+      if (i == 0) {
+        // The chat's first row opens its first window: create-chat's row,
+        // or the refill of a chat a touch created.
+        if (l.entry == "refill" && l.has_window)
+          latest = l.window;
+        auto opened = l.after;
+        if (l.charge)
+          opened -= l.change();
+        accounts[latest] = {true, daily_part(opened), {}, {}};
+        if (!l.charge)
+          continue;
+      } else if (l.entry == "refill") {
+        if (!l.has_window)
+          fail(17, chat, 0,
+               "refill row " + std::to_string(l.id)
+                 + " names no window it opened");
+        else if (l.window <= latest)
+          fail(17, chat, 0,
+               "refill row " + std::to_string(l.id) + " opened window "
+                 + std::to_string(l.window) + ", not later than window "
+                 + std::to_string(latest) + " a row before it opened");
+        else {
+          latest = l.window;
+          accounts[latest] = {true, daily_part(l.after), {}, {}};
+        }
+        continue;
+      } else if (l.entry == "admin") {
+        auto change = daily_part(l.change());
+        for (const auto& [name, amount] : change.items())
+          if (amount > 0)
+            accounts[latest].added.add(name, amount);
+        continue;
+      }
+      if (!l.charge)
+        continue;
+      check(17);
+      charged_by_its_window(chat, l, latest,
+                            std::max(latest, next_opened[i] - 1));
+      if (l.has_window)
+        accounts[l.window].charged += daily_part(l.charged);
+    }
+    for (const auto& [window, a] : accounts) {
+      if (!a.opened_by_row)
+        continue; // no row says what it opened with
+      for (const auto& [name, units] : a.charged.items()) {
+        auto most = a.opened.get(name) + a.added.get(name);
+        if (units > most)
+          fail(17, chat, 0,
+               "window " + std::to_string(window) + " paid "
+                 + std::to_string(units) + " " + name + ", it opened with "
+                 + std::to_string(a.opened.get(name))
+                 + (a.added.get(name) > 0
+                      ? " and admin changes added "
+                          + std::to_string(a.added.get(name))
+                      : std::string{}));
+      }
+    }
+    if (now != forever && now < latest)
+      fail(17, chat, 0,
+           "the chat is in window " + std::to_string(now)
+             + ", its ledger had opened window " + std::to_string(latest));
+  }
+
+  /// (a) and (b) for one charge row, written while the chat was in a window
+  /// from `lo` to `hi`.
+  void charged_by_its_window(chat_id chat,
+                             const persistence::audit_ledger_row& l, int64_t lo,
+                             int64_t hi) {
+    auto id = l.reservation;
+    auto row = "ledger row " + std::to_string(l.id);
+    if (!l.has_window) {
+      fail(17, chat, id,
+           row + " charged " + text(l.charged) + " naming no window that paid");
+      return;
+    }
+    auto w = std::to_string(l.window);
+    if (auto h = hold_windows_.find(id); h != hold_windows_.end()) {
+      if (h->second.size() > 1)
+        fail(17, chat, id,
+             "its hold is said to be of window "
+               + std::to_string(*h->second.begin()) + " and of window "
+               + std::to_string(*h->second.rbegin()));
+      else if (*h->second.begin() != l.window)
+        fail(17, chat, id,
+             row + " says window " + w + " paid, its hold was taken in window "
+               + std::to_string(*h->second.begin()));
+    }
+    if (auto p = paid_windows_.find(id); p != paid_windows_.end())
+      for (auto said : p->second)
+        if (said != l.window) {
+          std::string what = "an acknowledged answer said window ";
+          what.append(std::to_string(said)).append(" paid, ").append(row);
+          fail(17, chat, id, what.append(" says window ").append(w));
+        }
+    pockets taken;
+    taken -= l.changed;
+    if (l.window > hi) {
+      fail(17, chat, id,
+           row + " says window " + w + " paid, a window the chat had not "
+             + "reached (at most " + std::to_string(hi) + ")");
+    } else if (l.window < lo) {
+      if (!took_as_its_window_says(l, true))
+        fail(17, chat, id,
+             row + " charged " + text(l.charged) + " for a hold of window " + w
+               + " after window " + std::to_string(lo) + " opened, and took "
+               + text(taken) + ": two windows paid for its daily part");
+    } else if (l.window == hi) {
+      if (!took_as_its_window_says(l, false))
+        fail(17, chat, id,
+             row + " charged " + text(l.charged) + " in its own window " + w
+               + " but took " + text(taken));
+    } else if (!took_as_its_window_says(l, false)
+               && !took_as_its_window_says(l, true)) {
+      fail(17, chat, id,
+           row + " charged " + text(l.charged) + " for a hold of window " + w
+             + " and took " + text(taken)
+             + ": neither all of it (its own window) nor only its balance "
+               "part (a later one)");
     }
   }
 
@@ -842,6 +1059,12 @@ private:
   std::map<reservation_id, const persistence::audit_ledger_row*> ledger_;
   std::map<reservation_id, const persistence::audit_release*> released_;
   std::map<reservation_id, int64_t> commit_acked_; ///< first ok commit answer
+  /// Per reservation, every window its hold was said to be taken in: by the
+  /// answers that returned it and by the rows Postgres keeps of it.
+  std::unordered_map<reservation_id, std::set<int64_t>> hold_windows_;
+  /// Per reservation, the windows its acknowledged commits and resolves
+  /// (succeeded) said paid.
+  std::unordered_map<reservation_id, std::set<int64_t>> paid_windows_;
   /// Per chat, the reservations an ok reserve answer returned while they
   /// were active, as (created_at, id), oldest first.
   std::map<chat_id, std::vector<std::pair<int64_t, reservation_id>>>

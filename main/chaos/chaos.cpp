@@ -302,7 +302,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   // The forgeries need jobs that a short run may lack: planted ones.
   wopts.plant = o.self_test_over_capture || o.self_test_cancel_charged
                 || o.self_test_uncertain_charged || o.self_test_uncertain_left
-                || o.self_test_ledger_chain || o.self_test_lost_event;
+                || o.self_test_ledger_chain || o.self_test_lost_event
+                || o.self_test_window_paid_twice;
   workload wl{c, rec, wopts};
   std::mt19937_64 rng{o.seed};
   if (!wl.create_chats(rng))
@@ -338,6 +339,12 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
   auto ok = faults.run(std::chrono::steady_clock::now()
                        + std::chrono::seconds(o.duration_s));
   auto short_of = ok ? await_acknowledged(o, rec) : std::string{};
+  // A job that a refill overtakes, for --self-test-window-paid-twice: a
+  // short run's chats seldom commit across a window's turn.
+  std::string straddled;
+  if (ok && short_of.empty() && o.self_test_window_paid_twice
+      && !wl.straddle_window())
+    straddled = "nothing to forge: no planted job straddled a window's turn";
   if (ok && short_of.empty())
     wl.touch_after_refill_interval();
   wl.stop();
@@ -345,6 +352,8 @@ std::string run(const chaos_options& o, setup& s, recorder& rec,
     return faults.error();
   if (!short_of.empty())
     return short_of;
+  if (!straddled.empty())
+    return straddled;
   spdlog::info("chaos: workload stopped, waiting for the sweepers");
   drain(s, o.chats, t);
   return {};
@@ -398,6 +407,12 @@ std::string forge(const chaos_options& o, const setup& s, recorder& rec,
   };
   const auto first = s.first_chat;
   const auto count = o.chats + process_chats;
+  // First: the forgeries below rewrite the planted chat's later rows, which
+  // this one needs as the run left them.
+  attempt(o.self_test_window_paid_twice,
+          "make a past window's charge take the new window's pockets too", [&] {
+            return persistence::forge_window_paid_twice(s.dsn, first, count);
+          });
   attempt(o.self_test_violation, "plant the self-test row", [&] {
     // Computed unsigned, like the seed: past 2^63 - 9e12 the id wraps.
     return forge_charge(
@@ -464,7 +479,7 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_uncertain_charged
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
                    || o.self_test_lost_commit || o.self_test_lost_event
-                   || o.self_test_second_start;
+                   || o.self_test_second_start || o.self_test_window_paid_twice;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog, planted_chat};
   auto summary = summarize(facts, rec, result);

@@ -24,6 +24,7 @@ const char* const usage_text =
                         [--self-test-ledger-chain] [--self-test-lost-event]
                         [--self-test-lost-commit]
                         [--self-test-second-start]
+                        [--self-test-window-paid-twice]
 
 Starts Postgres (an embedded cluster under DATA-DIR/postgres, unless
 --postgres) and N chargeonce-server processes, drives them with simulated
@@ -87,6 +88,13 @@ against its record of every request and answer.
                acknowledged to a second worker for a job another worker
                started: the check that a job delivered twice runs once
                must see it
+  --self-test-window-paid-twice   reserve and start a job on a chat of its
+               own just before its window is due and commit it after a
+               refill, then make its charge take its daily part from the
+               new window's pockets too (its change, the ledger's pockets
+               and the chat's alike, every total kept), as a commit that
+               ignores hold windows would: the check that a job is paid by
+               the window its hold was taken in must see it
   --self-test-lost-commit   with --postgres-ha: the servers connect with
                synchronous_commit = local, and each failover first stalls
                replication for 3 s (SIGSTOP of the primary's walsenders):
@@ -258,6 +266,10 @@ chaos_options parse_options(int argc, char** argv) {
       o.self_test_second_start = true;
       continue;
     }
+    if (arg == "--self-test-window-paid-twice") {
+      o.self_test_window_paid_twice = true;
+      continue;
+    }
     if (arg == "--self-test-lost-commit") {
       o.self_test_lost_commit = true;
       continue;
@@ -302,7 +314,7 @@ chaos_options parse_options(int argc, char** argv) {
   if (o.postgres_ha
       && (o.self_test_pocket_move || o.self_test_over_capture
           || o.self_test_uncertain_left || o.self_test_ledger_chain
-          || o.self_test_lost_event))
+          || o.self_test_lost_event || o.self_test_window_paid_twice))
     throw usage_error("with --postgres-ha only the forgeries keyed by a "
                       "reservation id (--self-test-violation, "
                       "--self-test-cancel-charged, "

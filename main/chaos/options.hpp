@@ -52,6 +52,9 @@ struct chaos_options {
   bool self_test_lost_event = false;
   /// A start acknowledged to a second worker, added to the record.
   bool self_test_second_start = false;
+  /// A planted job straddles a window's turn; its charge is then made to
+  /// take its daily part from the new window's pockets too.
+  bool self_test_window_paid_twice = false;
   /// --postgres-ha: the servers commit with synchronous_commit = local and
   /// every failover stalls replication first, so that it loses what was
   /// acknowledged meanwhile: invariant 1 must see it.

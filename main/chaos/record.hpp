@@ -76,6 +76,9 @@ struct op_record {
   std::string resolution;
   /// A start: the worker it named ("" for none).
   std::string worker{};
+  /// A returned reservation: the window its hold was taken in; a receipt
+  /// or a resolution: the window that paid; a status: the chat's window.
+  int64_t window = 0;
 
   bool ok() const { return result == static_cast<uint8_t>(outcome::ok); }
 };

@@ -30,6 +30,12 @@ constexpr int plant_attempts_max = 120;
 constexpr auto plant_retry_pause = std::chrono::milliseconds(250);
 /// The actor of probes and of the requests of a stalled replication.
 constexpr uint32_t probe_actor = 900;
+/// A job that straddles a window has its window touched this long after the
+/// window is due, however the clocks jitter.
+constexpr int64_t straddle_lag_us = 300'000;
+/// Windows tried before the straddle gives up (a job the sweep released
+/// meanwhile, a window turned before the job was reserved).
+constexpr int straddle_attempts_max = 3;
 
 op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
   op_record r;
@@ -50,20 +56,24 @@ void fill(op_record& r, const reservation& x) {
   r.created_us = to_unix_micros(x.created_at);
   r.ended = !is_active(x.status);
   r.cancel_requested = x.cancel_requested;
+  r.window = x.window;
 }
 
 void fill(op_record& r, const resolution& x) {
   r.amounts = x.charged;
   r.job = x.kind;
+  r.window = x.window;
 }
 
 void fill(op_record& r, const receipt& x) {
   r.amounts = x.charged;
   r.job = x.kind;
+  r.window = x.window;
 }
 
 void fill(op_record& r, const chat_status& x) {
   r.amounts = x.amounts;
+  r.window = x.window;
 }
 
 void fill(op_record& r, const top_up_receipt& x) {
@@ -118,6 +128,13 @@ caf::expected<resolution> resolve_units(client::client& c, chat_id chat,
                                         int32_t units) {
   return units == 0 ? c.resolve(chat, id, outcome)
                     : c.resolve(chat, id, outcome, units);
+}
+
+/// Sleeps until `us`, microseconds since the epoch on the system clock
+/// (which Postgres' now(), the windows' clock, shares on this machine).
+void sleep_until_us(int64_t us) {
+  std::this_thread::sleep_until(
+    std::chrono::system_clock::time_point{std::chrono::microseconds{us}});
 }
 
 } // namespace
@@ -423,6 +440,67 @@ void workload::touch_after_refill_interval() {
     planted_at_ + std::chrono::milliseconds(opts_.refill_interval_ms + 500));
   auto r = begin(op::touch, 0, coverage_chat_);
   finish(rec_, r, client_.touch(coverage_chat_));
+}
+
+bool workload::straddle_window() {
+  auto chat = planted_chat_;
+  if (chat == 0)
+    return false;
+  auto touch = [&] {
+    auto r = begin(op::touch, 0, chat);
+    auto x = client_.touch(chat);
+    finish(rec_, r, x);
+    return x;
+  };
+  for (int attempt = 0; attempt < straddle_attempts_max; ++attempt) {
+    // A touch refills a window that is due: the turn is always ahead.
+    auto now = touch();
+    if (!now || !now->window_started_at)
+      return false;
+    auto turn_us =
+      to_unix_micros(*now->window_started_at) + opts_.refill_interval_ms * 1000;
+    // A unit spent in this window first: a refill that changes no pocket
+    // writes no ledger row, and the forgery looks for the row of the turn.
+    auto spent = definite(
+      [&] { return reserve(0, chat, paid_kind(), next_key(), 1, false); });
+    if (!spent.ok())
+      return false;
+    auto spent_start = definite([&] {
+      return once(op::start, chat, spent.id,
+                  [&] { return client_.start(chat, spent.id); });
+    });
+    auto spent_commit = definite([&] {
+      return once(op::commit, chat, spent.id,
+                  [&] { return client_.commit(chat, spent.id); });
+    });
+    if (!spent_start.ok() || !spent_commit.ok())
+      return false;
+    // Reserved at once, committed after the turn: the window's remaining
+    // refill-interval is well within the sweep-timeout.
+    auto key = next_key();
+    auto held =
+      definite([&] { return reserve(0, chat, paid_kind(), key, 1, false); });
+    if (!held.ok())
+      return false;
+    auto started = definite([&] {
+      return once(op::start, chat, held.id,
+                  [&] { return client_.start(chat, held.id); });
+    });
+    if (!started.ok())
+      return false;
+    sleep_until_us(turn_us + straddle_lag_us);
+    auto turned = touch();
+    auto committed = definite([&] {
+      return once(op::commit, chat, held.id,
+                  [&] { return client_.commit(chat, held.id); });
+    });
+    if (!committed.ok())
+      return false;
+    if (turned && turned->window > held.window
+        && committed.window == held.window)
+      return true;
+  }
+  return false;
 }
 
 op_record workload::probe() {

@@ -107,6 +107,12 @@ public:
   /// the chat the answers were planted on: its window, opened by them, is
   /// refilled (a refill row in every run) unless a refill came before.
   void touch_after_refill_interval();
+  /// --self-test-window-paid-twice: a job on the planted chat reserved and
+  /// started just before its window is due, committed just after a touch
+  /// refilled it: a charge that a past window paid, in every run. False
+  /// when no window was straddled (see straddle_attempts_max) or a request
+  /// was refused.
+  bool straddle_window();
   /// A job reserved, started and committed on a chat of its own, each
   /// request sent only while `stalled()` holds; true once the commit was
   /// acknowledged. See fault_options::commit_while.

@@ -633,6 +633,8 @@ BEGIN
   o.s_activity_us := chargeonce_us(c.last_activity_at);
   o.s_max_jobs := c.max_active_jobs;
   o.s_reservations := chargeonce_reservations_json(p_chat);
+  -- A status answer's window is the chat's (006_cancel_after_start.sql).
+  o.window_number := c.window_number;
   RETURN o;
 END $$;
 

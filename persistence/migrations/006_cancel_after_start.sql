@@ -11,8 +11,41 @@
 ALTER TABLE reservations
   ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
 
--- The answer row: the flag, last (the positional helpers below list it so).
-ALTER TYPE chargeonce_outcome ADD ATTRIBUTE r_cancel_requested boolean;
+-- A hold on a daily pocket belongs to the window it was taken in. Each
+-- chat numbers its windows (one more at every refill; window_started_at
+-- cannot tell them apart, since reactivation clears it and the next
+-- activity opens a window without a refill), each job records the number
+-- it was reserved in, and each charge row the window that paid. A hold of
+-- a past window no longer counts against the chat's pockets, except its
+-- balance part: the daily unit of its own window paid for it.
+ALTER TABLE chats ADD COLUMN window_number bigint NOT NULL DEFAULT 0;
+ALTER TABLE reservations ADD COLUMN window_number bigint NOT NULL DEFAULT 0;
+ALTER TABLE ended_reservations
+  ADD COLUMN window_number bigint NOT NULL DEFAULT 0;
+-- charge: the window that paid; refill: the window it opened; else NULL.
+ALTER TABLE ledger ADD COLUMN window_number bigint NULL;
+
+-- The answer row: the flag and the window, last (the positional helpers
+-- below list them so). window_number: a reservation's (r_ columns) or the
+-- window that paid a receipt (c_ columns).
+ALTER TYPE chargeonce_outcome ADD ATTRIBUTE r_cancel_requested boolean,
+  ADD ATTRIBUTE window_number bigint;
+
+-- An ended job keeps its window: a retried reserve answers with it.
+CREATE OR REPLACE FUNCTION chargeonce_remember_end(r reservations, how text)
+  RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF r.request_id = '' THEN
+    RETURN;
+  END IF;
+  INSERT INTO ended_reservations (id, chat_id, kind, status, queue, held,
+                                  request_id, slot, created_at,
+                                  lease_expires_at, units, held_units,
+                                  window_number)
+    VALUES (r.id, r.chat_id, r.kind, how, r.queue, r.held, r.request_id,
+            r.slot, r.created_at, r.lease_expires_at, r.units, r.held_units,
+            r.window_number);
+END $$;
 
 -- The answer row's helpers, with the flag -----------------------------------
 
@@ -35,11 +68,12 @@ BEGIN
   o.r_units := r.units;
   o.r_held_units := r.held_units;
   o.r_cancel_requested := r.cancel_requested;
+  o.window_number := r.window_number;
   RETURN o;
 END $$;
 
 -- Positional (005_units.sql): 14 r_ columns, 4 c_, 10 s_, 2 r_ and 2 c_ of
--- units, then the flag.
+-- units, then the flag and the window.
 CREATE OR REPLACE FUNCTION chargeonce_reservation_at(i integer, r reservations)
   RETURNS chargeonce_outcome LANGUAGE sql STABLE AS $$
   SELECT ROW(i, 'ok', NULL, r.id, r.chat_id, r.kind, r.status, r.queue,
@@ -48,7 +82,7 @@ CREATE OR REPLACE FUNCTION chargeonce_reservation_at(i integer, r reservations)
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, r.units, r.held_units, NULL, NULL,
-             r.cancel_requested)::chargeonce_outcome
+             r.cancel_requested, r.window_number)::chargeonce_outcome
 $$;
 
 CREATE OR REPLACE FUNCTION chargeonce_refusal_at(i integer, code text, msg text)
@@ -57,7 +91,7 @@ CREATE OR REPLACE FUNCTION chargeonce_refusal_at(i integer, code text, msg text)
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
 $$;
 
 CREATE OR REPLACE FUNCTION chargeonce_receipt_at(i integer, chat bigint, k text,
@@ -68,7 +102,7 @@ CREATE OR REPLACE FUNCTION chargeonce_receipt_at(i integer, chat bigint, k text,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              chat, k, charged, chargeonce_us(at),
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, units, released, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, units, released, NULL, NULL)::chargeonce_outcome
 $$;
 
 -- An ended job answers cancel_requested false: what it asked for no longer

@@ -29,7 +29,8 @@ CREATE TABLE uncertain_reservations (
   resolved_at      timestamptz NULL,
   charged          jsonb NULL,
   released         jsonb NULL,
-  units_charged    integer NULL
+  units_charged    integer NULL,
+  window_number    bigint NOT NULL DEFAULT 0  -- the hold's window
 );
 
 -- A chat's open holds (every reserve reads them).
@@ -72,6 +73,7 @@ BEGIN
   o.r_units := u.units;
   o.r_held_units := u.held_units;
   o.r_cancel_requested := u.cancel_requested;
+  o.window_number := u.window_number;
   RETURN o;
 END $$;
 
@@ -89,25 +91,26 @@ BEGIN
          chargeonce_us(x.lease_expires_at), x.slot, chargeonce_us(x.ended_at),
          NULL, NULL, NULL, NULL,
          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         x.units, x.held_units, NULL, NULL, x.cancel_requested
+         x.units, x.held_units, NULL, NULL, x.cancel_requested,
+         x.window_number
     INTO o
     FROM (SELECT id, chat_id, kind, status, queue, held, request_id,
                  created_at, lease_expires_at, slot,
                  NULL::timestamptz AS ended_at, units, held_units,
-                 cancel_requested
+                 cancel_requested, window_number
             FROM reservations
            WHERE chat_id = p_chat AND request_id = p_request_id
           UNION ALL
           SELECT id, chat_id, kind, 'outcome_unknown', queue, held,
                  request_id, created_at, NULL, -1, NULL, units, held_units,
-                 cancel_requested
+                 cancel_requested, window_number
             FROM uncertain_reservations
            WHERE chat_id = p_chat AND request_id = p_request_id
              AND outcome IS NULL
           UNION ALL
           SELECT id, chat_id, kind, status, queue, held, request_id,
                  created_at, lease_expires_at, slot, ended_at, units,
-                 held_units, false
+                 held_units, false, window_number
             FROM ended_reservations
            WHERE chat_id = p_chat AND request_id = p_request_id) x
    LIMIT 1;
@@ -127,17 +130,18 @@ BEGIN
            'units', units, 'held_units', held_units,
            'cancel_requested', cancel_requested,
            'provider_ref', provider_ref,
-           'uncertain_us', chargeonce_us(uncertain_at))
+           'uncertain_us', chargeonce_us(uncertain_at),
+           'window', window_number)
            ORDER BY uncertain_at NULLS FIRST, created_at, id)::text, '[]')
     FROM (SELECT id, chat_id, kind, status, queue, held, request_id,
                  created_at, lease_expires_at, slot, units, held_units,
                  cancel_requested, NULL::text AS provider_ref,
-                 NULL::timestamptz AS uncertain_at
+                 NULL::timestamptz AS uncertain_at, window_number
             FROM reservations WHERE chat_id = p_chat
           UNION ALL
           SELECT id, chat_id, kind, 'outcome_unknown', queue, held,
                  request_id, created_at, NULL, -1, units, held_units,
-                 cancel_requested, provider_ref, uncertain_at
+                 cancel_requested, provider_ref, uncertain_at, window_number
             FROM uncertain_reservations
            WHERE chat_id = p_chat AND outcome IS NULL) x);
 END $$;
@@ -218,9 +222,11 @@ BEGIN
   END IF;
   INSERT INTO ended_reservations (id, chat_id, kind, status, queue, held,
                                   request_id, slot, created_at,
-                                  lease_expires_at, units, held_units)
+                                  lease_expires_at, units, held_units,
+                                  window_number)
     VALUES (u.id, u.chat_id, u.kind, how, u.queue, u.held, u.request_id,
-            u.slot, u.created_at, NULL, u.units, u.held_units);
+            u.slot, u.created_at, NULL, u.units, u.held_units,
+            u.window_number);
 END $$;
 
 -- Uncertain, resolve, release ----------------------------------------------------
@@ -241,10 +247,10 @@ BEGIN
     INSERT INTO uncertain_reservations (id, chat_id, kind, queue, held,
                                         held_units, units, request_id, slot,
                                         created_at, cancel_requested,
-                                        provider_ref)
+                                        provider_ref, window_number)
       VALUES (r.id, r.chat_id, r.kind, r.queue, r.held, r.held_units,
               r.units, r.request_id, r.slot, r.created_at,
-              r.cancel_requested, p_ref)
+              r.cancel_requested, p_ref, r.window_number)
       RETURNING * INTO u;
     RETURN chargeonce_with_uncertain(u);
   END IF;
@@ -278,20 +284,21 @@ CREATE TYPE chargeonce_resolution AS (
   released    jsonb,
   units       integer,
   resolved_us bigint,
-  provider_ref text
+  provider_ref text,
+  window_number bigint  -- the window that paid (the hold's)
 );
 
 CREATE FUNCTION chargeonce_resolution_of(u uncertain_reservations)
   RETURNS chargeonce_resolution LANGUAGE sql STABLE AS $$
   SELECT ROW('ok', NULL, u.kind, u.outcome, u.charged, u.released,
              u.units_charged, chargeonce_us(u.resolved_at),
-             u.provider_ref)::chargeonce_resolution
+             u.provider_ref, u.window_number)::chargeonce_resolution
 $$;
 
 CREATE FUNCTION chargeonce_resolution_refusal(code text, msg text)
   RETURNS chargeonce_resolution LANGUAGE sql IMMUTABLE AS $$
   SELECT ROW(code, msg, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL)::chargeonce_resolution
+             NULL, NULL)::chargeonce_resolution
 $$;
 
 -- Records what the provider says, once, under the chat's lock: succeeded

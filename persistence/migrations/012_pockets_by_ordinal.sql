@@ -355,13 +355,43 @@ END $$;
 
 CREATE FUNCTION chargeonce_receipt_at(i integer, chat bigint, k text,
                                       charged integer[], at timestamptz,
-                                      units integer, released integer[])
+                                      units integer, released integer[],
+                                      paid_by bigint)
   RETURNS chargeonce_outcome LANGUAGE sql STABLE AS $$
   SELECT ROW(i, 'ok', NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              chat, k, charged, chargeonce_us(at),
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, units, released, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, units, released, NULL,
+             paid_by)::chargeonce_outcome
+$$;
+
+-- The part of `x` (a hold, or what a commit of it takes) that falls on
+-- the chat's pockets in window `now_window`, for a job reserved in window
+-- `taken_in`: all of it in the same window; after a refill only its
+-- balance part (ordinal 3, fixed above), since the daily unit of its own
+-- window paid for the rest. Plain SQL: inlined where it is used.
+CREATE FUNCTION chargeonce_in_window(x integer[], taken_in bigint,
+                                     now_window bigint)
+  RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN taken_in = now_window THEN x
+              WHEN cardinality(x) >= 3 THEN ARRAY[NULL, NULL, x[3]]::integer[]
+              ELSE '{}'::integer[] END
+$$;
+
+-- What a commit (or a succeeded resolve) of `nominal`, the captured part
+-- of a hold taken in window `taken_in`, charges when the chat is in
+-- window `now_window` and its pockets are `amounts`: the part on the
+-- current pockets, each stopping at what its pocket has (the clamp), and
+-- the daily part of a past window whole (that window's unit paid it).
+CREATE FUNCTION chargeonce_charged_in(nominal integer[], taken_in bigint,
+                                      now_window bigint, amounts integer[])
+  RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT chargeonce_pockets_add(
+           chargeonce_pockets_charged(
+             chargeonce_in_window(nominal, taken_in, now_window), amounts),
+           chargeonce_pockets_less(nominal,
+             chargeonce_in_window(nominal, taken_in, now_window)))
 $$;
 
 -- -- the per-operation functions whose bodies held jsonb ---------------------
@@ -389,7 +419,8 @@ BEGIN
       'units must be 1 to 1000000, not ' || v_units);
   END IF;
   SELECT pockets, max_active_jobs,
-         coalesce(premium_until > now(), false) AS premium, blocked, banned
+         coalesce(premium_until > now(), false) AS premium, blocked, banned,
+         window_number
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
@@ -420,13 +451,19 @@ BEGIN
       || CASE WHEN p_request_id <> '' THEN ' of the caller''s own, not an '
               || 'auto: one' ELSE '' END);
   END IF;
-  SELECT count(slot) AS n, chargeonce_pockets_sum(held) AS held,
+  -- What the holds take from the pockets of this window: a past
+  -- window's only their balance part.
+  SELECT count(slot) AS n,
+         chargeonce_pockets_sum(chargeonce_in_window(held, w,
+                                                     c.window_number))
+           AS held,
          coalesce(array_agg(slot) FILTER (WHERE slot IS NOT NULL), '{}')
            AS slots
     INTO a
-    FROM (SELECT held, slot FROM reservations WHERE chat_id = p_chat
+    FROM (SELECT held, slot, window_number AS w FROM reservations
+           WHERE chat_id = p_chat
           UNION ALL
-          SELECT held, NULL FROM uncertain_reservations
+          SELECT held, NULL, window_number FROM uncertain_reservations
            WHERE chat_id = p_chat AND outcome IS NULL) x;
   -- The refusal order of 0.1.0, where one job at a time made busy and
   -- cannot-pay exclusive: pockets that cannot pay even with nothing held
@@ -448,9 +485,10 @@ BEGIN
       'chat ' || p_chat || ' cannot pay for ' || p_kind || (spec ->> 'why'));
   END IF;
   INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                            units, held_units)
+                            units, held_units, window_number)
     VALUES (p_chat, p_kind, chargeonce_queue(spec, c.premium),
-            choice.held, p_request_id, free_slot, v_units, choice.held_units)
+            choice.held, p_request_id, free_slot, v_units, choice.held_units,
+            c.window_number)
     ON CONFLICT (chat_id, slot) DO NOTHING
     RETURNING * INTO r;
   IF NOT FOUND THEN
@@ -471,11 +509,13 @@ DECLARE
   nominal integer[];
   after integer[];
 BEGIN
-  SELECT pockets INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
+  SELECT pockets, window_number INTO c FROM chats
+   WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
   END IF;
-  SELECT chat_id, kind, charged, committed_at, units, released INTO l
+  SELECT chat_id, kind, charged, committed_at, units, released, window_number
+    INTO l
     FROM ledger WHERE reservation_id = p_id;
   IF NOT FOUND THEN
     SELECT * INTO r FROM reservations WHERE id = p_id FOR UPDATE;
@@ -491,16 +531,23 @@ BEGIN
         chargeonce_describe(p_chat, p_id) || ' holds ' || r.units
         || ' units: a commit of ' || p_units || ' units charges more');
     END IF;
+    -- A hold of a past window takes nothing more of the daily pockets:
+    -- its window's unit paid, and the receipt says which window that was.
     nominal := chargeonce_captured(r.held, r.held_units, r.units, p_units);
-    UPDATE chats SET pockets = chargeonce_pockets_take(pockets, nominal)
+    UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
+                       chargeonce_in_window(nominal, r.window_number,
+                                            c.window_number))
       WHERE chat_id = p_chat RETURNING pockets INTO after;
     INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                        released, pockets)
+                        released, pockets, changed, window_number)
       VALUES (p_id, p_chat, r.kind,
-              chargeonce_pockets_charged(nominal, c.pockets),
+              chargeonce_charged_in(nominal, r.window_number,
+                                    c.window_number, c.pockets),
               coalesce(nullif(p_units, 0), r.units),
-              chargeonce_pockets_less(r.held, nominal), after)
-      RETURNING chat_id, kind, charged, committed_at, units, released INTO l;
+              chargeonce_pockets_less(r.held, nominal), after,
+              chargeonce_pockets_change(c.pockets, after), r.window_number)
+      RETURNING chat_id, kind, charged, committed_at, units, released,
+                window_number INTO l;
     DELETE FROM reservations WHERE id = p_id;
     PERFORM chargeonce_remember_end(r, 'committed');
   ELSIF l.chat_id <> p_chat THEN
@@ -513,6 +560,7 @@ BEGIN
   o.c_committed_us := chargeonce_us(l.committed_at);
   o.c_units := l.units;
   o.c_released := l.released;
+  o.window_number := l.window_number;
   RETURN o;
 END $$;
 
@@ -530,7 +578,8 @@ BEGIN
     RETURN chargeonce_resolution_refusal('invalid_argument',
       'outcome must be succeeded or failed, not ' || p_outcome);
   END IF;
-  SELECT pockets INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
+  SELECT pockets, window_number INTO c FROM chats
+   WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_resolution_refusal('not_found', 'unknown chat ' || p_chat);
   END IF;
@@ -570,18 +619,25 @@ BEGIN
       chargeonce_describe(p_chat, p_id) || ' holds ' || u.units
       || ' units: a resolve of ' || p_units || ' units charges more');
   END IF;
+  -- As commit: a hold of a past window takes nothing more of the daily
+  -- pockets.
   nominal := chargeonce_captured(u.held, u.held_units, u.units, p_units);
-  UPDATE chats SET pockets = chargeonce_pockets_take(pockets, nominal)
+  UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
+                     chargeonce_in_window(nominal, u.window_number,
+                                          c.window_number))
    WHERE chat_id = p_chat RETURNING pockets INTO after;
   INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, released,
-                      pockets)
+                      pockets, changed, window_number)
     VALUES (p_id, p_chat, u.kind,
-            chargeonce_pockets_charged(nominal, c.pockets),
+            chargeonce_charged_in(nominal, u.window_number, c.window_number,
+                                  c.pockets),
             coalesce(nullif(p_units, 0), u.units),
-            chargeonce_pockets_less(u.held, nominal), after);
+            chargeonce_pockets_less(u.held, nominal), after,
+            chargeonce_pockets_change(c.pockets, after), u.window_number);
   UPDATE uncertain_reservations
      SET outcome = 'succeeded', resolved_at = now(),
-         charged = chargeonce_pockets_charged(nominal, c.pockets),
+         charged = chargeonce_charged_in(nominal, u.window_number,
+                                         c.window_number, c.pockets),
          released = chargeonce_pockets_less(u.held, nominal),
          units_charged = coalesce(nullif(p_units, 0), u.units)
    WHERE id = p_id RETURNING * INTO u;
@@ -692,6 +748,7 @@ BEGIN
     -- place the planner would copy it to.
     seen AS MATERIALIZED (
       SELECT req.*, c.banned, c.blocked, c.premium,
+             c.window_number AS chat_window,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
              a.slots,
@@ -711,14 +768,19 @@ BEGIN
                         FROM chats c
                        WHERE c.chat_id = req.chat OFFSET 0) c ON true
         CROSS JOIN LATERAL (
-          SELECT coalesce(sum(r.held[req.p1]), 0) AS held1,
-                 coalesce(sum(r.held[req.p2]), 0) AS held2,
+          SELECT coalesce(sum(r.now_held[req.p1]), 0) AS held1,
+                 coalesce(sum(r.now_held[req.p2]), 0) AS held2,
                  coalesce(array_agg(r.slot) FILTER (WHERE r.slot IS NOT NULL),
                           '{}') AS slots
-            FROM (SELECT held, slot FROM reservations
-                   WHERE chat_id = req.chat
+            FROM (SELECT chargeonce_in_window(held, window_number,
+                                              c.window_number) AS now_held,
+                         slot
+                    FROM reservations WHERE chat_id = req.chat
                   UNION ALL
-                  SELECT held, NULL FROM uncertain_reservations
+                  SELECT chargeonce_in_window(held, window_number,
+                                              c.window_number),
+                         NULL
+                    FROM uncertain_reservations
                    WHERE chat_id = req.chat AND outcome IS NULL) r) a
        WHERE req.spec IS NOT NULL),
     granted AS (
@@ -733,7 +795,7 @@ BEGIN
          AND choice IS NOT NULL),
     inserted AS (
       INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                                units, held_units)
+                                units, held_units, window_number)
       SELECT chat, k, chargeonce_queue(spec, premium),
              CASE choice WHEN 0 THEN '{}'
                          WHEN 1 THEN array_fill(NULL::integer, ARRAY[p1 - 1])
@@ -746,7 +808,8 @@ BEGIN
                                          ARRAY[CASE choice WHEN 1 THEN p1
                                                            ELSE p2 END - 1])
                               || 1
-             END
+             END,
+             chat_window
         FROM granted WHERE free_slot IS NOT NULL ORDER BY chat
       ON CONFLICT (chat_id, slot) DO NOTHING
       RETURNING *)
@@ -801,41 +864,60 @@ BEGIN
               OR r.held_units[cardinality(r.held_units)] = r.units)
       RETURNING cm.n, r.id, r.chat_id, r.kind, r.held, r.queue, r.request_id,
                 r.slot, r.created_at, r.lease_expires_at, r.units,
-                r.held_units, cardinality(r.held) AS p),
-    before AS (
-      SELECT t.*, c.ctid AS chat_row,
-             CASE WHEN t.p = 0 THEN '{}'::integer[]
-                  ELSE array_fill(NULL::integer, ARRAY[t.p - 1])
-                       || LEAST(t.held[t.p], coalesce(c.pockets[t.p], 0))
-             END AS charged,
-             CASE WHEN t.p = 0 THEN c.pockets
-                  ELSE chargeonce_pockets_set(c.pockets, t.p,
-                         GREATEST(0, coalesce(c.pockets[t.p], 0)
-                                     - t.held[t.p]))
-             END AS after
+                r.held_units, r.window_number, cardinality(r.held) AS p),
+    -- A hold on a daily pocket of a past window (its pocket is not in
+    -- the hold's part in this window) is charged whole and takes
+    -- nothing: its own window's unit paid.
+    window_part AS (
+      SELECT t.*, c.ctid AS chat_row, c.pockets AS pockets_before,
+             t.p > 0 AND (chargeonce_in_window(t.held, t.window_number,
+                                               c.window_number))[t.p]
+                         IS NULL AS past
         FROM taken t
         JOIN LATERAL (SELECT ctid, * FROM chats c
                        WHERE c.chat_id = t.chat_id OFFSET 0) c ON true),
+    before AS (
+      SELECT w.*,
+             CASE WHEN w.p = 0 THEN '{}'::integer[]
+                  WHEN w.past THEN array_fill(NULL::integer, ARRAY[w.p - 1])
+                                   || w.held[w.p]
+                  ELSE array_fill(NULL::integer, ARRAY[w.p - 1])
+                       || LEAST(w.held[w.p], coalesce(w.pockets_before[w.p], 0))
+             END AS charged,
+             CASE WHEN w.p = 0 OR w.past THEN w.pockets_before
+                  ELSE chargeonce_pockets_set(w.pockets_before, w.p,
+                         GREATEST(0, coalesce(w.pockets_before[w.p], 0)
+                                     - w.held[w.p]))
+             END AS after
+        FROM window_part w),
     paid AS (
       UPDATE chats c SET pockets = bf.after
         FROM before bf
        WHERE c.ctid = bf.chat_row),
     booked AS (
       INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                          released, pockets)
-      SELECT id, chat_id, kind, charged, units, '{}', after
+                          released, pockets, changed, window_number)
+      SELECT id, chat_id, kind, charged, units, '{}', after,
+             CASE WHEN coalesce(after[p], 0)
+                       = coalesce(pockets_before[p], 0) THEN '{}'::integer[]
+                  ELSE array_fill(NULL::integer, ARRAY[p - 1])
+                       || coalesce(after[p], 0)
+                          - coalesce(pockets_before[p], 0) END,
+             window_number
         FROM before ORDER BY chat_id),
     remembered AS (
       INSERT INTO ended_reservations (id, chat_id, kind, status, queue, held,
                                       request_id, slot, created_at,
-                                      lease_expires_at, units, held_units)
+                                      lease_expires_at, units, held_units,
+                                      window_number)
       SELECT id, chat_id, kind, 'committed', queue, held, request_id, slot,
-             created_at, lease_expires_at, units, held_units
+             created_at, lease_expires_at, units, held_units, window_number
         FROM taken WHERE request_id <> '')
     -- The receipts from what was inserted, not from its RETURNING: the
     -- ledger's committed_at defaults to now(), the transaction's time.
     SELECT array_agg(chargeonce_receipt_at(bf.n::integer - 1, bf.chat_id,
-                       bf.kind, bf.charged, now(), bf.units, '{}'))
+                       bf.kind, bf.charged, now(), bf.units, '{}',
+                       bf.window_number))
       INTO part
       FROM before bf;
     answers := answers || coalesce(part, '{}');

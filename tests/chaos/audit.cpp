@@ -21,6 +21,7 @@ constexpr chat_id chat_c = 1003; ///< a commit sent while Postgres is paused
 constexpr chat_id chat_d = 1004; ///< no operation (a lock left behind)
 constexpr chat_id chat_e = 1005; ///< limit 2: two image jobs side by side
 constexpr chat_id chat_f = 1006; ///< a job whose provider timed out
+constexpr chat_id chat_g = 1007; ///< limit 2: a job that straddles a refill
 
 constexpr reservation_id committed = 11;   ///< chat_a, started and committed
 constexpr reservation_id cancelled = 12;   ///< chat_a, cancelled while queued
@@ -29,6 +30,9 @@ constexpr reservation_id paused = 17;      ///< chat_c, commit during the outage
 constexpr reservation_id daily = 21;       ///< chat_e, holds the daily image
 constexpr reservation_id bought = 22;      ///< chat_e, beside it, holds balance
 constexpr reservation_id unknown_job = 31; ///< chat_f, uncertain, resolved
+constexpr reservation_id first_in_window = 41; ///< chat_g, window 0 only
+constexpr reservation_id straddler = 42;       ///< chat_g, window 0 to 1
+constexpr reservation_id new_window_job = 43;  ///< chat_g, window 1 only
 
 /// The Postgres pause: [outage_from_ms, outage_to_ms] after t0.
 constexpr int64_t outage_from_ms = 5000;
@@ -52,9 +56,11 @@ struct history {
   persistence::audit_snapshot snap;
   audit_limits limits; // seed 1: payment ids are "pay-1-<key>"
   std::map<reservation_id, int64_t> created_ms; ///< when reserve inserted it
+  std::map<reservation_id, int64_t> windows; ///< its hold's, 0 when not named
 
   /// An answered request. Like chargeonce-chaos, an ok answer that returns
-  /// a reservation records its created_at.
+  /// a reservation records its created_at; one about a job (its receipt
+  /// too) names the window of its hold.
   op_record answered(op what, chat_id chat, reservation_id id, int64_t sent_ms,
                      pockets amounts = {}, uint8_t result = ok) const {
     op_record r;
@@ -70,15 +76,19 @@ struct history {
     if (auto i = created_ms.find(id);
         r.ok() && returns_reservation && i != created_ms.end())
       r.created_us = at(i->second);
+    if (auto i = windows.find(id); i != windows.end())
+      r.window = i->second;
     return r;
   }
 
-  /// An acknowledged reserve; the reservation is inserted 2 ms after it
-  /// was sent, and Postgres keeps it (with its request id) once it ended.
+  /// An acknowledged reserve in window `window`; the reservation is inserted
+  /// 2 ms after it was sent, and Postgres keeps it (with its request id)
+  /// once it ended.
   op_record reserved(chat_id chat, reservation_id id, int64_t sent_ms,
-                     pockets held) {
+                     pockets held, int64_t window = 0) {
     created_ms[id] = sent_ms + 2;
-    snap.ended.push_back(id);
+    windows[id] = window;
+    snap.ended.push_back({id, window});
     auto r = answered(op::reserve, chat, id, sent_ms, held);
     r.created_us = at(sent_ms + 2);
     r.key = id;
@@ -157,15 +167,21 @@ struct history {
                    {"reservation_released", chat_b, swept, "lease_expired"}};
   }
 
+  /// A charge that window `window` paid, written in that window: it took
+  /// all it charged.
   static persistence::audit_ledger_row charge(int64_t row, reservation_id id,
                                               chat_id chat, pockets amounts,
-                                              int64_t at_ms) {
+                                              int64_t at_ms,
+                                              int64_t window = 0) {
     persistence::audit_ledger_row l;
     l.id = row;
     l.reservation = id;
     l.chat = chat;
     l.charged = amounts;
+    l.changed -= amounts;
     l.at_us = at(at_ms);
+    l.has_window = true;
+    l.window = window;
     return l;
   }
 
@@ -184,9 +200,12 @@ struct history {
     return l;
   }
 
-  /// A refill of the daily window that changed the pockets by `changed`.
-  static persistence::audit_ledger_row
-  refill_row(int64_t row, chat_id chat, pockets changed, int64_t at_ms) {
+  /// A refill that opened window `window` and changed the pockets by
+  /// `changed`.
+  static persistence::audit_ledger_row refill_row(int64_t row, chat_id chat,
+                                                  pockets changed,
+                                                  int64_t at_ms,
+                                                  int64_t window = 1) {
     persistence::audit_ledger_row l;
     l.id = row;
     l.entry = "refill";
@@ -195,7 +214,74 @@ struct history {
     l.chat = chat;
     l.changed = std::move(changed);
     l.at_us = at(at_ms);
+    l.has_window = true;
+    l.window = window;
     return l;
+  }
+
+  /// An admin change of the pockets by `changed`, within the window.
+  static persistence::audit_ledger_row
+  admin_row(int64_t row, chat_id chat, pockets changed, int64_t at_ms) {
+    persistence::audit_ledger_row l;
+    l.id = row;
+    l.entry = "admin";
+    l.detail = "set_pockets";
+    l.charge = false;
+    l.chat = chat;
+    l.changed = std::move(changed);
+    l.at_us = at(at_ms);
+    return l;
+  }
+
+  /// chat_g (limit 2, three daily images, no balance): `first_in_window`
+  /// reserved and committed in window 0; `straddler` reserved and started
+  /// in window 0, committed after a refill (its image back to 3) opened
+  /// window 1, taking nothing of window 1's images: window 0's paid. With
+  /// `beside`, `new_window_job` is reserved in window 1 while the straddler
+  /// is still open, holds all three of window 1's images (the straddler's
+  /// hold no longer counts against them) and is committed.
+  void straddle(bool beside = true) {
+    initial[chat_g] = {0, 3, 0};
+    limits.max_active_jobs[chat_g] = 2;
+    rec.add(reserved(chat_g, first_in_window, 9000, {0, 1, 0}));
+    rec.add(answered(op::start, chat_g, first_in_window, 9010, {0, 1, 0}));
+    rec.add(answered(op::commit, chat_g, first_in_window, 9100, {0, 1, 0}));
+    snap.ledger.push_back(charge(51, first_in_window, chat_g, {0, 1, 0}, 9102));
+    rec.add(reserved(chat_g, straddler, 9200, {0, 1, 0}));
+    rec.add(answered(op::start, chat_g, straddler, 9210, {0, 1, 0}));
+    snap.ledger.push_back(refill_row(52, chat_g, {0, 1, 0}, 9500, 1));
+    if (beside) {
+      rec.add(reserved(chat_g, new_window_job, 9550, {0, 3, 0}, 1));
+      rec.add(answered(op::start, chat_g, new_window_job, 9560, {0, 3, 0}));
+    }
+    rec.add(answered(op::commit, chat_g, straddler, 9600, {0, 1, 0}));
+    auto paid = charge(53, straddler, chat_g, {0, 1, 0}, 9602);
+    paid.changed = {}; // window 0's image paid for it
+    snap.ledger.push_back(paid);
+    if (beside) {
+      rec.add(answered(op::commit, chat_g, new_window_job, 9800, {0, 3, 0}));
+      snap.ledger.push_back(
+        charge(54, new_window_job, chat_g, {0, 3, 0}, 9802, 1));
+    }
+    snap.chats.push_back(
+      {chat_g, beside ? pockets{0, 0, 0} : pockets{0, 3, 0}, 1});
+  }
+
+  /// The ledger row that charged reservation `id`.
+  persistence::audit_ledger_row& charge_of(reservation_id id) {
+    for (auto& l : snap.ledger)
+      if (l.charge && l.reservation == id)
+        return l;
+    FAIL("no charge of reservation ", id, " in the ledger");
+    return snap.ledger.front();
+  }
+
+  persistence::audit_chat& chat(chat_id id) {
+    for (auto& c : snap.chats)
+      if (c.chat == id)
+        return c;
+    FAIL("no chat ", id, " in the snapshot");
+    return snap.chats.front();
   }
 
   /// What create-chat's admin row opened each chat's ledger with; the
@@ -275,6 +361,16 @@ const std::string ledger_chain = invariant_names[12];
 const std::string event_with_each_change = invariant_names[13];
 const std::string reservation_kept = invariant_names[14];
 const std::string one_worker_per_job = invariant_names[15];
+const std::string paid_by_its_window = invariant_names[16];
+
+/// Whether a violation of `invariant` says `text`.
+bool says(const audit_result& result, const std::string& invariant,
+          const std::string& text) {
+  for (const auto& v : result.violations)
+    if (v.invariant == invariant && v.what.find(text) != std::string::npos)
+      return true;
+  return false;
+}
 
 } // namespace
 
@@ -305,6 +401,101 @@ TEST_SUITE("chaos.audit") {
     second.worker = "w2-a";
     h.rec.add(second);
     CHECK(h.failed() == one_worker_per_job);
+  }
+
+  TEST_CASE("17: a job reserved in one window and committed after a refill "
+            "opened the next passes, paid by its own window; beside it a "
+            "job of the new window may hold all of that window's images") {
+    history h;
+    h.straddle();
+    CHECK(h.failed() == "");
+    history alone;
+    alone.straddle(false);
+    CHECK(alone.failed() == "");
+  }
+
+  TEST_CASE("17: a refill that changed no pocket wrote no row, yet its window "
+            "turned: a charge after it that took nothing of the new window "
+            "passes") {
+    // The straddler alone: window 0's images were all there when the
+    // window turned, so the refill found them at quota and wrote no row.
+    history h;
+    h.straddle(false);
+    auto& ops = h.rec.ops;
+    ops.erase(std::remove_if(
+                ops.begin(), ops.end(),
+                [](const op_record& r) { return r.id == first_in_window; }),
+              ops.end());
+    auto& ledger = h.snap.ledger;
+    ledger.erase(
+      std::remove_if(ledger.begin(), ledger.end(),
+                     [](const auto& l) { return l.id == 51 || l.id == 52; }),
+      ledger.end());
+    h.chat(chat_g).available = {0, 3, 0};
+    CHECK(h.failed() == "");
+  }
+
+  TEST_CASE("17 (a): a charge that names the window it was written in, not "
+            "its hold's, is caught") {
+    // Today's behaviour: the straddler's commit took its image from window
+    // 1 and said window 1 paid, though its hold was taken in window 0 (whose
+    // image the refill threw away). Every total adds up.
+    history h;
+    h.straddle(false);
+    auto& row = h.charge_of(straddler);
+    row.window = 1;
+    row.changed = {0, -1, 0};
+    h.find(op::commit, straddler).window = 1;
+    h.chat(chat_g).available = {0, 2, 0};
+    CHECK(h.failed() == paid_by_its_window);
+    auto result = h.run();
+    CHECK(result.invariants[16].violations == 1);
+    CHECK(says(result, paid_by_its_window, "its hold was taken in window 0"));
+  }
+
+  TEST_CASE("17 (b): a past window's charge that took its daily part from "
+            "the new window's pockets too is caught") {
+    // What chargeonce-chaos --self-test-window-paid-twice forges: the row
+    // names its hold's window, and its change, the pockets after it and the
+    // chat's lose the image all the same; the chain holds.
+    history h;
+    h.straddle(false);
+    h.charge_of(straddler).changed = {0, -1, 0};
+    h.chat(chat_g).available = {0, 2, 0};
+    CHECK(h.failed() == paid_by_its_window);
+    auto result = h.run();
+    CHECK(result.invariants[16].violations == 1);
+    CHECK(says(result, paid_by_its_window, "two windows paid"));
+  }
+
+  TEST_CASE("17 (c): a window that paid more daily units than it opened with "
+            "is caught, where the holds' timing leaves 8 blind") {
+    // The first job's commit crossed the straddler's reserve (sent before
+    // it, answered after): 8 cannot tell whether the two holds overlapped,
+    // and the straddler held all three images. Window 0 paid four.
+    history h;
+    h.straddle(false);
+    auto& first = h.find(op::commit, first_in_window);
+    first.sent_us = at(9190);
+    first.acked_us = at(9260);
+    h.charge_of(first_in_window).at_us = at(9195);
+    for (auto what : {op::reserve, op::start, op::commit})
+      h.find(what, straddler).amounts = {0, 3, 0};
+    h.charge_of(straddler).charged = {0, 3, 0};
+    CHECK(h.failed() == paid_by_its_window);
+    auto result = h.run();
+    CHECK(result.invariants[16].violations == 1);
+    CHECK(says(result, paid_by_its_window,
+               "window 0 paid 4 daily_images, it opened with 3"));
+  }
+
+  TEST_CASE("17: a chat whose window is behind the one its ledger opened is "
+            "caught") {
+    history h;
+    h.straddle();
+    h.chat(chat_g).window = 0;
+    CHECK(h.failed() == paid_by_its_window);
+    CHECK(says(h.run(), paid_by_its_window, "had opened window 1"));
   }
 
   TEST_CASE("1: a retried commit that charges a second time is caught") {
@@ -564,8 +755,10 @@ TEST_SUITE("chaos.audit") {
     history h;
     h.snap.ledger.push_back(history::refill_row(5, chat_b, {1, 0, -2}, 6100));
     h.snap.chats[1].available = {1, 0, 0};
+    h.snap.chats[1].window = 1;
     CHECK(h.failed() == "");
     h.snap.ledger.pop_back(); // the refill changed the pockets, no row says so
+    h.snap.chats[1].window = 0;
     CHECK(h.failed() == conservation + "," + ledger_chain);
   }
 
@@ -597,14 +790,17 @@ TEST_SUITE("chaos.audit") {
           >= 1);
   }
 
-  TEST_CASE("1: a charge that a refill cut short passes only when it emptied "
-            "the pocket") {
-    // A refill took chat_a's daily image before the commit took it: the
-    // commit charged nothing of it (it had none), as the clamp says.
+  TEST_CASE("1: a charge that an admin change cut short passes only when it "
+            "emptied the pocket") {
+    // An admin took chat_a's daily image within the window before the
+    // commit took it: the commit charged nothing of it (it had none), as
+    // the clamp says. (A refill no longer cuts a hold short: its own
+    // window pays for it, see 17.)
     history h;
     h.snap.ledger.insert(h.snap.ledger.begin(),
-                         history::refill_row(0, chat_a, {0, -1, 0}, 90));
+                         history::admin_row(0, chat_a, {0, -1, 0}, 90));
     h.snap.ledger[1].charged = {0, 0, 0};
+    h.snap.ledger[1].changed = {0, 0, 0};
     h.find(op::commit, committed).amounts = {0, 0, 0};
     h.snap.chats[0].available = {0, 0, 8};
     CHECK(h.failed() == "");
@@ -657,13 +853,18 @@ TEST_SUITE("chaos.audit") {
   TEST_CASE("15: an acknowledged reservation Postgres has no trace of (lost "
             "with a failover) is caught; one still active or only charged "
             "passes") {
+    auto of = [](reservation_id id) {
+      return [id](const persistence::audit_ended& x) {
+        return x.id == id;
+      };
+    };
     history h;
     h.snap.ended.erase(
-      std::find(h.snap.ended.begin(), h.snap.ended.end(), cancelled));
+      std::find_if(h.snap.ended.begin(), h.snap.ended.end(), of(cancelled)));
     CHECK(h.failed() == reservation_kept);
     history charged;
-    charged.snap.ended.erase(std::find(charged.snap.ended.begin(),
-                                       charged.snap.ended.end(), committed));
+    charged.snap.ended.erase(std::find_if(
+      charged.snap.ended.begin(), charged.snap.ended.end(), of(committed)));
     CHECK(charged.failed() == "");
   }
 }

@@ -106,10 +106,12 @@ jq -c '{operations: .operations.total, faults: .faults.by_type,
 # on a slow machine often lacks, so the harness plants one of each before
 # the workload starts (a cancel while queued, a commit of 1 of 3 units and
 # a whole one after it, a job left uncertain) on a chat of its own that
-# holds 1,000 jobs' worth. The run lasts 1 s, without faults (no fault
-# would come within it), so that the forgeries depend on those: without
-# the planting most seeds end with a harness error, "nothing to forge",
-# and this test fails.
+# holds 1,000 jobs' worth, and, while the workload runs, a job on that chat
+# reserved just before its window is due and committed just after a touch
+# refilled it (a charge a past window paid). The run lasts 1 s, without
+# faults (no fault would come within it), so that the forgeries depend on
+# those: without the planting most seeds end with a harness error,
+# "nothing to forge", and this test fails.
 echo "== self-test: every forgery must be caught by its invariant"
 step_started=$SECONDS
 forged_seed=$seed
@@ -119,7 +121,7 @@ status=0
   --self-test-lost-event --self-test-cancel-charged \
   --self-test-uncertain-charged --self-test-uncertain-left \
   --self-test-over-capture --self-test-ledger-chain \
-  --self-test-second-start \
+  --self-test-second-start --self-test-window-paid-twice \
   --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
   >"$tmp/forged.txt" || status=$?
 took "the forged run"
@@ -160,6 +162,8 @@ check "the lost event is reported" "$(seen 14_event_with_each_change)" \
 check "the job started by a second worker is reported" \
   "$(seen 16_one_worker_per_job "acknowledged to two workers")" \
   "$tmp/forged.json"
+check "the past window's charge that took from the new window too is reported" \
+  "$(seen 17_paid_by_its_window "two windows paid")" "$tmp/forged.json"
 grep -q "without any commit request" "$tmp/forged.txt" ||
   die "the text summary does not list the forged charge"
 

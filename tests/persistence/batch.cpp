@@ -334,17 +334,19 @@ std::string summary(const batch_result& x) {
            + r->request_id + (r->lease_expires_at ? " leased" : "") + " slot "
            + std::to_string(r->slot) + (r->ended_at ? " ended" : "") + " units "
            + std::to_string(r->units) + " " + held(r->held_units)
-           + (r->cancel_requested ? " cancel_requested" : "");
+           + (r->cancel_requested ? " cancel_requested" : "") + " window "
+           + std::to_string(r->window);
   if (auto c = std::get_if<receipt>(&x))
     return std::string{"receipt "} + to_string(c->kind) + " " + held(c->charged)
            + " units " + std::to_string(c->units) + " released "
-           + held(c->released);
+           + held(c->released) + " window " + std::to_string(c->window);
   const auto& s = std::get<chat_status>(x);
   return "status " + held(s.amounts) + (s.active ? " active" : "")
          + (s.premium ? " premium" : "") + (s.blocked ? " blocked" : "")
          + (s.banned ? " banned" : "") + " jobs "
          + std::to_string(s.reservations.size()) + " of "
-         + std::to_string(s.max_active_jobs) + " held " + held(s.held);
+         + std::to_string(s.max_active_jobs) + " held " + held(s.held)
+         + " window " + std::to_string(s.window);
 }
 
 template <class T>
@@ -483,6 +485,17 @@ void differential(const catalog& products, int chats, int rounds,
     if (!emptied.empty())
       test::sql("UPDATE chats SET pockets = '{}' WHERE chat_id IN (" + emptied
                 + ")");
+    // A user update after the window's turn refills some chats: from then
+    // on their open jobs hold on a past window.
+    for (const auto& t : twins)
+      if (rng() % 8 == 0) {
+        test::sql("UPDATE chats SET window_started_at = now() - interval "
+                  "'30 hours' WHERE chat_id IN ("
+                  + std::to_string(t.batched) + ", " + std::to_string(t.single)
+                  + ")");
+        REQUIRE(batched.touch(t.batched));
+        REQUIRE(single.touch(t.single));
+      }
     auto out = batched.apply(ops);
     REQUIRE(out.size() == ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -504,8 +517,21 @@ void differential(const catalog& products, int chats, int rounds,
   }
   for (const auto& [what, n] : seen)
     MESSAGE(what, ": ", n);
-  // The rounds must have reached the set-based paths and the refusals.
+  // The rounds must have reached the set-based paths and the refusals,
+  // and commits of jobs a refill overtook.
   CHECK(seen.size() >= 15);
+  std::string batched_chats;
+  for (const auto& t : twins)
+    batched_chats +=
+      (batched_chats.empty() ? "" : ", ") + std::to_string(t.batched);
+  auto past = test::sql_int(
+    "SELECT count(*) FROM ledger l WHERE l.entry = 'charge' AND l.chat_id IN ("
+    + batched_chats
+    + ") AND EXISTS (SELECT 1 FROM ledger f WHERE f.chat_id = l.chat_id AND "
+      "f.entry = 'refill' AND f.id < l.id AND f.window_number > "
+      "l.window_number)");
+  MESSAGE("commits of a hold a refill overtook: ", past);
+  CHECK(past > 0);
   // And, where a kind asks its worker to stop, a cancel of a started job.
   if (std::any_of(products.kinds.begin(), products.kinds.end(),
                   [](const kind_spec& k) {
@@ -558,5 +584,57 @@ TEST_SUITE("batch") {
   TEST_CASE("the same with a catalog of four kinds and five pockets, prices "
             "of 1 to 5, and both cancel-after-start policies") {
     differential(four_kinds(), 60, 40, 20261203);
+  }
+  TEST_CASE("a batch pays each job by the window it was reserved in: holds "
+            "of past windows do not count against the new one, and their "
+            "commits take nothing of it") {
+    store db{test::store_options()};
+    std::array<chat_id, 2> chats{};
+    std::array<reservation_id, 2> old_jobs{};
+    for (size_t i = 0; i < chats.size(); ++i) {
+      chats[i] = make_chat(db, {10, 3, 0});
+      REQUIRE(db.touch(chats[i])); // opens window 0
+      REQUIRE(db.set_limits(chats[i], 2));
+      auto r = db.reserve(chats[i], kind::image, "old");
+      REQUIRE(r);
+      REQUIRE(db.start(chats[i], r->id));
+      old_jobs[i] = r->id;
+      test::sql("UPDATE chats SET window_started_at = now() - interval "
+                "'30 hours' WHERE chat_id = "
+                + std::to_string(chats[i]));
+      auto refilled = db.touch(chats[i]);
+      REQUIRE(refilled);
+      REQUIRE(refilled->window == 1);
+      // One image left in the new window: the old hold must not take it.
+      test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+                "'{\"daily_images\": 1}') WHERE chat_id = "
+                + std::to_string(chats[i]));
+    }
+    auto reserved = db.apply({reserve_op(chats[0], kind::image, "new"),
+                              reserve_op(chats[1], kind::image, "new")});
+    std::array<reservation_id, 2> new_jobs{};
+    for (size_t i = 0; i < chats.size(); ++i) {
+      const auto& r = value_of<reservation>(reserved[i]);
+      CHECK(r.held == pockets{0, 1, 0});
+      CHECK(r.window == 1);
+      new_jobs[i] = r.id;
+      REQUIRE(db.start(chats[i], r.id));
+    }
+    auto old_commits = db.apply({op(batch_op::commit, chats[0], old_jobs[0]),
+                                 op(batch_op::commit, chats[1], old_jobs[1])});
+    for (size_t i = 0; i < chats.size(); ++i) {
+      const auto& x = value_of<receipt>(old_commits[i]);
+      CHECK(x.charged == pockets{0, 1, 0});
+      CHECK(x.window == 0);
+      CHECK(db.status(chats[i])->amounts.get(pocket::daily_images) == 1);
+    }
+    auto new_commits = db.apply({op(batch_op::commit, chats[0], new_jobs[0]),
+                                 op(batch_op::commit, chats[1], new_jobs[1])});
+    for (size_t i = 0; i < chats.size(); ++i) {
+      const auto& x = value_of<receipt>(new_commits[i]);
+      CHECK(x.charged == pockets{0, 1, 0});
+      CHECK(x.window == 1);
+      CHECK(db.status(chats[i])->amounts.get(pocket::daily_images) == 0);
+    }
   }
 }

@@ -3,6 +3,7 @@
 // Time passing is simulated by moving timestamps back with direct SQL.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
+#include "protocol/pockets.hpp"
 #include "protocol/time.hpp"
 #include "tests/support/test_db.hpp"
 
@@ -117,26 +118,132 @@ TEST_SUITE("limits") {
 
   TEST_CASE_FIXTURE(
     limits_fixture,
-    "a refill never touches reservations: a later commit charges "
-    "what was held, clamped at zero") {
+    "a refill never touches reservations: a job reserved before it is paid "
+    "by its own window, and the new window opens at its quota") {
+    // The straddling job: 2 images used, a third reserved and started, the
+    // window turns, the job commits. The old window's unit paid for it.
+    auto chat = test::fresh_chat();
+    touch(chat);
+    for (int i = 0; i < 2; ++i) {
+      auto used = db.reserve(chat, kind::image, "");
+      REQUIRE(used);
+      REQUIRE(db.start(chat, used->id));
+      REQUIRE(db.commit(chat, used->id));
+    }
+    auto r = db.reserve(chat, kind::image, "");
+    REQUIRE(r);
+    CHECK(r->held == pockets{0, 1, 0});
+    CHECK(r->window == 0);
+    REQUIRE(db.start(chat, r->id));
+    window_opened_ago(chat, 30);
+    auto refilled = touch(chat);
+    CHECK(refilled.window == 1);
+    CHECK(refilled.amounts.get(pocket::daily_images) == 3);
+    REQUIRE(refilled.active);
+    CHECK(refilled.active->held == pockets{0, 1, 0});
+    CHECK(refilled.active->window == 0);
+    // The open job's hold is not on this window's pockets.
+    CHECK(refilled.held.get(pocket::daily_images) == 0);
+    CHECK(spendable(refilled).get(pocket::daily_images) == 3);
+    auto receipt = db.commit(chat, r->id);
+    REQUIRE(receipt);
+    CHECK(receipt->charged == pockets{0, 1, 0});
+    CHECK(receipt->window == 0);
+    CHECK(db.status(chat)->amounts.get(pocket::daily_images) == 3);
+    // The ledger row names the unit and the window that paid; it changed
+    // nothing of the new window's pockets.
+    auto page = db.history(chat, 0, 1);
+    REQUIRE(page);
+    REQUIRE_FALSE(page->entries.empty());
+    const auto& row = page->entries.front();
+    CHECK(row.cause == "commit");
+    CHECK(row.window == caf::optional<int64_t>{0});
+    CHECK(row.change.items().empty());
+    // A repeated commit answers the same receipt.
+    auto again = db.commit(chat, r->id);
+    REQUIRE(again);
+    CHECK(again->window == 0);
+    CHECK(again->charged == pockets{0, 1, 0});
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "a hold of a past window gives nothing to the new window "
+                    "when it fails, is cancelled or commits fewer units; its "
+                    "balance part is charged as before") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    REQUIRE(db.set_limits(chat, 4));
+    REQUIRE(db.top_up(chat, 10, "pay-" + std::to_string(chat)));
+    // Three image units: all 3 daily images, then 2 from balance.
+    auto mixed = db.reserve(chat, kind::image, "mixed", 5);
+    REQUIRE(mixed);
+    CHECK(mixed->held == pockets{0, 3, 2});
+    REQUIRE(db.start(chat, mixed->id));
+    auto failing = db.reserve(chat, kind::text, "failing");
+    REQUIRE(failing);
+    REQUIRE(db.start(chat, failing->id));
+    auto queued = db.reserve(chat, kind::text, "queued");
+    REQUIRE(queued);
+    window_opened_ago(chat, 30);
+    auto refilled = touch(chat);
+    CHECK(refilled.window == 1);
+    CHECK(refilled.amounts == pockets{10, 3, 10});
+    // Only the balance part of the old holds still counts.
+    CHECK(refilled.held == pockets{0, 0, 2});
+    REQUIRE(db.fail(chat, failing->id));
+    REQUIRE(db.cancel(chat, queued->id, ""));
+    // 4 of the 5 units: 3 daily images (the old window's), 1 from balance.
+    auto receipt = db.commit(chat, mixed->id, 4);
+    REQUIRE(receipt);
+    CHECK(receipt->window == 0);
+    CHECK(receipt->charged == pockets{0, 3, 1});
+    auto st = db.status(chat);
+    REQUIRE(st);
+    CHECK(st->amounts == pockets{10, 3, 9});
+    CHECK(st->held == pockets{});
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "a job of unknown outcome reserved before a refill, "
+                    "resolved succeeded after it, is paid by its own window") {
     auto chat = test::fresh_chat();
     touch(chat);
     auto r = db.reserve(chat, kind::image, "");
     REQUIRE(r);
-    CHECK(r->held == pockets{0, 1, 0});
     REQUIRE(db.start(chat, r->id));
-    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
-              "'{\"daily_images\": 0}')"
-              + where(chat));
+    REQUIRE(db.uncertain(chat, r->id, "prov-" + std::to_string(chat)));
     window_opened_ago(chat, 30);
     auto refilled = touch(chat);
-    CHECK(refilled.amounts.get(pocket::daily_images) == 3);
-    REQUIRE(refilled.active);
-    CHECK(refilled.active->held == pockets{0, 1, 0});
-    auto receipt = db.commit(chat, r->id);
-    REQUIRE(receipt);
-    CHECK(receipt->charged == pockets{0, 1, 0});
-    CHECK(db.status(chat)->amounts.get(pocket::daily_images) == 2);
+    CHECK(refilled.held == pockets{});
+    REQUIRE(refilled.reservations.size() == 1);
+    CHECK(refilled.reservations[0].window == 0);
+    auto resolved = db.resolve(chat, r->id, "succeeded", 0);
+    REQUIRE(resolved);
+    CHECK(resolved->charged == pockets{0, 1, 0});
+    CHECK(resolved->window == 0);
+    CHECK(db.status(chat)->amounts.get(pocket::daily_images) == 3);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "the window number goes up at every refill, reactivation "
+                    "included, and not when the next activity only opens a "
+                    "window") {
+    auto chat = test::fresh_chat();
+    CHECK(touch(chat).window == 0);
+    window_opened_ago(chat, 30);
+    CHECK(touch(chat).window == 1);
+    CHECK(touch(chat).window == 1);
+    REQUIRE(db.set_flags(chat, {true, caf::none, caf::none}));
+    test::sql("UPDATE chats SET last_activity_at = now() - interval '100 days'"
+              + where(chat));
+    CHECK(reactivate_all().count(chat) == 1);
+    auto quiet = db.status(chat);
+    REQUIRE(quiet);
+    CHECK(quiet->window == 2);
+    CHECK_FALSE(quiet->window_started_at);
+    auto back = touch(chat); // opens a window, no refill
+    CHECK(back.window == 2);
+    CHECK(back.window_started_at);
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
@@ -163,9 +270,10 @@ TEST_SUITE("limits") {
       auto c = commit.get();
       REQUIRE(c);
       REQUIRE(c->charged == pockets{0, 1, 0});
-      // Commit first: 1 - 1 = 0, then refill to 3. Refill first: 3 - 1 = 2.
-      auto images = db.status(chat)->amounts.get(pocket::daily_images);
-      REQUIRE((images == 3 || images == 2));
+      REQUIRE(c->window == r->window);
+      // Commit first: 1 - 1 = 0, then refill to 3. Refill first: 3, and the
+      // commit of the old window's hold takes nothing of the new one.
+      REQUIRE(db.status(chat)->amounts.get(pocket::daily_images) == 3);
     }
     CHECK(test::sql_int("SELECT count(*) FROM chats, unnest(pockets) e"
                         " WHERE e < 0")

@@ -92,13 +92,30 @@ TEST_SUITE("pockets") {
     CHECK(choose_pockets(memo, false, pockets{}, c) == ec::insufficient_funds);
   }
 
+  TEST_CASE("a hold of a past window weighs only with its balance part on "
+            "the pockets of the window now") {
+    reservation old;
+    old.window = 4;
+    old.held.set("daily_voice", 2);
+    old.held.set("balance", 3);
+    reservation current;
+    current.window = 5;
+    current.held.set("daily_voice", 1);
+    auto held = held_by({old, current}, 5);
+    CHECK(held.get("daily_voice") == 1);
+    CHECK(held.get("balance") == 3);
+    CHECK(in_window(old.held, 4, 4) == old.held);
+    CHECK(in_window(old.held, 4, 5) == pockets{0, 0, 3});
+    CHECK(in_window(current.held, 5, 6).items().empty());
+  }
+
   TEST_CASE("holds and what is left are counted per pocket of any name") {
     reservation a;
     a.held.set("daily_voice", 1);
     reservation b;
     b.held.set("daily_voice", 1);
     b.held.set("balance", 5);
-    auto held = held_by({a, b});
+    auto held = held_by({a, b}, 0);
     CHECK(held.get("daily_voice") == 2);
     CHECK(held.get("balance") == 5);
     pockets amounts;

@@ -28,6 +28,16 @@ bool at_most(const pockets& x, const pockets& bound) {
   return !x.any_negative() && x.within(bound);
 }
 
+/// Invariant 16 (a) for what a caller was told: the window `told` names is
+/// the one job `id`'s reservation was made in.
+std::string wrong_window(const sim_world& w, reservation_id id, int64_t told) {
+  auto made = w.made_with.find(id);
+  if (made == w.made_with.end() || made->second.window == told)
+    return {};
+  return "says window " + str(told) + " paid for " + str(id)
+         + ", whose hold was taken in window " + str(made->second.window);
+}
+
 } // namespace
 
 void sim_auditor::on_receipt(const sim_world& w, sim_acks& acks,
@@ -53,6 +63,8 @@ void sim_auditor::on_receipt(const sim_world& w, sim_acks& acks,
       flag("commit " + str(id) + " of " + str(named->second)
            + " units charged more than those units of its hold");
   }
+  if (auto wrong = wrong_window(w, id, x.window); !wrong.empty())
+    flag("the receipt of commit " + str(id) + " " + wrong);
   auto first = acks.receipts.emplace(id, x).first;
   if (first->second.charged != x.charged
       || first->second.committed_at != x.committed_at)
@@ -76,6 +88,8 @@ void sim_auditor::on_resolution(const sim_world& w, sim_acks& acks,
   auto held = w.held_of.find(id);
   if (held == w.held_of.end() || !at_most(x.charged, held->second))
     flag("resolve of " + str(id) + " charged more than its hold");
+  if (auto wrong = wrong_window(w, id, x.window); !wrong.empty())
+    flag("resolve succeeded of " + str(id) + " " + wrong);
 }
 
 void sim_auditor::on_start(sim_acks& acks, reservation_id id,
@@ -88,6 +102,20 @@ void sim_auditor::on_start(sim_acks& acks, reservation_id id,
     flag("reservation " + std::to_string(id) + " was started by "
          + std::to_string(workers.size())
          + " workers: a job delivered twice ran twice");
+}
+
+void sim_auditor::on_status(const chat_status& x) {
+  for (const auto& r : x.reservations)
+    if (r.window > x.window)
+      flag("status of chat " + str(x.chat) + " lists " + str(r.id)
+           + " as held in window " + str(r.window) + ", after the chat's "
+           + str(x.window));
+  auto expected = held_by(x.reservations, x.window);
+  if (x.held != expected)
+    flag("status of chat " + str(x.chat) + " in window " + str(x.window)
+         + " says " + str(x.held) + " held where its jobs hold " + str(expected)
+         + " on this window's pockets: past windows' daily holds count "
+           "against the new window");
 }
 
 void sim_auditor::on_outage_answer(const std::string& what,
@@ -123,8 +151,48 @@ void sim_auditor::ledger_chain(const sim_world& w) {
            + " are not where its last ledger row ended");
 }
 
+void sim_auditor::paid_by_window(const sim_world& w) {
+  // (b): a charge row written in a later window than its hold's changes no
+  // daily pocket.
+  for (; window_rows_checked < w.history.size(); ++window_rows_checked) {
+    const auto& l = w.history[window_rows_checked];
+    if (l.entry != "charge")
+      continue;
+    charged_in_window[l.reservation] = l.window;
+    auto made = w.made_with.find(l.reservation);
+    if (made == w.made_with.end() || l.window <= made->second.window)
+      continue;
+    auto held = w.held_of.find(l.reservation);
+    if (held != w.held_of.end() && daily_part(held->second) != pockets{})
+      ++straddling_checks;
+    if (auto daily = daily_part(l.change); daily != pockets{})
+      flag("the charge of " + str(l.reservation) + " of chat " + str(l.chat)
+           + ", whose hold was taken in window " + str(made->second.window)
+           + ", changed " + str(daily) + " in window " + str(l.window)
+           + ": a job that straddled a refill was paid by both windows");
+  }
+  // (a) and (c): each receipt names its hold's window, and the daily units
+  // charged to a window fit in what its pockets opened with.
+  std::map<std::pair<chat_id, int64_t>, pockets> paid;
+  for (const auto& [id, x] : w.ledger) {
+    if (auto wrong = wrong_window(w, id, x.window); !wrong.empty())
+      flag("the ledger " + wrong);
+    paid[{x.chat, x.window}] += daily_part(x.charged);
+  }
+  for (const auto& [key, sum] : paid) {
+    auto opened = w.opened_with.find(key);
+    auto most = opened == w.opened_with.end() ? pockets{} : opened->second;
+    if (!sum.within(most))
+      flag("window " + str(key.second) + " of chat " + str(key.first) + " paid "
+           + str(sum) + " from daily pockets that opened with " + str(most));
+  }
+}
+
 void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
                         caf::timestamp now) {
+  // Invariant 16 first: a job paid by two windows also breaks
+  // conservation, which would name the pocket and not the cause.
+  paid_by_window(w);
   // Invariant 2: conservation per chat and per pocket of the catalog, no
   // negative pocket.
   std::map<chat_id, pockets> expected = acks.initial;
@@ -136,7 +204,14 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
     expected[p.chat].add(pocket::balance, p.credits);
   for (const auto& [id, r] : w.ledger) {
     auto& e = expected[r.chat];
-    e -= r.charged;
+    // A charge after a later refill takes its balance part only: the daily
+    // part was paid by its hold's window, whose pockets the refill reset.
+    auto made = w.made_with.find(id);
+    auto at = charged_in_window.find(id);
+    if (made != w.made_with.end() && at != charged_in_window.end())
+      e -= in_window(r.charged, made->second.window, at->second);
+    else
+      e -= r.charged;
     // Invariant 10: what the user was told was cancelled while queued is
     // never charged (a cancel_requested job may be: its worker decides).
     if (acks.cancelled_ok.count(id) != 0)
@@ -197,9 +272,9 @@ void sim_auditor::audit(const sim_world& w, const sim_acks& acks,
            + " active reservations, more than its limit of " + str(limit));
   }
   // Invariant 8: nothing over-committed. When a job was reserved, the holds
-  // of the chat's active jobs, its own included, fitted in each pocket it
-  // took from, as the pockets stood. (Only those: a refill to a lower quota
-  // may leave an older hold above its pocket, which its commit clamps.)
+  // on the chat's pockets of its active jobs, its own included, fitted in
+  // each pocket it took from, as the pockets stood (held_by: a past
+  // window's hold weighs on balance only, balance having no windows).
   for (const auto& [id, m] : w.made_with) {
     auto own = w.held_of.find(id);
     for (const auto& [name, amount] : m.held.items())

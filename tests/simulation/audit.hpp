@@ -6,8 +6,8 @@
 // never charged, an uncertain job charged only by resolve succeeded, none
 // left past reconcile-timeout, a ledger whose rows chain to the pockets,
 // an event with each change and every event delivered, no job started by
-// two workers) against the
-// simulated database and what the callers were told.
+// two workers, a job's daily part paid by the window its hold was taken
+// in) against the simulated database and what the callers were told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -50,6 +50,13 @@ struct sim_auditor {
   /// where each chat's last one ended.
   size_t ledger_rows_checked = 0;
   std::map<chat_id, pockets> ledger_ended;
+  /// Invariant 16, incrementally: the ledger rows checked so far, and the
+  /// chat's window when each job was charged (its charge row's).
+  size_t window_rows_checked = 0;
+  std::map<reservation_id, int64_t> charged_in_window;
+  /// Charges of a hold with a daily part, written after a refill had
+  /// opened a newer window than the hold's, that invariant 16 checked.
+  uint64_t straddling_checks = 0;
 
   void flag(const std::string& what) {
     if (violation.empty())
@@ -68,15 +75,29 @@ struct sim_auditor {
   /// by two workers (a job delivered twice runs once).
   void on_start(sim_acks& acks, reservation_id id, const std::string& who);
 
+  /// Invariant 16 for one status answer: no job's hold is of a later
+  /// window than the chat's, and `held` counts past windows' holds by their
+  /// balance part only (held_by), so that the new window's daily pockets
+  /// are whole while a job that straddles the refill is open.
+  void on_status(const chat_status& x);
+
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11, 12 and
-  /// 13, after every step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11, 12, 13
+  /// and 16, after every step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
 
   /// Invariant 13 for the rows written since the last call.
   void ledger_chain(const sim_world& w);
+
+  /// Invariant 16, paid by its window: a job's daily part is paid by the
+  /// window its hold was taken in. Every receipt names the window its
+  /// reservation was made in; a charge written after a later refill takes
+  /// nothing from the daily pockets (the rows written since the last
+  /// call); and no window's daily pockets pay more than they opened with,
+  /// so a job that straddles a refill is never paid twice.
+  void paid_by_window(const sim_world& w);
 
   /// Invariants 4 and 12 at the end: workers quiet, nothing is left, not
   /// even uncertain.

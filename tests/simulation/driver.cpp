@@ -304,7 +304,35 @@ void simulation::setup() {
       },
       atom::create_v, chat_spec{c, p, caf::none, own});
   }
+  // The planted straddling job's chat: its daily pockets pay one unit of
+  // the last kind paid first from a daily pocket (image when built in),
+  // and nothing else; its window opens now (straddle()).
+  for (const auto& k : world->products.kinds)
+    if (!k.pay_from.empty() && k.pay_from.front().pocket != pocket::balance)
+      straddle_kind_ = k.name;
+  if (!straddle_kind_.empty()) {
+    pockets p;
+    for (const auto& spec : world->products.pockets)
+      p.set(spec.name, 0);
+    const auto& first =
+      world->products.find_kind(straddle_kind_)->pay_from.front();
+    p.set(first.pocket, first.price);
+    acks_.initial[straddle_chat] = p;
+    call<chat_status>(
+      "create(" + str(straddle_chat) + ")", straddle_chat,
+      [this](caf::expected<chat_status>& x) {
+        if (!x && x.error() != caf::sec::request_timeout)
+          auditor.flag("setup failed: " + error_name(x.error()));
+      },
+      atom::create_v,
+      chat_spec{straddle_chat, p, caf::none, caf::optional<int32_t>{}});
+  }
   settle();
+  if (!straddle_kind_.empty()) {
+    ask<chat_status>("touch(" + str(straddle_chat) + ")", straddle_chat,
+                     atom::touch_v, straddle_chat);
+    settle();
+  }
   world->fault_percent = rates[pick(4)];
   trail << "\n fault_percent=" << world->fault_percent;
 }
@@ -320,6 +348,8 @@ std::string simulation::run() {
     step();
     auditor.audit(*world, acks_, now());
   }
+  if (auditor.violation.empty())
+    straddle(true); // the run was too short for its window to turn
   if (auditor.violation.empty())
     drain();
   auditor.audit(*world, acks_, now());

@@ -66,6 +66,9 @@ class simulation : public deterministic_fixture {
 public:
   static constexpr int chats_per_run = 6;
   static constexpr int steps_per_run = 150;
+  /// The chat of the planted straddling job (straddle()): no random step
+  /// picks it, so its job stays open until its window turns.
+  static constexpr chat_id straddle_chat = chats_per_run + 1;
 
   /// `chat_kill_reason`: how kill_chat() ends a chat actor; a crash by
   /// default. `products`: what the chats buy.
@@ -108,6 +111,20 @@ private:
   void ask(std::string what, chat_id chat, Ts... xs) {
     call<T>(std::move(what), chat, nullptr, xs...);
   }
+  /// Hands a status answer to the auditor (invariant 16).
+  std::function<void(caf::expected<chat_status>&)> checked_status() {
+    return [this](caf::expected<chat_status>& x) {
+      if (x)
+        auditor.on_status(*x);
+    };
+  }
+  /// Sends a request again, half a second apart, until it is answered
+  /// with something other than an unknown outcome, a bounded number of
+  /// times; `then` runs with every answer, late ones included.
+  template <class T, class... Ts>
+  caf::expected<T> until_known(std::string what, chat_id chat,
+                               std::function<void(caf::expected<T>&)> then,
+                               Ts... xs);
 
   // -- steps --
   void setup();
@@ -126,6 +143,11 @@ private:
   /// arrives.
   void reconciler_acts();
   void late_workers_return();
+  /// The planted straddling job: reserved and started shortly before its
+  /// chat's window turns, committed after the refill. Once per run, when
+  /// the window is about to turn, or `forced` at the end of a run too
+  /// short for it.
+  void straddle(bool forced);
   void admin_acts();
   void outage();
   void kill_persistence();
@@ -160,6 +182,10 @@ private:
   std::shared_ptr<std::string> cut_off_ = std::make_shared<std::string>();
   uint64_t payments_ = 0;
   caf::exit_reason kill_reason_;
+  /// The kind of the planted straddling job, paid first from a daily
+  /// pocket (empty: the catalog has none), and whether it was planted.
+  std::string straddle_kind_;
+  bool straddled_ = false;
 };
 
 /// Sends one request from a fresh client actor; `then` runs in settle()

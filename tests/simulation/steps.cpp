@@ -3,6 +3,8 @@
 // injected between and during their requests.
 #include "tests/simulation/driver.hpp"
 
+#include <optional>
+
 namespace chargeonce::test {
 
 using namespace std::chrono_literals;
@@ -18,10 +20,20 @@ bool terminated(const caf::actor& x) {
     caf::abstract_actor::is_terminated_flag);
 }
 
+/// How long before its window turns the planted straddling job is
+/// reserved: well within sweep-timeout, so it is still open at the turn.
+constexpr auto straddle_lead = std::chrono::seconds(5);
+
+/// Tries of each request of the planted job, half a second apart: long
+/// enough for a stall, a reconnect or a restart left by an earlier fault
+/// to end.
+constexpr int straddle_tries_max = 40;
+
 } // namespace
 
 void simulation::step() {
   late_workers_return();
+  straddle(false);
   auto roll = pick(100);
   if (roll < 16)
     user_taps();
@@ -330,6 +342,95 @@ void simulation::late_workers_return() {
     settle();
 }
 
+// -- the planted straddling job -----------------------------------------------
+
+template <class T, class... Ts>
+caf::expected<T>
+simulation::until_known(std::string what, chat_id chat,
+                        std::function<void(caf::expected<T>&)> then, Ts... xs) {
+  auto answer = std::make_shared<std::optional<caf::expected<T>>>();
+  auto known = [answer] {
+    return answer->has_value()
+           && (**answer || !sim_unknown_outcome((*answer)->error()));
+  };
+  for (int i = 0; i < straddle_tries_max; ++i) {
+    call<T>(
+      what, chat,
+      [answer, known, then](caf::expected<T>& x) {
+        if (then)
+          then(x);
+        if (!known())
+          answer->emplace(x);
+      },
+      xs...);
+    settle();
+    if (!known())
+      pass_time(500ms); // a late answer may come meanwhile
+    if (known())
+      return **answer;
+  }
+  return caf::make_error(caf::sec::request_timeout);
+}
+
+/// A job whose hold was taken in one window and which is committed in the
+/// next is what the window rule is about (invariant 16); a run may see no
+/// refill while a job is open, so one is planted in every run, on a chat
+/// of its own and with faults off: it is not left to the odds.
+void simulation::straddle(bool forced) {
+  auto c = straddle_chat;
+  auto chat = world->chats.find(c);
+  if (straddled_ || straddle_kind_.empty() || chat == world->chats.end()
+      || !chat->second.window_started_at)
+    return;
+  auto turns_at = *chat->second.window_started_at + world->refill_interval;
+  if (!forced && now() < turns_at - straddle_lead)
+    return;
+  straddled_ = true;
+  trail << " straddle";
+  auto fault_percent = world->fault_percent;
+  world->fault_percent = 0;
+  pass_time_until(std::max(now(), turns_at - straddle_lead));
+  settle();
+  bool committed = false;
+  auto r = until_known<reservation>("reserve(" + str(c) + ",straddling)", c,
+                                    nullptr, atom::reserve_v, c,
+                                    kind{straddle_kind_}, "straddle-" + str(c));
+  auto id = r ? r->id : 0;
+  std::string who = "straddle-worker";
+  bool started = false;
+  if (r)
+    started = static_cast<bool>(until_known<reservation>(
+      "start(" + str(id) + ")", c,
+      [this, id, who](caf::expected<reservation>& x) {
+        if (x) {
+          acks_.started_ok.insert(id);
+          auditor.on_start(acks_, id, who);
+        }
+      },
+      atom::start_v, c, id, who));
+  if (started) {
+    // The window turns while the job runs: the touch's answer is the new
+    // window's status with the job open.
+    pass_time_until(std::max(now(), turns_at));
+    settle();
+    until_known<chat_status>("touch(" + str(c) + ")", c, checked_status(),
+                             atom::touch_v, c);
+    if (world->chats[c].window > r->window) {
+      acks_.commit_requested.insert(id);
+      acks_.commit_units.emplace(id, 0);
+      committed = static_cast<bool>(until_known<receipt>(
+        "commit(" + str(id) + ",straddling)", c,
+        [this](caf::expected<receipt>& x) {
+          if (x)
+            auditor.on_receipt(*world, acks_, *x);
+        },
+        atom::commit_v, c, id));
+    }
+  }
+  ++stats[committed ? "straddles_planted" : "straddles_missed"];
+  world->fault_percent = fault_percent;
+}
+
 // -- admins and user updates --------------------------------------------------
 
 /// Top-ups (retries reuse payment ids), premium changes, user updates that
@@ -349,18 +450,21 @@ void simulation::admin_acts() {
   }
   case 2: {
     auto until = now() + std::chrono::seconds(pick(60)) - 20s;
-    ask<chat_status>("premium(" + str(c) + ")", c, atom::premium_v, c, until);
+    call<chat_status>("premium(" + str(c) + ")", c, checked_status(),
+                      atom::premium_v, c, until);
     break;
   }
   case 3:
-    ask<chat_status>("touch(" + str(c) + ")", c, atom::touch_v, c);
+    call<chat_status>("touch(" + str(c) + ")", c, checked_status(),
+                      atom::touch_v, c);
     break;
   default: {
     flags_update x;
     x.started = true;
     if (pick(4) == 0)
       x.blocked = pick(2) == 0;
-    ask<chat_status>("flags(" + str(c) + ")", c, atom::flags_v, c, x);
+    call<chat_status>("flags(" + str(c) + ")", c, checked_status(),
+                      atom::flags_v, c, x);
     break;
   }
   }
@@ -458,7 +562,9 @@ void simulation::kill_chat(bool mid_operation) {
   call<chat_status>(
     "status-after-kill(" + str(c) + ")", c,
     [this, c](caf::expected<chat_status>& x) {
-      if (!x && x.error() == caf::sec::request_receiver_down)
+      if (x)
+        auditor.on_status(*x);
+      else if (x.error() == caf::sec::request_receiver_down)
         auditor.flag("chat " + str(c) + " not respawned after a kill");
     },
     atom::status_v, c);
@@ -469,7 +575,8 @@ void simulation::kill_chat(bool mid_operation) {
 /// fires: the registry's idle handshake against the new message.
 void simulation::passivation_race() {
   auto c = some_chat();
-  ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
+  call<chat_status>("status(" + str(c) + ")", c, checked_status(),
+                    atom::status_v, c);
   settle();
   auto before = world->actors[c];
   auto at = last_answer_.count(c) ? last_answer_[c] : now();
@@ -477,7 +584,8 @@ void simulation::passivation_race() {
   ++world->faults["passivation_race"];
   issue_reserve(c, first_kind(), {});
   if (pick(2) == 0)
-    ask<chat_status>("status(" + str(c) + ")", c, atom::status_v, c);
+    call<chat_status>("status(" + str(c) + ")", c, checked_status(),
+                      atom::status_v, c);
   settle();
   if (world->actors[c] != before)
     ++stats["passivated_in_race"];

@@ -71,8 +71,18 @@ const char* to_string(sim_mutant x) {
     return "event_skipped_by_reader";
   case sim_mutant::second_worker_starts:
     return "second_worker_starts";
+  case sim_mutant::paid_by_new_window:
+    return "paid_by_new_window";
   }
   return "?";
+}
+
+pockets daily_part(const pockets& x) {
+  pockets out;
+  for (const auto& [name, amount] : x.items())
+    if (name != pocket::balance)
+      out.set(name, amount);
+  return out;
 }
 
 void sim_world::impair(const char* type, caf::timestamp until) {
@@ -184,18 +194,50 @@ caf::expected<chat_status> sim_world::create(const chat_spec& spec,
   c.premium_until = spec.premium_until;
   c.max_active_jobs = spec.max_active_jobs;
   chats[spec.chat] = c;
+  opened_with[{spec.chat, 0}] = daily_part(spec.initial);
   record(spec.chat, "admin", spec.initial);
   return status(spec.chat, now);
 }
 
-void sim_world::record(chat_id chat, const char* entry, pockets change) {
-  history.push_back({chat, entry, std::move(change), chats[chat].available});
+void sim_world::record(chat_id chat, const char* entry, pockets change,
+                       reservation_id id) {
+  const auto& c = chats[chat];
+  history.push_back(
+    {chat, entry, std::move(change), c.available, id, c.window});
 }
 
-void sim_world::record_charge(chat_id chat, const pockets& charged) {
+void sim_world::record_charge(chat_id chat, reservation_id id,
+                              const pockets& taken) {
   pockets change;
-  change -= charged;
-  record(chat, "charge", change);
+  change -= taken;
+  record(chat, "charge", change, id);
+}
+
+pockets sim_world::pay(chat_id chat, int64_t taken_in, const pockets& nominal,
+                       pockets& taken) {
+  auto& c = chats[chat];
+  // == GREATEST(0, p - held) per pocket
+  if (taken_in == c.window || mutant == sim_mutant::paid_by_new_window) {
+    taken = take_clamped(c.available, nominal);
+    return taken;
+  }
+  // The refill threw away the old window's units that held it: they paid,
+  // and the new window's pockets give nothing for it.
+  taken = take_clamped(c.available, in_window(nominal, taken_in, c.window));
+  auto charged = nominal;
+  if (nominal.get(pocket::balance) != 0)
+    charged.set(pocket::balance, taken.get(pocket::balance));
+  return charged;
+}
+
+pockets sim_world::holds_on(const std::vector<reservation>& holding,
+                            int64_t window) const {
+  if (mutant != sim_mutant::paid_by_new_window)
+    return held_by(holding, window);
+  pockets out; // the bug: every hold counts whole, whichever window
+  for (const auto& r : holding)
+    out += r.held;
+  return out;
 }
 
 caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
@@ -243,7 +285,10 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   auto holding = active;
   auto open = uncertain_in(chat);
   holding.insert(holding.end(), open.begin(), open.end());
-  auto held = held_by(holding);
+  // Past windows' holds weigh on the balance only: their daily part was
+  // paid by pockets a refill has since thrown away.
+  const auto window = c->second.window;
+  auto held = holds_on(holding, window);
   auto left = mutant == sim_mutant::reserve_ignores_holds
                 ? c->second.available // the bug: other holds not counted
                 : left_after(c->second.available, held);
@@ -262,11 +307,13 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   r.request_id = request_id;
   r.created_at = now;
   r.slot = std::max(slot, 0);
+  r.window = window;
   reservations[r.id] = r;
   held_of[r.id] = r.held;
   units_of[r.id] = {r.units, r.held_units};
   holding.push_back(r);
-  made_with[r.id] = {chat, c->second.available, held_by(holding), limit};
+  made_with[r.id] = {chat, c->second.available, held_by(holding, window), limit,
+                     window};
   if (!request_id.empty())
     named[{chat, request_id}].insert(r.id);
   return r;
@@ -325,20 +372,20 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
   if (auto refused = claim("commit", chat, id, who))
     return refused;
   auto& p = c->second.available;
-  // == GREATEST(0, p - held) per pocket
-  auto charge = [&](const pockets& h) {
-    return take_clamped(p, h);
-  };
   if (auto l = ledger.find(id); l != ledger.end() && l->second.chat == chat) {
     if (mutant == sim_mutant::commit_not_idempotent)
-      charge(held_of[id]); // the bug: the retry pays again
+      take_clamped(p, held_of[id]); // the bug: the retry pays again
     return l->second;
   }
+  pockets taken;
   if (mutant == sim_mutant::charge_released && released.count(id) != 0
       && released[id] == chat) { // the bug: no fencing by the release
-    receipt x{id, chat, kind::image, charge(held_of[id]), now};
+    auto window = made_with[id].window;
+    receipt x{id, chat, kind::image, pay(chat, window, held_of[id], taken),
+              now};
+    x.window = window;
     ledger[id] = x;
-    record_charge(chat, x.charged);
+    record_charge(chat, id, taken);
     return x;
   }
   if (auto e = ended.find(id);
@@ -346,9 +393,11 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       && e->second.status == reservation_status::cancelled
       && mutant == sim_mutant::cancelled_job_committable) {
     // the bug: what a cancel deleted can still be committed
-    receipt x{id, chat, e->second.kind, charge(e->second.held), now};
+    const auto& r = e->second;
+    receipt x{id, chat, r.kind, pay(chat, r.window, r.held, taken), now};
+    x.window = r.window;
     ledger[id] = x;
-    record_charge(chat, x.charged);
+    record_charge(chat, id, taken);
     charged_by[id] = "commit";
     return x;
   }
@@ -356,10 +405,12 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       u != uncertain.end() && u->second.chat == chat
       && mutant == sim_mutant::commit_of_uncertain) {
     // the bug: the stale commit is not fenced off by `uncertain`
-    receipt x{id, chat, u->second.kind, charge(u->second.held), now};
-    x.units = u->second.units;
+    const auto& r = u->second;
+    receipt x{id, chat, r.kind, pay(chat, r.window, r.held, taken), now};
+    x.units = r.units;
+    x.window = r.window;
     ledger[id] = x;
-    record_charge(chat, x.charged);
+    record_charge(chat, id, taken);
     charged_by[id] = "commit";
     remember_end(u->second, reservation_status::committed);
     uncertain.erase(u);
@@ -394,20 +445,21 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       if (name != pocket::balance)
         take(name, n);
   }
-  receipt x{id, chat, r.kind, charge(nominal), now};
+  receipt x{id, chat, r.kind, pay(chat, r.window, nominal, taken), now};
   x.units = units == 0 ? r.units : units;
+  x.window = r.window;
   auto released = r.held;
   released -= nominal;
   x.released = without_zeros(released);
   if (mutant == sim_mutant::charged_from_balance) { // the bug: undo, misbook
-    p += x.charged;
+    p += taken;
     pockets from_balance;
-    for (const auto& [name, amount] : x.charged.items())
+    for (const auto& [name, amount] : taken.items())
       from_balance.add(pocket::balance, amount);
     take_clamped(p, from_balance);
   }
   ledger[id] = x;
-  record_charge(chat, x.charged);
+  record_charge(chat, id, taken);
   charged_by[id] = "commit";
   remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
@@ -469,11 +521,13 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
   }
   const auto& r = u->second;
   resolution x{id, chat, r.kind, outcome, {}, r.held, 0, now, r.provider_ref};
+  x.window = r.window;
   if (outcome == "succeeded") {
     if (units > r.units)
       return err(ec::invalid_argument, "more units than held");
     auto nominal = captured(r.held, r.held_units, r.units, units);
-    x.charged = take_clamped(c->second.available, nominal);
+    pockets taken;
+    x.charged = pay(chat, r.window, nominal, taken);
     auto rest = r.held;
     rest -= nominal;
     x.released = without_zeros(rest);
@@ -481,8 +535,9 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
     receipt l{id, chat, r.kind, x.charged, now};
     l.units = x.units;
     l.released = x.released;
+    l.window = r.window;
     ledger[id] = l;
-    record_charge(chat, l.charged);
+    record_charge(chat, id, taken);
     charged_by[id] = "resolve";
   }
   remember_end(r, outcome == "succeeded" ? reservation_status::committed
@@ -598,7 +653,8 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
     st.active = st.reservations.front();
   auto open = uncertain_in(chat);
   st.reservations.insert(st.reservations.end(), open.begin(), open.end());
-  st.held = held_by(st.reservations);
+  st.window = c->second.window;
+  st.held = holds_on(st.reservations, st.window);
   st.own_max_active_jobs = c->second.max_active_jobs;
   st.max_active_jobs = job_limit(c->second, now);
   st.window_started_at = c->second.window_started_at;
@@ -609,6 +665,9 @@ caf::expected<chat_status> sim_world::status(chat_id chat, caf::timestamp now) {
 void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
   bool premium = c.premium_until && *c.premium_until > now;
   ++refills;
+  // A new window: its daily pockets open at quota, and the holds of the
+  // windows before it no longer weigh on them.
+  ++c.window;
   auto& delta = refilled[chat];
   auto quotas = products.daily_quotas(premium);
   pockets change;
@@ -617,6 +676,7 @@ void sim_world::refill(chat_id chat, sim_chat& c, caf::timestamp now) {
       change.set(name, quota - c.available.get(name));
     c.available.set(name, quota);
   }
+  opened_with[{chat, c.window}] = daily_part(c.available);
   delta += change;
   // A refill that changed nothing writes no row, as in the store.
   if (!change.items().empty() && mutant != sim_mutant::refill_unrecorded)
@@ -631,6 +691,7 @@ caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
     c.window_started_at = now;
     c.last_activity_at = now;
     chats[chat] = c;
+    opened_with[{chat, 0}] = daily_part(c.available);
     record(chat, "refill", c.available);
     return status(chat, now);
   }
@@ -656,9 +717,11 @@ sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
     if (u->second.chat != chat
         || !(*u->second.uncertain_at < now - reconcile_timeout))
       return err(ec::not_found, "not past its deadline");
-    resolved[id] = {id,         chat, u->second.kind,
-                    "released", {},   u->second.held,
-                    0,          now,  u->second.provider_ref};
+    resolution x{id,         chat, u->second.kind,
+                 "released", {},   u->second.held,
+                 0,          now,  u->second.provider_ref};
+    x.window = u->second.window;
+    resolved[id] = x;
     remember_end(u->second, reservation_status::released);
     uncertain.erase(u);
     announce("reservation_released", chat, id, "unresolved");

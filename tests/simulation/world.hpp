@@ -74,12 +74,21 @@ enum class sim_mutant : uint8_t {
   /// A start naming another worker than the one that started the job is
   /// answered as the first one's retry: both workers run it (15).
   second_worker_starts,
+  /// The behaviour before windows had numbers: holds of past windows count
+  /// against the new window's pockets, and a commit of a past window's hold
+  /// takes its daily part from them, after the refill threw away the unit
+  /// that held it: a job reserved before a refill is paid by both windows
+  /// (16).
+  paid_by_new_window,
 };
 
 const char* to_string(sim_mutant x);
 
 struct sim_chat {
   pockets available;
+  /// The window number: 0 at creation, one more at every refill; a hold's
+  /// daily part belongs to the window it was taken in.
+  int64_t window = 0;
   caf::optional<int32_t> max_active_jobs; ///< none: the plan's
   caf::optional<caf::timestamp> premium_until;
   bool started = false;
@@ -90,13 +99,16 @@ struct sim_chat {
   caf::optional<caf::timestamp> reactivated_at;
 };
 
-/// What a reserve saw when it held: the pockets, the holds of every active
-/// job of the chat including the new one, and the chat's limit.
+/// What a reserve saw when it held: the pockets, the holds on them of every
+/// active job of the chat including the new one (held_by: past windows'
+/// holds by their balance part), the chat's limit, and the window the hold
+/// was taken in.
 struct sim_hold_record {
   chat_id chat = 0;
   pockets amounts;
   pockets held;
   int32_t limit = 1;
+  int64_t window = 0;
 };
 
 /// One row of the ledger of every pocket change, as 008_ledger_of_every_
@@ -107,7 +119,15 @@ struct sim_ledger_row {
   std::string entry; ///< charge, top_up, refill or admin
   pockets change;
   pockets after;
+  reservation_id reservation = 0; ///< a charge's job
+  /// The chat's window when the row was written (a refill's: the window it
+  /// opened).
+  int64_t window = 0;
 };
+
+/// The daily pockets of `x`: all but balance, the one purchased pocket,
+/// which has no windows.
+pockets daily_part(const pockets& x);
 
 struct sim_world {
   // -- the database --
@@ -159,6 +179,9 @@ struct sim_world {
   /// Every reservation each (chat, request_id) ever named.
   std::map<std::pair<chat_id, std::string>, std::set<reservation_id>> named;
   uint64_t refills = 0; ///< windows refilled, either way
+  /// The daily pockets each window of each chat opened with (at creation,
+  /// at each refill): the most that window can pay.
+  std::map<std::pair<chat_id, int64_t>, pockets> opened_with;
 
   // -- faults, chosen by the seeded generator --
   std::mt19937_64 rng;
@@ -267,9 +290,21 @@ private:
   void remember_end(reservation r, reservation_status how);
   /// Appends the ledger row of a change of `chat`'s pockets, with the
   /// pockets they have now.
-  void record(chat_id chat, const char* entry, pockets change);
-  /// The row of a charge: what the receipt says it took.
-  void record_charge(chat_id chat, const pockets& charged);
+  void record(chat_id chat, const char* entry, pockets change,
+              reservation_id id = 0);
+  /// The row of job `id`'s charge: what it took from the pockets.
+  void record_charge(chat_id chat, reservation_id id, const pockets& taken);
+  /// A charge of `nominal` for a hold taken in window `taken_in`: takes
+  /// from the chat's pockets what falls on its current window (`taken`,
+  /// each pocket stopping at zero) and returns the receipt's `charged`. In
+  /// the hold's own window that is all of it; after a refill only the
+  /// balance part, and `charged` still names the daily part, which the
+  /// hold's window paid.
+  pockets pay(chat_id chat, int64_t taken_in, const pockets& nominal,
+              pockets& taken);
+  /// What `holding` holds on the chat's pockets in `window` (held_by).
+  pockets holds_on(const std::vector<reservation>& holding,
+                   int64_t window) const;
   void refill(chat_id chat, sim_chat& c, caf::timestamp now);
   /// Writes the event that 010_events.sql's triggers write with a change.
   void announce(const char* event, chat_id chat, reservation_id id,
