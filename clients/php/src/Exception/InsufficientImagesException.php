@@ -1,0 +1,12 @@
+<?php
+// SPDX-License-Identifier: Apache-2.0
+
+declare(strict_types=1);
+
+namespace Chargeonce\Exception;
+
+/** 402 insufficient_images: an image job the chat cannot pay for. */
+final class InsufficientImagesException extends ChargeonceException
+{
+    public const ERROR = 'insufficient_images';
+}

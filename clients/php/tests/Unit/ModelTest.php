@@ -1,0 +1,101 @@
+<?php
+// SPDX-License-Identifier: Apache-2.0
+
+declare(strict_types=1);
+
+namespace Chargeonce\Tests\Unit;
+
+use Chargeonce\ChatStatus;
+use Chargeonce\Exception\UnexpectedResponseException;
+use Chargeonce\Explanation;
+use Chargeonce\HistoryPage;
+use Chargeonce\Pockets;
+use Chargeonce\Receipt;
+use Chargeonce\Reservation;
+use Chargeonce\Resolution;
+use Chargeonce\Tests\Support\Fixtures;
+use Chargeonce\TopUp;
+use Chargeonce\UnresolvedPage;
+use PHPUnit\Framework\TestCase;
+
+/** The typed results keep the JSON's field names and types. */
+final class ModelTest extends TestCase
+{
+    public function testAReservationKeepsEveryField(): void
+    {
+        $r = Reservation::fromArray(Fixtures::reservation());
+
+        self::assertSame(17, $r->id);
+        self::assertSame('image_generation', $r->queue);
+        self::assertSame(1, $r->held->daily_images);
+        self::assertSame('msg-18-upscale', $r->request_id);
+        self::assertSame('2026-12-07T05:13:23.039685+00:00', $r->created_at->format('Y-m-d\TH:i:s.uP'));
+        self::assertNull($r->lease_expires_at);
+        self::assertSame(3, $r->window);
+        self::assertFalse($r->cancel_requested);
+        self::assertNull($r->provider_ref);
+        self::assertTrue($r->isActive());
+    }
+
+    public function testReceiptResolutionAndTopUpCarryTheirWindowAndAmounts(): void
+    {
+        $receipt = Receipt::fromArray(Fixtures::receipt());
+        $resolution = Resolution::fromArray(Fixtures::resolution());
+        $topUp = TopUp::fromArray(Fixtures::topUp());
+
+        self::assertSame([1, 3], [$receipt->charged->daily_images, $receipt->window]);
+        self::assertSame(
+            ['succeeded', 1, 3],
+            [$resolution->outcome, $resolution->charged->balance, $resolution->window],
+        );
+        self::assertSame(['pay-1', 5], [$topUp->payment_id, $topUp->credits]);
+    }
+
+    public function testAChatStatusHoldsItsReservations(): void
+    {
+        $chat = ChatStatus::fromArray(Fixtures::chat());
+
+        self::assertSame(42, $chat->chat);
+        self::assertSame(3, $chat->window);
+        self::assertSame(17, $chat->reservation?->id);
+        self::assertCount(1, $chat->reservations);
+        self::assertSame(['balance' => 3, 'daily_images' => 1, 'daily_messages' => 0], $chat->pockets);
+        self::assertSame(3, $chat->available->balance);
+    }
+
+    public function testHistoryExplanationAndUnresolvedPages(): void
+    {
+        $page = HistoryPage::fromArray(Fixtures::history());
+        $why = Explanation::fromArray(Fixtures::explanation());
+        $open = UnresolvedPage::fromArray(Fixtures::unresolved());
+
+        self::assertSame(['commit', 'admin'], array_map(static fn ($e) => $e->cause, $page->entries));
+        self::assertSame(['daily_images' => -1], $page->entries[0]->change);
+        self::assertSame(3, $page->entries[0]->window);
+        self::assertNull($page->entries[1]->window);
+        self::assertNull($page->entries[1]->after);
+        self::assertNull($page->next_before);
+        self::assertSame([17], array_keys($why->deadlines));
+        self::assertSame('never premium', $why->plan_reason);
+        self::assertSame('prov-1', $open->reservations[0]->provider_ref);
+        self::assertSame(17, $open->next_after);
+    }
+
+    public function testPocketsOfTheCatalogAreKeptByName(): void
+    {
+        $p = Pockets::fromArray(['balance' => 2, 'daily_voice' => 7]);
+
+        self::assertSame([0, 0, 2], [$p->daily_messages, $p->daily_images, $p->balance]);
+        self::assertSame([7, 0], [$p->get('daily_voice'), $p->get('nope')]);
+    }
+
+    public function testAMissingFieldIsNamed(): void
+    {
+        $json = Fixtures::reservation();
+        unset($json['window']);
+
+        $this->expectException(UnexpectedResponseException::class);
+        $this->expectExceptionMessage('field "window" is not an integer');
+        Reservation::fromArray($json);
+    }
+}
