@@ -383,15 +383,20 @@ $$;
 -- of a hold taken in window `taken_in`, charges when the chat is in
 -- window `now_window` and its pockets are `amounts`: the part on the
 -- current pockets, each stopping at what its pocket has (the clamp), and
--- the daily part of a past window whole (that window's unit paid it).
+-- the daily part of a past window whole (that window's unit paid it). The
+-- common case, a hold of this window, costs one helper, as before windows.
 CREATE FUNCTION chargeonce_charged_in(nominal integer[], taken_in bigint,
                                       now_window bigint, amounts integer[])
   RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-  SELECT chargeonce_pockets_add(
-           chargeonce_pockets_charged(
-             chargeonce_in_window(nominal, taken_in, now_window), amounts),
-           chargeonce_pockets_less(nominal,
-             chargeonce_in_window(nominal, taken_in, now_window)))
+  SELECT CASE WHEN taken_in = now_window
+              THEN chargeonce_pockets_charged(nominal, amounts)
+              ELSE chargeonce_pockets_add(
+                     chargeonce_pockets_charged(
+                       chargeonce_in_window(nominal, taken_in, now_window),
+                       amounts),
+                     chargeonce_pockets_less(nominal,
+                       chargeonce_in_window(nominal, taken_in, now_window)))
+         END
 $$;
 
 -- -- the per-operation functions whose bodies held jsonb ---------------------
