@@ -66,7 +66,7 @@ struct backend {
 struct exchange {
   backend& be;
   const httplib::Request& req;
-  const std::string& body; ///< read by http_server.cpp, at most http-max-body
+  const std::string& body; ///< read by server.cpp, at most http-max-body
   httplib::Response& res;
   std::map<std::string, std::string> params; ///< path parameters by name
 };

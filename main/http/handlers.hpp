@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One function per route (the table is in http_routes.cpp). Each reads its
+// One function per route (the table is in routes.cpp). Each reads its
 // input, makes at most one CAF request to its role's facade, and answers.
 #pragma once
 
@@ -7,14 +7,14 @@
 
 namespace chargeonce::http {
 
-// -- gateway (http_billing.cpp) ----------------------------------------------
+// -- gateway (billing.cpp) ----------------------------------------------------
 void touch(exchange& x);
 void reserve(exchange& x);
 void cancel(exchange& x);
 void cancel_reservation(exchange& x);
 void status(exchange& x);
 
-// -- worker (http_billing.cpp) -----------------------------------------------
+// -- worker (billing.cpp) -----------------------------------------------------
 void start(exchange& x);
 void heartbeat(exchange& x);
 void commit(exchange& x);
@@ -23,7 +23,7 @@ void uncertain(exchange& x);
 void resolve(exchange& x);
 void list_reservations(exchange& x);
 
-// -- admin (http_billing.cpp) ------------------------------------------------
+// -- admin (billing.cpp) ------------------------------------------------------
 void create_chat(exchange& x);
 void top_up(exchange& x);
 void set_premium(exchange& x);
@@ -32,12 +32,12 @@ void set_limits(exchange& x);
 void history(exchange& x);
 void explain(exchange& x);
 
-// -- events (http_events.cpp) ------------------------------------------------
+// -- events (events.cpp) ------------------------------------------------------
 /// Server-Sent Events: queue_notice, reservation_released, cancel_requested,
 /// reconcile_needed, limits_refilled.
 void events(exchange& x);
 
-// -- operations (http_server.cpp) --------------------------------------------
+// -- operations (server.cpp) --------------------------------------------------
 void healthz(exchange& x);
 void readyz(exchange& x);
 void metrics(exchange& x);

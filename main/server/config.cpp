@@ -154,7 +154,7 @@ server_config::server_config() {
   // Sharing instead of stealing: at 1 client, cycle p50 2.3 ms instead of
   // 3.5 ms. One worker instead of CAF's four on 2 cores (server and bench
   // client alike): 7,670 instead of 6,168 cycles/s at 64 clients, 553
-  // instead of 458 at 1 (docs/performance.md).
+  // instead of 458 at 1 (docs/performance-log.md).
   prefer_few_workers(*this);
   deserialize_on_middleman_thread(*this);
 }

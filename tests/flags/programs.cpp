@@ -2,12 +2,12 @@
 // Every program's duration flags take the same forms: chargeonce-bench's
 // --duration, --warmup and --idle-timeout, chargeonce-chaos's --duration
 // and chargeonce-cli's --timeout.
-#include "main/bench/options.hpp"
-#include "main/chaos/options.hpp"
 #include "main/cli/args.hpp"
 #include "main/cli/commands.hpp"
 #include "main/flags/flags.hpp"
 #include "tests/support/argv.hpp"
+#include "tools/bench/options.hpp"
+#include "tools/chaos/options.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,10 +3,10 @@
 // (charge, top-up, refill, admin) writes one row with the pockets after it,
 // so that a chat's balance replays from its ledger alone, including under
 // concurrent changes from many connections. Runs on both stores.
-#include "persistence/audit.hpp"
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"
+#include "tools/common/audit.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The driver's machinery: setup, the randomized scheduler and clock, the
-// client actors, the run and the final drain. The steps are in sim_steps.cpp.
+// client actors, the run and the final drain. The steps are in steps.cpp.
 #include "tests/simulation/driver.hpp"
 
 #include "protocol/errors.hpp"

@@ -1,6 +1,0 @@
-// SPDX-License-Identifier: Apache-2.0
-#include "main/bench/bench.hpp"
-
-int main(int argc, char** argv) {
-  return chargeonce::run_bench(argc, argv);
-}

@@ -1,6 +1,0 @@
-// SPDX-License-Identifier: Apache-2.0
-#include "main/chaos/chaos.hpp"
-
-int main(int argc, char** argv) {
-  return chargeonce::run_chaos(argc, argv);
-}
