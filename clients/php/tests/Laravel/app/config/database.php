@@ -1,0 +1,21 @@
+<?php
+// SPDX-License-Identifier: Apache-2.0
+// The queue's database: SQLite, one file the test script names. Two
+// workers write to it at once, so a locked database waits (PDO's timeout is
+// SQLite's busy timeout) instead of failing at once.
+
+declare(strict_types=1);
+
+return [
+    'default' => 'sqlite',
+    'connections' => [
+        'sqlite' => [
+            'driver' => 'sqlite',
+            'database' => env('DB_DATABASE', storage_path('queue.sqlite')),
+            'prefix' => '',
+            'foreign_key_constraints' => true,
+            'options' => [PDO::ATTR_TIMEOUT => 30],
+        ],
+    ],
+    'migrations' => 'migrations',
+];
