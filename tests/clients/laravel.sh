@@ -20,9 +20,12 @@
 #   5 a double dispatch of one button press (same request id) runs once
 #   6 a cancel while queued deletes the job unrun
 #   7 premium chats land on the priority queue
-#   8 the delayed "you are in the queue" notice reaches the listener, which
-#     resumes after the last event id it stored
+#   8 the delayed "you are in the queue" notice reaches the listener; the
+#     listener, stopped and restarted, resumes after the last event id it
+#     stored: the events in between once, none of before again
 #   9 a job whose provider outcome is unknown is left uncertain, not charged
+#  10 a user's cancel of a started job (text: cancel_after_start=request)
+#     reaches the job's heartbeat: the job stops, nothing is charged
 # Waits have generous bounds and print how long they took; nothing asserts
 # a speed.
 #
@@ -104,7 +107,8 @@ start_server "$tmp/server" "${database[@]}" --port=0 --http-port=0 \
   --http-worker-token-file="$tmp/worker.token" \
   --http-admin-token-file="$tmp/admin.token" \
   --queue-notice-delay=1s --lease-duration=${lease_seconds}s \
-  --sweep-interval=${sweep_seconds}s --http-threads=16 --http-max-streams=8
+  --sweep-interval=${sweep_seconds}s --http-threads=16 --http-max-streams=8 \
+  --text-cancel-after-start=request
 port=$(port_of http)
 [[ -n $port ]] || die "no http= line in the port file: $(cat "$server_port_file")"
 echo "laravel: server pid $server_pid, HTTP on 127.0.0.1:$port" \
@@ -174,6 +178,7 @@ charges() { art demo:charges "$1"; }
 commits() { charges "$1" | jq --arg r "$2" '.commits[$r] // [] | length'; }
 ended() { charges "$1" | jq -r --arg r "$2" '.ended[$r] // "active"'; }
 daily_images() { charges "$1" | jq .daily_images; }
+daily_messages() { charges "$1" | jq .daily_messages; }
 # Rows left in the queue's jobs table.
 # shellcheck disable=SC2016 # PHP code, expanded by PHP
 sql() {
@@ -193,12 +198,13 @@ expect() {
   [[ $2 == "$3" ]] || die "$1: got '$2', expected '$3'"
 }
 
-# press CHAT RID [options]: the gateway's reserve and dispatch; sets
-# `reservation` and `queue`.
+# press CHAT RID [options]: the gateway's reserve and dispatch of a job of
+# kind $kind; sets `reservation` and `queue`.
+kind=image
 press() {
   local chat=$1 rid=$2 out
   shift 2
-  out=$(art demo:press "$chat" image "$rid" "$@") || die "demo:press $chat $rid: $out"
+  out=$(art demo:press "$chat" "$kind" "$rid" "$@") || die "demo:press $chat $rid: $out"
   [[ $out =~ reservation=([0-9]+)\ queue=([a-z_]+) ]] || die "demo:press said: $out"
   reservation=${BASH_REMATCH[1]} queue=${BASH_REMATCH[2]}
 }
@@ -370,12 +376,9 @@ press "$chat" s8 --delay=3
 poll 60 has_notice "$reservation" || die "no queue notice for reservation $reservation"
 took=$poll_seconds
 poll 60 has_commits "$chat" "$reservation" 1 || die "reservation $reservation was not committed"
+ok "8 queue notice: the listener's QueueNotice listener got it $took s after the press"
+# Stopped here; scenarios 9 and 10 publish durable events while it is down.
 stop_process "$listener_pid"
-cursor=$( (cd "$app" && php artisan chargeonce:listen --seconds=1) 2>&1 | head -n1)
-[[ $cursor =~ listening\ after\ event\ ([0-9]+) ]] \
-  || die "the listener stored no event id to resume after: $cursor"
-ok "8 queue notice: the listener's QueueNotice listener got it $took s after the press;" \
-  "a restarted listener resumes after event ${BASH_REMATCH[1]}"
 
 # -- 9: outcome unknown ----------------------------------------------------------------------
 
@@ -388,6 +391,45 @@ poll 60 queue_empty || die "the job is still queued: $(sql 'SELECT id, queue, at
 expect "provider calls" "$(provider_calls "$reservation")" 1
 expect "commits" "$(commits "$chat" "$reservation")" 0
 ok "9 uncertain: outcome_unknown, hold kept for a reconciler, nothing committed"
+uncertain_reservation=$reservation
+
+# -- 10: cancel after start ------------------------------------------------------------------
+
+die_where="in scenario 10 (cancel after start)"
+new_chat
+kind=text
+press "$chat" s10 --mode=hang
+kind=image
+poll 60 has_provider_calls "$reservation" 1 || die "the job never reached the provider"
+art demo:cancel "$chat" s10 >/dev/null || die "demo:cancel failed"
+poll 60 is_ended "$chat" "$reservation" failed || die "reservation $reservation was not failed"
+took=$poll_seconds
+poll 60 queue_empty || die "the job is still queued: $(sql 'SELECT id, queue, attempts FROM jobs')"
+expect "provider calls" "$(provider_calls "$reservation")" 1
+expect "commits" "$(commits "$chat" "$reservation")" 0
+expect "why the job was deleted" "$(records drops "$reservation" | jq -r '.[0].reason')" cancel_requested
+expect "daily messages left" "$(daily_messages "$chat")" 10
+ok "10 cancel after start: the job's heartbeat saw the request, the reservation failed" \
+  "$took s after the cancel, the job deleted; nothing charged"
+
+# -- 8b: the listener resumes after the id it stored ------------------------------------------
+
+die_where="in scenario 8b (the listener resumes)"
+cursor=$( (cd "$app" && exec php artisan chargeonce:listen --seconds=3) 2>&1 | head -n1)
+[[ $cursor =~ listening\ after\ event\ ([0-9]+) ]] \
+  || die "the listener stored no event id to resume after: $cursor"
+cursor=${BASH_REMATCH[1]}
+events() { jq -cs "$1" "$tmp/records/events.jsonl"; }
+expect "reconcile_needed of scenario 9's job after the restart" \
+  "$(events "map(select(.event == \"reconcile_needed\" and .reservation == $uncertain_reservation
+    and .event_id > $cursor)) | length")" 1
+expect "cancel_requested of scenario 10's job after the restart" \
+  "$(events "map(select(.event == \"cancel_requested\" and .reservation == $reservation
+    and .event_id > $cursor)) | length")" 1
+expect "durable events handled twice" \
+  "$(events 'map(select(.event_id != null)) | group_by(.event_id) | map(select(length > 1)) | length')" 0
+ok "8b the restarted listener resumed after event $cursor: the events published while it" \
+  "was down once, none of before again"
 
 die_where=""
 for pid in "${worker_pids[@]}"; do

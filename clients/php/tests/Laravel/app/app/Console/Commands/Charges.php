@@ -10,7 +10,7 @@ use Illuminate\Console\Command;
 
 /**
  * What the server says a chat was charged, from its history (admin): one
- * JSON object with the daily images left, the commits per reservation, and
+ * JSON object with the daily messages and images left, the commits per reservation, and
  * how each reservation that did not commit ended.
  */
 final class Charges extends Command
@@ -36,6 +36,7 @@ final class Charges extends Command
         }
         $status = Chargeonce::status($chat);
         $this->line(json_encode([
+            'daily_messages' => $status->daily_messages,
             'daily_images' => $status->daily_images,
             'active' => array_map(static fn ($r) => $r->id, $status->reservations),
             'commits' => (object) $commits,

@@ -12,15 +12,16 @@ use Illuminate\Console\Command;
 final class SetUpChat extends Command
 {
     /** @var string */
-    protected $signature = 'demo:chat {chat} {--images=10} {--premium} {--max-active-jobs=1}';
+    protected $signature = 'demo:chat {chat} {--images=10} {--messages=10} {--premium} {--max-active-jobs=1}';
 
     /** @var string */
-    protected $description = 'Register a chat with daily images';
+    protected $description = 'Register a chat with daily messages and images';
 
     public function handle(): int
     {
         $chat = (int) $this->argument('chat');
-        Chargeonce::createChat($chat, dailyImages: (int) $this->option('images'),
+        Chargeonce::createChat($chat, dailyMessages: (int) $this->option('messages'),
+            dailyImages: (int) $this->option('images'),
             maxActiveJobs: (int) $this->option('max-active-jobs'));
         if ($this->option('premium')) {
             Chargeonce::setPremium($chat, new \DateTimeImmutable('+1 day'));
