@@ -61,11 +61,19 @@ final class ReservationMiddleware
         $run = new ReservationRun($this->client(), $chat, $reservation, WorkerIdentity::of($queueJob));
 
         try {
-            $run->start();
+            $started = $run->start();
         } catch (NotFoundException | ExpiredException | AlreadyStartedException | InvalidStateException $e) {
             // Cancelled while queued, ended already, swept, or another
             // delivery runs it: this delivery must not run at all.
             $this->drop($job, $queueJob, $run, $e->error, $e->getMessage());
+            return null;
+        }
+        if ($started->cancel_requested) {
+            // The user cancelled between the start and the heartbeat that
+            // armed the lease: nothing was done yet, so nothing is charged.
+            $cancelled = new CancelRequestedException($chat, $reservation);
+            $this->failQuietly($run, $cancelled);
+            $this->drop($job, $queueJob, $run, 'cancel_requested', $cancelled->getMessage());
             return null;
         }
         // Any other error (no answer after the client's retries): rethrown

@@ -197,6 +197,17 @@ final class ReservationMiddlewareTest extends TestCase
         self::assertSame('cancel_requested', $this->dropped[0]->reason);
     }
 
+    public function testACancelBeforeTheFirstHeartbeatFailsUnrun(): void
+    {
+        $m = $this->middleware([self::ok(), self::ok(['cancel_requested' => true]), self::ok()]);
+        $job = self::job();
+        self::assertNull(self::through($m, $job));
+        self::assertSame(0, $job->handled);
+        self::assertSame('POST /v1/chats/42/reservations/17/fail', $this->calls()[2]);
+        self::assertTrue($job->job->isDeleted());
+        self::assertSame('cancel_requested', $this->dropped[0]->reason);
+    }
+
     public function testALostReservationStopsTheJobWithoutCommitOrFail(): void
     {
         $m = $this->middleware([self::ok(), self::ok(), FakeTransport::error(410, 'expired')]);
