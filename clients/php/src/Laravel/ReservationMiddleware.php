@@ -68,6 +68,8 @@ final class ReservationMiddleware
             $this->drop($job, $queueJob, $run, $e->error, $e->getMessage());
             return null;
         }
+        // Any other error (no answer after the client's retries) escapes
+        // unrun: Laravel delivers the job again later, under a new attempt.
         if ($started->cancel_requested) {
             // The user cancelled between the start and the heartbeat that
             // armed the lease: nothing was done yet, so nothing is charged.
@@ -76,8 +78,6 @@ final class ReservationMiddleware
             $this->drop($job, $queueJob, $run, 'cancel_requested', $cancelled->getMessage());
             return null;
         }
-        // Any other error (no answer after the client's retries): rethrown
-        // unrun; Laravel delivers the job again later, under a new attempt.
 
         $job->attachReservationRun($run);
         try {
@@ -155,7 +155,9 @@ final class ReservationMiddleware
             'job' => get_class($job), 'chat' => $run->chat, 'reservation' => $run->reservation,
             'worker' => $run->worker, 'message' => $message,
         ]);
-        $this->dispatcher()?->dispatch(new JobDropped($job, $run->chat, $run->reservation, $run->worker, $reason, $ran));
+        $this->dispatcher()?->dispatch(
+            new JobDropped($job, $run->chat, $run->reservation, $run->worker, $reason, $ran),
+        );
     }
 
     private function dispatcher(): ?Dispatcher

@@ -135,16 +135,12 @@ final class ReservationRun
         return $answer;
     }
 
-    /** Marks the run lost: the reservation is no longer this worker's. */
-    public function lose(): void
-    {
-        $this->state = 'lost';
-    }
-
     private function requireOpen(string $what): void
     {
         if ($this->state !== 'started') {
-            throw new \LogicException("$what on reservation $this->reservation of chat $this->chat, which is $this->state");
+            throw new \LogicException(
+                "$what on reservation $this->reservation of chat $this->chat, which is $this->state",
+            );
         }
     }
 }

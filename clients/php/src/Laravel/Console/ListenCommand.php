@@ -30,7 +30,7 @@ final class ListenCommand extends Command
         {--after= : resume after this event id instead of the stored one}';
 
     /** @var string */
-    protected $description = 'Dispatch chargeonce\'s events (queue notices, releases, cancel requests) as Laravel events';
+    protected $description = 'Dispatch chargeonce\'s events (queue notices, releases, …) as Laravel events';
 
     public function handle(Client $client, Dispatcher $events, CacheFactory $caches): int
     {

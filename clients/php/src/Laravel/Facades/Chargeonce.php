@@ -5,6 +5,10 @@ declare(strict_types=1);
 
 namespace Chargeonce\Laravel\Facades;
 
+use Chargeonce\ChatStatus;
+use Chargeonce\Client;
+use Chargeonce\HistoryPage;
+use Chargeonce\Reservation;
 use Illuminate\Support\Facades\Facade;
 
 /**
@@ -12,12 +16,12 @@ use Illuminate\Support\Facades\Facade;
  * every other method of Chargeonce\Client, on the client the service
  * provider built from config/chargeonce.php.
  *
- * @method static \Chargeonce\Reservation reserve(int $chat, string $kind, ?string $requestId = null, ?int $units = null)
- * @method static \Chargeonce\Reservation cancel(int $chat, ?string $requestId = null)
- * @method static \Chargeonce\ChatStatus status(int $chat)
- * @method static \Chargeonce\ChatStatus touch(int $chat)
- * @method static \Chargeonce\HistoryPage history(int $chat, ?int $limit = null, ?int $before = null)
- * @method static \Chargeonce\Client client()
+ * @method static Reservation reserve(int $chat, string $kind, ?string $requestId = null, ?int $units = null)
+ * @method static Reservation cancel(int $chat, ?string $requestId = null)
+ * @method static ChatStatus status(int $chat)
+ * @method static ChatStatus touch(int $chat)
+ * @method static HistoryPage history(int $chat, ?int $limit = null, ?int $before = null)
+ * @method static Client client()
  *
  * @see \Chargeonce\Laravel\Billing
  */

@@ -25,7 +25,10 @@ final class RetryAfterRuleTest extends TestCase
     /** @return array<mixed> config('chargeonce') */
     private static function chargeonce(float $lease = 30, float $sweep = 60, ?array $connections = null): array
     {
-        return ['server' => ['lease_duration' => $lease, 'sweep_interval' => $sweep], 'queue_connections' => $connections];
+        return [
+            'server' => ['lease_duration' => $lease, 'sweep_interval' => $sweep],
+            'queue_connections' => $connections,
+        ];
     }
 
     public function testLongerThanTheLeasePlusTheSweepPasses(): void
