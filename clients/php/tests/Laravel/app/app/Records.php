@@ -16,13 +16,20 @@ final class Records
     /** @param array<string, mixed> $fields */
     public static function append(string $name, array $fields): void
     {
+        $file = self::path("$name.jsonl");
+        $line = json_encode($fields + ['pid' => getmypid(), 'at' => microtime(true)], JSON_THROW_ON_ERROR) . "\n";
+        if (file_put_contents($file, $line, FILE_APPEND | LOCK_EX) !== strlen($line)) {
+            throw new \RuntimeException("cannot append to $file");
+        }
+    }
+
+    /** A file in the records' directory (TEST_RECORDS). */
+    public static function path(string $name): string
+    {
         $dir = getenv('TEST_RECORDS') ?: storage_path('records');
         if (!is_dir($dir)) {
             mkdir($dir, 0777, true);
         }
-        $line = json_encode($fields + ['pid' => getmypid(), 'at' => microtime(true)], JSON_THROW_ON_ERROR) . "\n";
-        if (file_put_contents("$dir/$name.jsonl", $line, FILE_APPEND | LOCK_EX) !== strlen($line)) {
-            throw new \RuntimeException("cannot append to $dir/$name.jsonl");
-        }
+        return "$dir/$name";
     }
 }

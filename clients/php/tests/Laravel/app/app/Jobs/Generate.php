@@ -15,10 +15,11 @@ use Illuminate\Queue\InteractsWithQueue;
 
 /**
  * A paid generation: calls the provider stub once (a line in
- * provider.jsonl), then behaves as `$mode` says: ok (done at once), slow
- * (about 3 s of work with heartbeats), hang (works, heartbeating, until
- * killed; 50 s at most), throw (the provider refused), uncertain (the
- * provider timed out).
+ * provider.jsonl), then behaves as `$mode` says: ok (done at once), wait
+ * (works, heartbeating, until the test creates the file finish-RESERVATION
+ * next to the records: the test decides when it ends, not a clock), hang
+ * (works, heartbeating, until killed or cancelled), throw (the provider
+ * refused), uncertain (the provider timed out).
  */
 final class Generate implements ShouldQueue
 {
@@ -43,19 +44,24 @@ final class Generate implements ShouldQueue
         ]);
         match ($this->mode) {
             'ok' => null,
-            'slow' => $this->work(3.0),
-            'hang' => $this->work(50.0),
+            'wait' => $this->work(fn (): bool => is_file(Records::path("finish-$this->chargeonceReservation"))),
+            'hang' => $this->work(static fn (): bool => false),
             'throw' => throw new \RuntimeException('the provider refused the prompt'),
             'uncertain' => $this->uncertain("prov-$this->chargeonceReservation"),
             default => throw new \InvalidArgumentException("unknown mode $this->mode"),
         };
     }
 
-    private function work(float $seconds): void
+    /** @param \Closure(): bool $done */
+    private function work(\Closure $done): void
     {
-        $until = microtime(true) + $seconds;
-        while (microtime(true) < $until) {
-            usleep(500_000);
+        // Below the workers' --timeout: a job the test forgot is an error, not a hang.
+        $until = microtime(true) + 100;
+        while (!$done()) {
+            if (microtime(true) > $until) {
+                throw new \RuntimeException("reservation $this->chargeonceReservation: the test never finished it");
+            }
+            usleep(250_000);
             $this->heartbeat(); // well within the 3 s lease
         }
     }
