@@ -1,8 +1,11 @@
 <?php
 // SPDX-License-Identifier: Apache-2.0
 // The queue's database: SQLite, one file the test script names. Two
-// workers write to it at once, so a locked database waits (PDO's timeout is
-// SQLite's busy timeout) instead of failing at once.
+// workers write to it at once: a locked database waits (PDO's timeout is
+// SQLite's busy timeout). When both pop at once, one may still get
+// "database is locked" (SQLite does not let a read transaction write past
+// another's write): its transaction is rolled back, and Laravel's worker
+// logs the error and polls again a second later. Nothing is lost.
 
 declare(strict_types=1);
 
