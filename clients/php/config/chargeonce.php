@@ -31,6 +31,11 @@ return [
         'max_delay' => (float) env('CHARGEONCE_RETRY_MAX_DELAY', 2.0),
     ],
 
+    // A job's $this->heartbeat() asks the server at most once per this many
+    // seconds, so a job may call it in every turn of a loop; keep it well
+    // below lease_duration. A cancel request is seen within it.
+    'heartbeat_interval' => (float) env('CHARGEONCE_HEARTBEAT_INTERVAL', 1.0),
+
     // The server's queue names (a reservation's `queue`: KIND_generation,
     // KIND_generation_priority for premium chats, or what `kinds.NAME.queue`
     // says) mapped to this application's queue names; a name not listed is

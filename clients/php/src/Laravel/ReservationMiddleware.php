@@ -15,6 +15,7 @@ use Chargeonce\Laravel\Events\JobDropped;
 use Chargeonce\Laravel\Exception\CancelRequestedException;
 use Chargeonce\Laravel\Exception\ReservationLostException;
 use Illuminate\Container\Container;
+use Illuminate\Contracts\Config\Repository;
 use Illuminate\Contracts\Events\Dispatcher;
 use Illuminate\Contracts\Queue\Job;
 use Psr\Log\LoggerInterface;
@@ -33,15 +34,22 @@ use Psr\Log\LoggerInterface;
  */
 final class ReservationMiddleware
 {
+    /** heartbeat()'s least interval when config('chargeonce.heartbeat_interval') has none. */
+    public const HEARTBEAT_INTERVAL = 1.0;
+
     /**
      * @param ?Client $client null: the container's (the service provider binds it)
      * @param ?Dispatcher $events null: the container's, if any (JobDropped)
      * @param ?LoggerInterface $log null: the container's, if any
+     * @param ?float $heartbeatInterval seconds; null: config('chargeonce.heartbeat_interval')
+     * @param ?\Closure(): float $clock seconds (tests)
      */
     public function __construct(
         private readonly ?Client $client = null,
         private readonly ?Dispatcher $events = null,
         private readonly ?LoggerInterface $log = null,
+        private readonly ?float $heartbeatInterval = null,
+        private readonly ?\Closure $clock = null,
     ) {
     }
 
@@ -58,7 +66,8 @@ final class ReservationMiddleware
             throw new \LogicException(get_class($job) . ' was dispatched without chargeFor($reservation)');
         }
         $queueJob = self::queueJob($job);
-        $run = new ReservationRun($this->client(), $chat, $reservation, WorkerIdentity::of($queueJob));
+        $run = new ReservationRun($this->client(), $chat, $reservation, WorkerIdentity::of($queueJob),
+            $this->heartbeatInterval(), $this->clock);
 
         try {
             $started = $run->start();
@@ -115,6 +124,16 @@ final class ReservationMiddleware
     private function client(): Client
     {
         return $this->client ?? Container::getInstance()->make(Client::class);
+    }
+
+    private function heartbeatInterval(): float
+    {
+        if ($this->heartbeatInterval !== null) {
+            return $this->heartbeatInterval;
+        }
+        $config = self::fromContainer('config');
+        $seconds = $config instanceof Repository ? $config->get('chargeonce.heartbeat_interval') : null;
+        return is_numeric($seconds) ? (float) $seconds : self::HEARTBEAT_INTERVAL;
     }
 
     /** The Laravel queue job of a job using InteractsWithQueue; null when it runs without a queue. */

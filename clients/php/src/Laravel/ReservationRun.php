@@ -28,13 +28,24 @@ final class ReservationRun
     private string $state = 'new';
     /** What the job reported to charge; null: the whole hold. */
     private ?int $units = null;
+    /** When the last heartbeat was answered (the clock's seconds); null: none yet. */
+    private ?float $lastHeartbeat = null;
+    /** @var \Closure(): float */
+    private readonly \Closure $clock;
 
+    /**
+     * @param float $heartbeatInterval heartbeat() asks the server at most once per this many seconds
+     * @param ?\Closure(): float $clock seconds (tests); default microtime(true)
+     */
     public function __construct(
         private readonly Client $client,
         public readonly int $chat,
         public readonly int $reservation,
         public readonly string $worker,
+        private readonly float $heartbeatInterval = 0.0,
+        ?\Closure $clock = null,
     ) {
+        $this->clock = $clock ?? static fn (): float => microtime(true);
     }
 
     public function state(): string
@@ -62,6 +73,7 @@ final class ReservationRun
         $this->state = 'started';
         try {
             $started = $this->client->heartbeat($this->chat, $this->reservation, worker: $this->worker);
+            $this->lastHeartbeat = ($this->clock)();
         } catch (TransientException) {
             // Started, the lease not armed yet: the job's own heartbeats, or
             // sweep-timeout, arm it. Not worth dropping a started job over.
@@ -73,7 +85,10 @@ final class ReservationRun
     }
 
     /**
-     * Renews the lease. Call it at least every lease-duration in a long job.
+     * Renews the lease. Call it at least every lease-duration in a long job,
+     * and as often as is convenient: within heartbeatInterval of the last
+     * answer it returns at once, asking nothing (a cancel request is then
+     * seen at the next one).
      *
      * @throws CancelRequestedException the user cancelled: stop
      * @throws ReservationLostException the sweep released it, or another delivery runs it: stop, nothing is charged
@@ -81,8 +96,13 @@ final class ReservationRun
     public function heartbeat(): void
     {
         $this->requireOpen('heartbeat');
+        $now = ($this->clock)();
+        if ($this->lastHeartbeat !== null && $now - $this->lastHeartbeat < $this->heartbeatInterval) {
+            return;
+        }
         try {
             $answer = $this->client->heartbeat($this->chat, $this->reservation, worker: $this->worker);
+            $this->lastHeartbeat = $now;
         } catch (TransientException) {
             return; // the next heartbeat, or the commit, will tell
         } catch (NotFoundException | ExpiredException | AlreadyStartedException | InvalidStateException $e) {

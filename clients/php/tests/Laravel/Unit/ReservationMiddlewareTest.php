@@ -29,9 +29,11 @@ final class ReservationMiddlewareTest extends TestCase
     private FakeTransport $server;
     /** @var list<JobDropped> */
     private array $dropped = [];
+    /** The middleware's clock, in seconds. */
+    private float $now = 1000.0;
 
     /** @param list<Response|\Throwable> $answers */
-    private function middleware(array $answers): ReservationMiddleware
+    private function middleware(array $answers, float $heartbeatInterval = 0.0): ReservationMiddleware
     {
         $this->server = new FakeTransport($answers);
         $client = new Client('http://fake', workerToken: 'wk-token', transport: $this->server,
@@ -40,7 +42,8 @@ final class ReservationMiddlewareTest extends TestCase
         $events->listen(JobDropped::class, function (JobDropped $e): void {
             $this->dropped[] = $e;
         });
-        return new ReservationMiddleware($client, $events, new NullLogger());
+        return new ReservationMiddleware($client, $events, new NullLogger(), $heartbeatInterval,
+            fn (): float => $this->now);
     }
 
     /** @param ?\Closure(PaidJob): void $body */
@@ -206,6 +209,25 @@ final class ReservationMiddlewareTest extends TestCase
         self::assertSame('POST /v1/chats/42/reservations/17/fail', $this->calls()[2]);
         self::assertTrue($job->job->isDeleted());
         self::assertSame('cancel_requested', $this->dropped[0]->reason);
+    }
+
+    public function testHeartbeatsInATightLoopAskTheServerOncePerInterval(): void
+    {
+        $m = $this->middleware([self::ok(), self::ok(), self::ok(), self::receipt()], heartbeatInterval: 1.0);
+        self::through($m, self::job(function (PaidJob $j): void {
+            $j->callHeartbeat(); // right after the one that armed the lease: not sent
+            $this->now += 0.5;
+            $j->callHeartbeat(); // not sent
+            $this->now += 0.5;
+            $j->callHeartbeat(); // sent: a second since the last answer
+            $j->callHeartbeat(); // not sent
+        }));
+        self::assertSame([
+            'POST /v1/chats/42/reservations/17/start',
+            'POST /v1/chats/42/reservations/17/heartbeat',
+            'POST /v1/chats/42/reservations/17/heartbeat',
+            'POST /v1/chats/42/reservations/17/commit',
+        ], $this->calls());
     }
 
     public function testALostReservationStopsTheJobWithoutCommitOrFail(): void

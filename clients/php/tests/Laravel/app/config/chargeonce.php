@@ -16,6 +16,7 @@ return [
     'connect_timeout' => 5.0,
     'timeout' => 15.0,
     'retry' => ['max_attempts' => 5, 'base_delay' => 0.1, 'max_delay' => 2.0],
+    'heartbeat_interval' => 1.0,
     'queues' => [],
     'server' => [
         'lease_duration' => (float) env('CHARGEONCE_LEASE_DURATION', 3),
