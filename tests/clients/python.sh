@@ -11,7 +11,8 @@
 # resuming it, the asyncio client).
 #
 # usage: python.sh SERVER SOURCE_DIR   (needs Debian's python3 with
-# python3-venv, python3-pip, python3-pytest and python3-aiohttp; fails,
+# python3-venv, python3-pip, python3-pytest, python3-aiohttp and
+# python3-celery (the Celery integration's unit tests); fails,
 # never skips, without them; PYTHON names another interpreter). The server
 # runs on its own database in the CHARGEONCE_TEST_DSN cluster if that is
 # set, else on an embedded cluster in the temp dir.
@@ -30,8 +31,8 @@ ok() { echo "python: ok: $*"; }
 # venv sees the system's site packages (pytest, aiohttp) only through it.
 python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || die "$python is required (python3; scripts/install-deps)"
-"$python" - <<'PY' || die "python3-venv, python3-pip, python3-pytest and python3-aiohttp are required (scripts/install-deps)"
-import ensurepip, venv, pytest, aiohttp  # noqa: F401  (each one missing fails here)
+"$python" - <<'PY' || die "python3-venv, python3-pip, python3-pytest, python3-aiohttp and python3-celery are required (scripts/install-deps)"
+import ensurepip, venv, pytest, aiohttp, celery  # noqa: F401  (each one missing fails here)
 PY
 
 # Under $PWD (ctest: the build dir), not /tmp: as root an embedded cluster
@@ -98,7 +99,8 @@ status=0
     CHARGEONCE_TEST_WORKER_TOKEN=$(<"$tmp/worker.token") \
     CHARGEONCE_TEST_ADMIN_TOKEN=$(<"$tmp/admin.token") \
     PYTHONDONTWRITEBYTECODE=1 \
-    "$tmp/venv/bin/python" -m pytest -q -rs --junitxml="$tmp/junit.xml" tests) \
+    "$tmp/venv/bin/python" -m pytest -q -rs --junitxml="$tmp/junit.xml" \
+      tests/unit tests/integration) \
   || status=$?
 ((status == 0)) || die "pytest exited $status (see above)"
 # Both halves ran, none skipped.
