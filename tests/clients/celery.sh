@@ -10,7 +10,12 @@
 # once, nothing charged); a double press with one request id runs one task;
 # cancel while queued; a provider timeout left uncertain; a cancel request
 # reaching the running task. First, a worker whose broker visibility timeout
-# is not longer than lease plus sweep must refuse to start.
+# is not longer than lease plus sweep must refuse to start. Last, the
+# python-telegram-bot example (clients/python/examples/telegram_bot.py) with
+# a worker of its own against a stub Bot API server on loopback
+# (tests/workers/test_telegram_bot.py): the button reserves, the queue
+# notice becomes "you are in the queue", the task commits once, a second
+# tap of the same button runs nothing.
 #
 # usage: celery.sh SERVER SOURCE_DIR   (needs Debian's python3 with
 # python3-venv, python3-pip, python3-pytest, python3-celery, python3-redis
@@ -31,6 +36,8 @@ python=${PYTHON:-/usr/bin/python3}
 "$python" -c 'import ensurepip, venv, pytest, celery, redis' \
   || die "python3-venv, python3-pip, python3-pytest, python3-celery and python3-redis are required (scripts/install-deps)"
 command -v redis-server >/dev/null || die "redis-server is required (scripts/install-deps)"
+"$python" -c 'import telegram' 2>/dev/null \
+  || die "python3-python-telegram-bot is required (scripts/install-deps)"
 
 tmp=$(mktemp -d "$PWD/celery.XXXXXX")
 chmod 755 "$tmp"
@@ -140,11 +147,11 @@ suite_started=$(now_us)
 status=0
 (cd "$tmp/package/tests/workers" \
   && "$tmp/venv/bin/python" -m pytest -q -s -rs -p no:cacheprovider \
-    --junitxml="$tmp/junit.xml" test_two_workers.py) || status=$?
+    --junitxml="$tmp/junit.xml" test_two_workers.py test_telegram_bot.py) || status=$?
 ((status == 0)) || die "pytest exited $status (see above)"
 ran=$(grep -o 'tests="[0-9]*"' "$tmp/junit.xml" | head -n1 | tr -dc 0-9)
 skipped=$(grep -c "<skipped" "$tmp/junit.xml" || true)
-((ran >= 7 && skipped == 0)) || die "ran $ran scenarios, skipped $skipped"
+((ran >= 8 && skipped == 0)) || die "ran $ran scenarios, skipped $skipped"
 for pid in "${pids[@]}"; do
   alive "$pid" || die "worker $pid has exited"
 done
