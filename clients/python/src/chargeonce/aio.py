@@ -7,7 +7,7 @@ import asyncio
 import ssl
 import time
 from datetime import datetime
-from typing import AsyncIterator, Dict, Optional, Protocol, TypeVar, Union
+from typing import AsyncIterator, Dict, List, Optional, Protocol, TypeVar, Union
 
 import aiohttp
 
@@ -318,7 +318,7 @@ class AsyncEventStream:
         self._source = source
         self._parser = SseParser()
         self._filter = EventFilter(after_id)
-        self._ready: list = []
+        self._ready: List[Event] = []
         self._last = after_id
         self._ended = False
 

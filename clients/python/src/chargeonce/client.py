@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Iterator, Optional, TypeVar, Union
+from typing import Iterator, List, Optional, TypeVar, Union
 
 from . import _routes as routes
 from .errors import ChargeonceConnectionError, ChargeonceError, TooManyStreamsError, TransientError, from_response
@@ -272,7 +272,7 @@ class EventStream:
         self._source = source
         self._parser = SseParser()
         self._filter = EventFilter(after_id)
-        self._ready: list = []
+        self._ready: List[Event] = []
         self._last = after_id
         self._ended = False
 

@@ -4,7 +4,7 @@ operation again after a transient error."""
 from __future__ import annotations
 
 import asyncio
-import random
+import random as _random
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Optional
@@ -27,7 +27,7 @@ class RetryPolicy:
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
     #: What AsyncClient awaits instead of `sleep`.
     async_sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, compare=False)
-    random: Callable[[], float] = field(default=random.random, compare=False)
+    random: Callable[[], float] = field(default=_random.random, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

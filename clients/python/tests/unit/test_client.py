@@ -6,7 +6,7 @@ import json
 import pytest
 
 from chargeonce import (BusyError, ChargeonceConnectionError, Client, InternalError,
-                        InvalidArgumentError, Operation, OverloadedError, Reservation,
+                        InvalidArgumentError, Operation, Reservation,
                         RetryPolicy, StorageUnavailableError, UnexpectedResponseError)
 from support import FakeTransport, error, ok, reservation_json
 

@@ -166,5 +166,5 @@ def test_the_bot_reserves_notices_the_queue_and_its_task_commits_once(tmp_path, 
     assert admin.status(chat).balance == 0
     commits = [e for e in admin.history(chat).entries if e.cause == "commit"]
     assert len(commits) == 1
-    print(f"scenario telegram bot: provider_calls=1, charged=1, queue notice sent, "
-          f"second tap not run")
+    print("scenario telegram bot: provider_calls=1, charged=1, queue notice sent, "
+          "second tap not run")
