@@ -111,7 +111,7 @@ worker() {
   shift
   (cd "$tmp/package/tests/workers" && exec env "$@" "$tmp/venv/bin/python" -m celery -A billing_app worker \
     --hostname="$name@%h" --concurrency=1 --pool=prefork --loglevel=INFO \
-    --queues=image_generation,text_generation --without-gossip --without-mingle) \
+    --queues=image_generation,image_generation_priority,text_generation,text_generation_priority --without-gossip --without-mingle) \
     >"$tmp/$name.log" 2>&1 &
   worker_pid=$!
   on_exit_show_log "$tmp/$name.log"
@@ -151,14 +151,14 @@ status=0
 ((status == 0)) || die "pytest exited $status (see above)"
 ran=$(grep -o 'tests="[0-9]*"' "$tmp/junit.xml" | head -n1 | tr -dc 0-9)
 skipped=$(grep -c "<skipped" "$tmp/junit.xml" || true)
-((ran >= 8 && skipped == 0)) || die "ran $ran scenarios, skipped $skipped"
+((ran >= 9 && skipped == 0)) || die "ran $ran scenarios, skipped $skipped"
 for pid in "${pids[@]}"; do
   alive "$pid" || die "worker $pid has exited"
 done
-# Both workers ran tasks.
+# Which worker got what: the broker hands each message to whichever asks
+# first, so a share is reported, not required.
 for name in w1 w2; do
-  grep -q "succeeded in\|raised unexpected\|Task .* received" "$tmp/$name.log" \
-    || echo "celery: note: worker $name received no task"
+  echo "celery: worker $name received $(grep -c "Task billing_app.render\[.*\] received" "$tmp/$name.log" || true) task messages"
 done
 echo "celery: the scenarios took $(seconds_since "$suite_started") s"
 ok "$ran scenarios on two workers"

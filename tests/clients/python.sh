@@ -76,14 +76,26 @@ else
   database=(--data-dir="$tmp/pg")
   on_exit_stop_postgres "$tmp/pg/data"
 fi
-# The integration tests rely on these timers; text jobs take a cancel after
-# start as a request, image jobs refuse it (both are tested).
+# The built-in catalog and a "voice" kind paid only from a pocket of its
+# own (insufficient_funds, a catalog's pocket in create-chat); text jobs take
+# a cancel after start as a request, image jobs refuse it (both are tested).
+"$server_bin" --print-default-catalog | "$python" -c '
+import json, sys
+catalog = json.load(sys.stdin)
+catalog["kinds"]["text"]["cancel_after_start"] = "request"
+catalog["pockets"]["daily_voice"] = {"daily": {"free": 0, "premium": 0}}
+catalog["kinds"]["voice"] = {"pay_from": [{"pocket": "daily_voice", "price": 1}],
+                             "premium_free": False, "queue": "voice_generation",
+                             "priority_queue": "voice_generation_priority",
+                             "cancel_after_start": "refuse"}
+json.dump(catalog, sys.stdout)' >"$tmp/catalog.json" || die "could not write the catalog"
+# The integration tests rely on these timers.
 start_server "$tmp/server" "${database[@]}" --port=0 --http-port=0 \
   --http-gateway-token-file="$tmp/gateway.token" \
   --http-worker-token-file="$tmp/worker.token" \
   --http-admin-token-file="$tmp/admin.token" \
   --queue-notice-delay=1s --lease-duration=3s --sweep-interval=1s \
-  --text-cancel-after-start=request --http-threads=16 --http-max-streams=8
+  --catalog="$tmp/catalog.json" --http-threads=16 --http-max-streams=8
 port=$(port_of http)
 [[ -n $port ]] || die "no http= line in the port file: $(cat "$server_port_file")"
 echo "python: server pid $server_pid, HTTP on 127.0.0.1:$port" \

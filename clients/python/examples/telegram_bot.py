@@ -15,7 +15,8 @@ provider, sends the result, and is committed when it returns.
     # the bot (gateway token):
     python3 telegram_bot.py
     # its workers (worker token):
-    python3 -m celery -A telegram_bot worker -Q image_generation,text_generation
+    python3 -m celery -A telegram_bot worker \
+      -Q image_generation,image_generation_priority,text_generation,text_generation_priority
 
 Environment: TELEGRAM_TOKEN, TELEGRAM_BASE_URL (optional: another Bot API
 server, e.g. a local one), CHARGEONCE_URL, CHARGEONCE_GATEWAY_TOKEN

@@ -147,11 +147,12 @@ def unresolved(after: int, limit: Optional[int]) -> Call[UnresolvedPage]:
 
 def create_chat(chat: int, daily_messages: Optional[int], daily_images: Optional[int],
                 balance: Optional[int], premium_until: Optional[Union[datetime, str]],
-                max_active_jobs: Optional[int]) -> Call[ChatStatus]:
+                max_active_jobs: Optional[int],
+                pockets: Optional[Dict[str, int]] = None) -> Call[ChatStatus]:
     body = _body({"chat": _id(chat), "daily_messages": daily_messages,
                   "daily_images": daily_images, "balance": balance,
                   "premium_until": None if premium_until is None else _time(premium_until),
-                  "max_active_jobs": max_active_jobs})
+                  "max_active_jobs": max_active_jobs, "pockets": pockets or None})
     return Call(Operation.CREATE_CHAT, "POST", "/v1/chats", body, _chat)
 
 

@@ -198,7 +198,9 @@ class AsyncClient:
     async def listen(self, after_id: Optional[int] = None,
                      seconds: Optional[float] = None) -> AsyncIterator[Event]:
         """As Client.listen(): every event, each durable one once, reopening
-        the stream after the last id yielded."""
+        the stream after the last id yielded. Leaving an `async for` early
+        closes the stream only when the generator is finalized: wrap it in
+        contextlib.aclosing() to close it at once."""
         until = None if seconds is None else time.monotonic() + seconds
         last = after_id
         failures = 0
@@ -256,9 +258,10 @@ class AsyncClient:
     async def create_chat(self, chat: int, *, daily_messages: Optional[int] = None,
                           daily_images: Optional[int] = None, balance: Optional[int] = None,
                           premium_until: Optional[Union[datetime, str]] = None,
-                          max_active_jobs: Optional[int] = None) -> ChatStatus:
+                          max_active_jobs: Optional[int] = None,
+                    pockets: Optional[Dict[str, int]] = None) -> ChatStatus:
         return await self._run(routes.create_chat(chat, daily_messages, daily_images, balance,
-                                                  premium_until, max_active_jobs))
+                                                  premium_until, max_active_jobs, pockets))
 
     async def top_up(self, chat: int, credits: int, payment_id: str) -> TopUp:
         return await self._run(routes.top_up(chat, credits, payment_id))

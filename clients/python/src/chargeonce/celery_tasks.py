@@ -256,7 +256,9 @@ class BilledTask(Task):
         Insufficient*Error, … for the gateway to answer the user) and sends
         the task to the queue the reservation names. A press repeated with
         the same request id finds the same reservation; it is sent again
-        only while still queued, and a second delivery is dropped at start."""
+        only while still queued, and a second delivery is dropped at start.
+        If the broker refuses the message the error propagates with the job
+        held: the same press again finds the queued reservation and sends it."""
         job_kind = kind or self.kind
         if job_kind is None:
             raise ValueError(f"task {self.name} has no kind: give billed_task(kind=…) or kind=")

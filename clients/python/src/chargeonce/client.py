@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Iterator, List, Optional, TypeVar, Union
+from typing import Dict, Iterator, List, Optional, TypeVar, Union
 
 from . import _routes as routes
 from .errors import ChargeonceConnectionError, ChargeonceError, TooManyStreamsError, TransientError, from_response
@@ -195,10 +195,12 @@ class Client:
     def create_chat(self, chat: int, *, daily_messages: Optional[int] = None,
                     daily_images: Optional[int] = None, balance: Optional[int] = None,
                     premium_until: Optional[Union[datetime, str]] = None,
-                    max_active_jobs: Optional[int] = None) -> ChatStatus:
-        """Registers a chat; AlreadyExistsError if it is. Never retried."""
+                    max_active_jobs: Optional[int] = None,
+                    pockets: Optional[Dict[str, int]] = None) -> ChatStatus:
+        """Registers a chat; AlreadyExistsError if it is. Never retried.
+        `pockets`: any other pocket of the server's catalog, by name."""
         return self._run(routes.create_chat(chat, daily_messages, daily_images, balance,
-                                            premium_until, max_active_jobs))
+                                            premium_until, max_active_jobs, pockets))
 
     def top_up(self, chat: int, credits: int, payment_id: str) -> TopUp:
         """Adds purchased credits once per `payment_id`; a retry answers the first."""

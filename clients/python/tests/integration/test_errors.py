@@ -4,6 +4,7 @@ import pytest
 
 from chargeonce import (AlreadyExistsError, AlreadyStartedError, BusyError, ChatBannedError,
                         ChatBlockedError, Client, ExpiredError, ForbiddenError,
+                        InsufficientFundsError,
                         InsufficientImagesError, InsufficientMessagesError, InvalidArgumentError,
                         InvalidStateError, MethodNotAllowedError, NoRouteError, NotFoundError,
                         TooLateError, UnauthorizedError)
@@ -103,3 +104,17 @@ def test_the_http_layers_errors(server, chat):
                           __import__("chargeonce").MalformedJsonError)]:
         r = t.send(request)
         assert isinstance(from_response(r.status, r.body, r.headers), cls), request.path
+
+
+def test_a_kind_no_pocket_pays_is_insufficient_funds(server, chat):
+    # The test server's catalog: "voice" is paid only from daily_voice.
+    c = make_client(server)
+    c.create_chat(chat, balance=5)
+    with pytest.raises(InsufficientFundsError) as e:
+        c.reserve(chat, "voice", "v-1")
+    assert e.value.status == 402
+    other = chat + 1
+    created = c.create_chat(other, pockets={"daily_voice": 1})
+    assert created.pockets["daily_voice"] == 1
+    job = c.reserve(other, "voice", "v-2")
+    assert job.held.get("daily_voice") == 1 and job.queue == "voice_generation"

@@ -150,7 +150,7 @@ def test_the_bot_reserves_notices_the_queue_and_its_task_commits_once(tmp_path, 
     worker_log = open(tmp_path / "worker.log", "w")
     processes.append(subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "telegram_bot", "worker", "--concurrency=1",
-         "--queues=image_generation,text_generation", "--without-gossip", "--without-mingle",
+         "--queues=image_generation,image_generation_priority", "--without-gossip", "--without-mingle",
          "--hostname=bot-worker@%h"], env=bot_env, cwd=examples, stdout=worker_log,
         stderr=subprocess.STDOUT))
     wait_for("the picture sent", lambda: [m for m in api.sent("sendMessage", chat)

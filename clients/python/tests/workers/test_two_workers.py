@@ -6,6 +6,7 @@ import os
 import secrets
 import signal
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -74,6 +75,18 @@ def test_a_task_that_succeeds_is_charged_once(client, chat):
     assert provider_calls(sent.reservation.id) == 1
     assert client.status(chat).balance == 1
     report("success", provider_calls=1, charged=1, balance_after=1)
+
+
+def test_a_premium_chats_task_goes_to_its_priority_queue(client, chat):
+    until = datetime.now(timezone.utc) + timedelta(days=1)
+    client.create_chat(chat, balance=2, premium_until=until)
+    sent = render.reserve_and_send(client, chat, "msg-8-render", "ok")
+    assert sent.reservation.queue == "image_generation_priority"
+    wait_for("committed", lambda: commits(client, chat, sent.reservation.id))
+    assert provider_calls(sent.reservation.id) == 1
+    charged = commits(client, chat, sent.reservation.id)[0].change
+    assert charged == {"balance": -1} and client.status(chat).balance == 1
+    report("premium", queue=sent.reservation.queue, provider_calls=1, charged=charged)
 
 
 def test_a_task_that_raises_is_not_charged(client, chat):
