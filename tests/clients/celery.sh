@@ -95,10 +95,11 @@ start_server "$tmp/server" "${database[@]}" --port=0 --http-port=0 \
 port=$(port_of http)
 echo "celery: server pid $server_pid, HTTP on 127.0.0.1:$port ($(seconds_since "$started") s since the start)"
 
-export CHARGEONCE_TEST_URL=http://127.0.0.1:$port \
-  CHARGEONCE_TEST_GATEWAY_TOKEN=$(<"$tmp/gateway.token") \
-  CHARGEONCE_TEST_WORKER_TOKEN=$(<"$tmp/worker.token") \
-  CHARGEONCE_TEST_ADMIN_TOKEN=$(<"$tmp/admin.token") \
+CHARGEONCE_TEST_GATEWAY_TOKEN=$(<"$tmp/gateway.token")
+CHARGEONCE_TEST_WORKER_TOKEN=$(<"$tmp/worker.token")
+CHARGEONCE_TEST_ADMIN_TOKEN=$(<"$tmp/admin.token")
+export CHARGEONCE_TEST_URL=http://127.0.0.1:$port CHARGEONCE_TEST_GATEWAY_TOKEN \
+  CHARGEONCE_TEST_WORKER_TOKEN CHARGEONCE_TEST_ADMIN_TOKEN \
   CHARGEONCE_TEST_REDIS=redis://127.0.0.1:$redis_port/0 \
   CHARGEONCE_TEST_STATE=$tmp/state \
   PYTHONPATH=$tmp/package/tests/workers PYTHONDONTWRITEBYTECODE=1

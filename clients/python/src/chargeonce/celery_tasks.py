@@ -165,11 +165,14 @@ def _settings(app: Celery) -> Settings:
 
 def worker_identity(request: Any) -> str:
     """The name this delivery gives chargeonce: the task id, Celery's retry
-    count, the host and process, and random bits. A delivery keeps it for
-    every call (its own retries included); any other delivery of the same
-    message, even on the same process, has another, so chargeonce refuses
-    it `already_started` once the job runs."""
-    return (f"celery:{request.id}:r{request.retries or 0}:"
+    count, whether the broker redelivered it, the host and process, and
+    random bits. A delivery keeps it for every call (its own retries
+    included); any other delivery of the same message, even on the same
+    process, has another, so chargeonce refuses it `already_started` once
+    the job runs. (The task id and the flags alone would not do: two
+    deliveries of one message can carry the same ones.)"""
+    redelivered = bool((getattr(request, "delivery_info", None) or {}).get("redelivered"))
+    return (f"celery:{request.id}:r{request.retries or 0}:{'re' if redelivered else 'd'}:"
             f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}")[:256]
 
 

@@ -42,9 +42,11 @@ def test_kombus_default_visibility_timeout_is_taken_as_an_hour():
 
 
 def test_each_delivery_of_one_task_has_its_own_worker_identity():
-    request = SimpleNamespace(id="task-1", retries=0)
+    request = SimpleNamespace(id="task-1", retries=0, delivery_info={"redelivered": False})
     a, b = worker_identity(request), worker_identity(request)
-    assert a != b and a.startswith("celery:task-1:r0:") and len(a) <= 256
+    assert a != b and a.startswith("celery:task-1:r0:d:") and len(a) <= 256
+    again = SimpleNamespace(id="task-1", retries=0, delivery_info={"redelivered": True})
+    assert worker_identity(again).startswith("celery:task-1:r0:re:")
 
 
 class FakeClient:
