@@ -18,33 +18,6 @@
 
 namespace chargeonce {
 
-namespace detail {
-
-/// The metrics label of a batched operation.
-inline metrics::operation metric_of(operation_type x) {
-  switch (x) {
-  case operation_type::touch:
-    return metrics::operation::touch;
-  case operation_type::reserve:
-    return metrics::operation::reserve;
-  case operation_type::cancel:
-    return metrics::operation::cancel;
-  case operation_type::start:
-    return metrics::operation::start;
-  case operation_type::heartbeat:
-    return metrics::operation::heartbeat;
-  case operation_type::commit:
-    return metrics::operation::commit;
-  case operation_type::fail:
-    return metrics::operation::fail;
-  case operation_type::status:
-    break;
-  }
-  return metrics::operation::status;
-}
-
-} // namespace detail
-
 /// Relays `ops` and answers them all at once. `allowed` is the endpoint's
 /// role: an operation outside it is refused with invalid_argument and never
 /// reaches the registry.
@@ -69,8 +42,7 @@ relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
     auto done = [self, t0, type, rp, answers, left, i](outcome x) mutable {
       // Counted like single operations (one per operation, not per batch).
       if (is_valid(type))
-        metrics::record_operation(detail::metric_of(type), x.error,
-                                  self->clock().now() - t0);
+        metrics::record_operation(type, x.error, self->clock().now() - t0);
       (*answers)[i] = std::move(x);
       if (--*left == 0)
         rp.deliver(std::move(*answers));

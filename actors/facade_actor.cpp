@@ -23,7 +23,7 @@ namespace {
 const caf::duration relay_timeout{caf::infinite};
 
 // The metrics label of each operation, by its atom.
-using op = metrics::operation;
+using op = operation_type;
 // clang-format off
 constexpr op operation_of(atom::create) { return op::create; }
 constexpr op operation_of(atom::reserve) { return op::reserve; }

@@ -15,18 +15,17 @@ namespace chargeonce {
 namespace {
 
 using self_ptr = persistence_self_actor::stateful_pointer<persistence_state>;
-using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
 using time_point = caf::actor_clock::time_point;
 
-batch_operation op_on(batch_op op, chat_id chat, reservation_id id = 0) {
+batch_operation op_on(operation_type op, chat_id chat, reservation_id id = 0) {
   return {op, chat, id, kind::text, {}};
 }
 
 /// A worker's operation naming the worker.
-batch_operation of_worker(batch_op op, chat_id chat, reservation_id id,
+batch_operation of_worker(operation_type op, chat_id chat, reservation_id id,
                           const std::string& worker) {
   auto out = op_on(op, chat, id);
   out.worker = worker;
@@ -337,7 +336,7 @@ void probe(self_ptr self) {
     return;
   queued_operation x;
   x.name = "probe";
-  x.op = op_on(batch_op::status, 0, 0);
+  x.op = op_on(operation_type::status, 0, 0);
   x.run = [](store& db) {
     (void)db.ping();
   };
@@ -355,7 +354,7 @@ caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
                              reservation_id id, F run) {
   queued_operation x;
   x.name = name;
-  x.op = op_on(batch_op::status, chat, id);
+  x.op = op_on(operation_type::status, chat, id);
   if (waiting(self->state) >= self->state.limits.queue_operations_max)
     return overloaded(self, x);
   auto promise = self->make_response_promise<T>();
@@ -417,62 +416,63 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::probe) { probe(self); },
     [self](atom::reserve, chat_id chat, const kind& k,
            const std::string& request_id) {
-      return enqueue<reservation>(self,
-                                  {batch_op::reserve, chat, 0, k, request_id});
+      return enqueue<reservation>(
+        self, {operation_type::reserve, chat, 0, k, request_id});
     },
     [self](atom::reserve, chat_id chat, const kind& k,
            const std::string& request_id, int32_t units) {
       return enqueue<reservation>(
-        self, {batch_op::reserve, chat, 0, k, request_id, units});
+        self, {operation_type::reserve, chat, 0, k, request_id, units});
     },
     [self](atom::start, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self, op_on(batch_op::start, chat, id));
+      return enqueue<reservation>(self, op_on(operation_type::start, chat, id));
     },
     [self](atom::heartbeat, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self, op_on(batch_op::heartbeat, chat, id));
+      return enqueue<reservation>(self,
+                                  op_on(operation_type::heartbeat, chat, id));
     },
     [self](atom::commit, chat_id chat, reservation_id id) {
-      return enqueue<receipt>(self, op_on(batch_op::commit, chat, id));
+      return enqueue<receipt>(self, op_on(operation_type::commit, chat, id));
     },
     [self](atom::commit, chat_id chat, reservation_id id, int32_t units) {
-      auto op = op_on(batch_op::commit, chat, id);
+      auto op = op_on(operation_type::commit, chat, id);
       op.units = units;
       return enqueue<receipt>(self, std::move(op));
     },
     [self](atom::fail, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self, op_on(batch_op::fail, chat, id));
+      return enqueue<reservation>(self, op_on(operation_type::fail, chat, id));
     },
     [self](atom::start, chat_id chat, reservation_id id,
            const std::string& worker) {
-      return enqueue<reservation>(self,
-                                  of_worker(batch_op::start, chat, id, worker));
+      return enqueue<reservation>(
+        self, of_worker(operation_type::start, chat, id, worker));
     },
     [self](atom::heartbeat, chat_id chat, reservation_id id,
            const std::string& worker) {
       return enqueue<reservation>(
-        self, of_worker(batch_op::heartbeat, chat, id, worker));
+        self, of_worker(operation_type::heartbeat, chat, id, worker));
     },
     [self](atom::commit, chat_id chat, reservation_id id, int32_t units,
            const std::string& worker) {
-      auto op = of_worker(batch_op::commit, chat, id, worker);
+      auto op = of_worker(operation_type::commit, chat, id, worker);
       op.units = units;
       return enqueue<receipt>(self, std::move(op));
     },
     [self](atom::fail, chat_id chat, reservation_id id,
            const std::string& worker) {
-      return enqueue<reservation>(self,
-                                  of_worker(batch_op::fail, chat, id, worker));
+      return enqueue<reservation>(
+        self, of_worker(operation_type::fail, chat, id, worker));
     },
     [self](atom::cancel, chat_id chat) {
-      return enqueue<reservation>(self, op_on(batch_op::cancel, chat));
+      return enqueue<reservation>(self, op_on(operation_type::cancel, chat));
     },
     [self](atom::cancel, chat_id chat, reservation_id id,
            const std::string& request_id) {
       return enqueue<reservation>(
-        self, {batch_op::cancel, chat, id, kind::text, request_id});
+        self, {operation_type::cancel, chat, id, kind::text, request_id});
     },
     [self](atom::status, chat_id chat) {
-      return enqueue<chat_status>(self, op_on(batch_op::status, chat));
+      return enqueue<chat_status>(self, op_on(operation_type::status, chat));
     },
     [self](atom::create, const chat_spec& spec) {
       return enqueue_alone<chat_status>(

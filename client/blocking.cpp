@@ -20,7 +20,7 @@ caf::expected<T> client::impl::call(const operation& op, const Ts&... xs) {
 }
 
 template <class T, class... Ts>
-caf::expected<T> client::impl::call_admin(request_type type, chat_id chat,
+caf::expected<T> client::impl::call_admin(operation_type type, chat_id chat,
                                           const Ts&... xs) {
   return call_ranked<T>(chat, retry_safe(type), caf::none, xs...);
 }
@@ -193,20 +193,20 @@ caf::expected<reservation> client::fail(chat_id chat, reservation_id id,
 caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
                                              const std::string& provider_ref) {
   return impl_->call_admin<reservation>(
-    request_type::uncertain, chat, atom::uncertain_v, chat, id, provider_ref);
+    operation_type::uncertain, chat, atom::uncertain_v, chat, id, provider_ref);
 }
 
 caf::expected<reservation> client::uncertain(chat_id chat, reservation_id id,
                                              const std::string& provider_ref,
                                              const std::string& worker) {
-  return impl_->call_admin<reservation>(request_type::uncertain, chat,
+  return impl_->call_admin<reservation>(operation_type::uncertain, chat,
                                         atom::uncertain_v, chat, id,
                                         provider_ref, worker);
 }
 
 caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,
                                           const std::string& outcome) {
-  return impl_->call_admin<resolution>(request_type::resolve, chat,
+  return impl_->call_admin<resolution>(operation_type::resolve, chat,
                                        atom::resolve_v, chat, id, outcome);
 }
 
@@ -214,13 +214,13 @@ caf::expected<resolution> client::resolve(chat_id chat, reservation_id id,
                                           const std::string& outcome,
                                           int32_t units) {
   return impl_->call_admin<resolution>(
-    request_type::resolve, chat, atom::resolve_v, chat, id, outcome, units);
+    operation_type::resolve, chat, atom::resolve_v, chat, id, outcome, units);
 }
 
 caf::expected<unresolved_page> client::unresolved(reservation_id after,
                                                   uint32_t limit) {
   // Of every chat: the first server answers from the shared database.
-  return impl_->call_admin<unresolved_page>(request_type::unresolved, 0,
+  return impl_->call_admin<unresolved_page>(operation_type::unresolved, 0,
                                             atom::unresolved_v, after, limit);
 }
 
@@ -228,44 +228,44 @@ caf::expected<unresolved_page> client::unresolved(reservation_id after,
 
 caf::expected<history_page> client::history(chat_id chat, int64_t before,
                                             uint32_t limit) {
-  return impl_->call_admin<history_page>(request_type::history, chat,
+  return impl_->call_admin<history_page>(operation_type::history, chat,
                                          atom::history_v, chat, before, limit);
 }
 
 caf::expected<chat_explanation> client::explain(chat_id chat) {
-  return impl_->call_admin<chat_explanation>(request_type::explain, chat,
+  return impl_->call_admin<chat_explanation>(operation_type::explain, chat,
                                              atom::explain_v, chat);
 }
 
 // -- administration -----------------------------------------------------------
 
 caf::expected<chat_status> client::create(const chat_spec& spec) {
-  return impl_->call_admin<chat_status>(request_type::create, spec.chat,
+  return impl_->call_admin<chat_status>(operation_type::create, spec.chat,
                                         atom::create_v, spec);
 }
 
 caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
                                              const std::string& payment_id) {
   return impl_->call_admin<top_up_receipt>(
-    request_type::top_up, chat, atom::top_up_v, chat, credits, payment_id);
+    operation_type::top_up, chat, atom::top_up_v, chat, credits, payment_id);
 }
 
 caf::expected<chat_status> client::set_premium(chat_id chat,
                                                caf::timestamp until) {
-  return impl_->call_admin<chat_status>(request_type::set_premium, chat,
+  return impl_->call_admin<chat_status>(operation_type::set_premium, chat,
                                         atom::premium_v, chat, until);
 }
 
 caf::expected<chat_status> client::set_flags(chat_id chat,
                                              const flags_update& x) {
-  return impl_->call_admin<chat_status>(request_type::set_flags, chat,
+  return impl_->call_admin<chat_status>(operation_type::set_flags, chat,
                                         atom::flags_v, chat, x);
 }
 
 caf::expected<chat_status>
 client::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
   return impl_->call_admin<chat_status>(
-    request_type::set_limits, chat, atom::limits_v, chat,
+    operation_type::set_limits, chat, atom::limits_v, chat,
     limits_update{std::move(max_active_jobs)});
 }
 

@@ -130,7 +130,8 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
 
   /// Administration of `chat`: always a request of its own.
   template <class T, class... Ts>
-  caf::expected<T> call_admin(request_type type, chat_id chat, const Ts&... xs);
+  caf::expected<T> call_admin(operation_type type, chat_id chat,
+                              const Ts&... xs);
 
   /// Sends to the chat's home; on a connection error, forgets that
   /// connection and, if `may_retry`, tries the chat's next server. `op`,

@@ -15,37 +15,11 @@
 
 namespace chargeonce::client {
 
-/// Every request the client sends on behalf of a chat: the eight operations
-/// a batch may carry, then the administration that always travels alone.
-enum class request_type : uint8_t {
-  touch,
-  reserve,
-  cancel,
-  status,
-  start,
-  heartbeat,
-  commit,
-  fail,
-  create,
-  top_up,
-  set_premium,
-  set_flags,
-  set_limits,
-  uncertain,
-  resolve,
-  unresolved,
-  history,
-  explain,
-};
-
-/// The request an operation of a batch stands for.
-request_type request_of(operation_type x);
-
 /// True if a request that met a connection error may be sent again to the
-/// chat's next server: doing it twice (the first may have taken effect)
-/// answers and changes what doing it once would. `request_id` is a
-/// reserve's idempotency key; the other types ignore it.
-bool retry_safe(request_type x, const std::string& request_id = {});
+/// chat's next server: operation_traits::retry_safe (the reasons are with
+/// operation_table), and a reserve only with a `request_id`, its
+/// idempotency key; the other operations ignore it.
+bool retry_safe(operation_type x, const std::string& request_id = {});
 
 /// The same decision for an operation of a batch.
 bool retry_safe(const operation& x);

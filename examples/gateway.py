@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""A bot gateway's billing middleware over chargeonce's HTTP API (stdlib only).
+"""A bot gateway's billing middleware, with the client package chargeonce
+(clients/python; standard library only).
 
 For one user update: touch the chat, reserve the job's price, and tell the
 user "your job is queued" when the queue notice arrives on the event stream.
@@ -8,41 +9,24 @@ Prints one JSON line per step; exit 0 when the job is queued and noticed.
 
   CHARGEONCE_URL=http://127.0.0.1:8080 CHARGEONCE_TOKEN=<gateway token> \\
     examples/gateway.py CHAT KIND REQUEST_ID
+
+REQUEST_ID comes from the user's intent (e.g. "msg-18-upscale": message 18's
+upscale button), so a redelivered update or a double tap is the same job.
 """
 import json
 import os
-import queue
 import sys
-import threading
-import urllib.error
-import urllib.request
+import time
 
-URL = os.environ.get("CHARGEONCE_URL", "http://127.0.0.1:8080")
-HEADERS = {"Authorization": "Bearer " + os.environ["CHARGEONCE_TOKEN"]}
+try:
+    import chargeonce
+except ImportError:  # run from a checkout: the package's source beside us
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "clients", "python", "src"))
+    import chargeonce
 
-
-def call(method, path, body=None):
-    """One request; returns (HTTP status, JSON body): errors are answers too."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={**HEADERS, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as err:
-        return err.code, json.load(err)
-
-
-def read_events(out):
-    """Puts "subscribed", then every event's JSON object, into `out`."""
-    req = urllib.request.Request(URL + "/v1/events", headers=HEADERS)
-    with urllib.request.urlopen(req, timeout=30) as stream:
-        for raw in stream:  # Server-Sent Events: one field per line
-            line = raw.decode().rstrip("\n")
-            if line == ": subscribed":
-                out.put("subscribed")
-            elif line.startswith("data: "):
-                out.put(json.loads(line[len("data: "):]))
+from chargeonce import (BusyError, ChargeonceError, InsufficientImagesError,
+                        InsufficientMessagesError)
 
 
 def say(**fields):
@@ -50,28 +34,32 @@ def say(**fields):
 
 
 def main(chat, kind, request_id):
-    events = queue.Queue()
-    threading.Thread(target=read_events, args=(events,), daemon=True).start()
-    assert events.get(timeout=10) == "subscribed"
-
-    status, state = call("POST", f"/v1/chats/{chat}/touch")
-    if status != 200:
-        return say(step="touch", status=status, **state) or 1
-    status, res = call("POST", f"/v1/chats/{chat}/reservations",
-                       {"kind": kind, "request_id": request_id})
-    if status == 402:  # insufficient_messages / insufficient_images
-        return say(step="reserve", reply="out of credits", **res) or 0
-    if status == 409:  # busy: one job per chat
-        return say(step="reserve", reply="one job at a time", **res) or 0
-    if status != 200:  # 503: retry later with the same request_id
-        return say(step="reserve", status=status, **res) or 1
-    say(step="reserve", reservation=res["id"], queue=res["queue"], held=res["held"])
-
-    while True:  # events of every chat arrive: pick ours
-        event = events.get(timeout=30)
-        if event.get("reservation") == res["id"] and event["event"] == "queue_notice":
-            say(step="notice", reply="your job is queued", reservation=res["id"])
+    client = chargeonce.Client(os.environ.get("CHARGEONCE_URL", "http://127.0.0.1:8080"),
+                               gateway_token=os.environ["CHARGEONCE_TOKEN"])
+    # Subscribed before the reserve: its queue notice cannot be missed.
+    with client.events() as events:
+        try:
+            client.touch(chat)
+            job = client.reserve(chat, kind, request_id)
+        except (InsufficientMessagesError, InsufficientImagesError) as e:
+            say(step="reserve", reply="out of credits", error=e.error, message=e.message)
             return 0
+        except BusyError as e:  # every slot of the chat is taken
+            say(step="reserve", reply="one job at a time", error=e.error, message=e.message)
+            return 0
+        except ChargeonceError as e:  # after the client's retries (same request id)
+            say(step="reserve", status=e.status, error=e.error, message=e.message)
+            return 1
+        say(step="reserve", reservation=job.id, queue=job.queue, held=job.held.all,
+            request_id=job.request_id)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # events of every chat arrive: pick ours
+            event = events.next(1.0)
+            if event and event.event == "queue_notice" and event.reservation == job.id:
+                say(step="notice", reply="your job is queued", reservation=job.id)
+                return 0
+    say(step="notice", error="no queue notice within 30 s", reservation=job.id)
+    return 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The hot billing operations as one batch: applied by one statement (one
 // round trip, one commit) through chargeonce_apply_batch and the
-// per-operation functions it calls (migration 002_functions.sql).
+// per-operation functions it calls (persistence/functions/09_batch.sql).
 #pragma once
 
+#include "protocol/operation_type.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/error.hpp>
@@ -14,28 +15,15 @@
 
 namespace chargeonce::persistence {
 
-/// The operations a batch can hold; the rest (create, touch, top-up, ...)
-/// run one transaction each.
-enum class batch_op : uint8_t {
-  reserve,
-  start,
-  heartbeat,
-  commit,
-  fail,
-  cancel,
-  status
-};
-
-const char* to_string(batch_op x);
-
 /// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
 /// `request_id` for reserve; cancel names its job by `id`, else by
 /// `request_id`, else it is the chat's only active one. `units` for reserve
 /// and commit: 0 when not given (one unit; the whole hold). `worker` for
 /// start/heartbeat/commit/fail: the identity of the worker's attempt, ""
-/// for none (013_worker_identity.sql).
+/// for none (chargeonce_claim, persistence/functions/05_start.sql).
 struct batch_operation {
-  batch_op op = batch_op::status;
+  /// One of the operations operation_traits::in_statement marks.
+  operation_type op = operation_type::status;
   chat_id chat = 0;
   reservation_id id = 0;
   kind k = kind::text;
@@ -45,9 +33,8 @@ struct batch_operation {
 };
 
 /// True for the operations a worker sends, which may name the worker.
-inline bool is_worker_op(batch_op x) {
-  return x == batch_op::start || x == batch_op::heartbeat
-         || x == batch_op::commit || x == batch_op::fail;
+inline bool is_worker_op(operation_type x) {
+  return is_operation_type(x) && traits_of(x).role == operation_role::worker;
 }
 
 /// What one operation produced: its refusal, or its value (a reservation for

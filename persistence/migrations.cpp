@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace chargeonce::persistence {
 
@@ -58,6 +59,31 @@ checksums recorded(pqxx::transaction_base& q) {
   return out;
 }
 
+/// The migrations of 0.2's development, which the release squashed into
+/// 003_release_0_2: a database that has them holds development data only.
+bool of_development_chain(const std::string& name) {
+  static const char* const chain[] = {
+    "003_parallel_jobs",     "004_catalog",
+    "005_units",             "006_cancel_after_start",
+    "007_outcome_unknown",   "008_ledger_of_every_change",
+    "009_history_indexes",   "010_events",
+    "011_single_operation_batches", "012_pockets_by_ordinal",
+    "013_worker_identity"};
+  for (const char* c : chain)
+    if (name == c)
+      return true;
+  return false;
+}
+
+caf::error development_database(const std::string& name) {
+  return caf::make_error(
+    ec::invalid_argument,
+    "database has migration " + name
+      + " of 0.2's development chain, which the release replaced: it holds "
+        "development data only; recreate it (drop the database, or point "
+        "--postgres at an empty one) and this server migrates it afresh");
+}
+
 /// Migration `name` was applied with checksum `recorded` but is `ours` now.
 caf::error edited_after_applied(const std::string& name,
                                 const std::string& recorded,
@@ -79,6 +105,9 @@ std::optional<caf::error> mismatch(const checksums& applied,
   for (const auto& [name, sum] : applied)
     if (embedded.count(name) == 0)
       unknown.push_back(name);
+  for (const auto& name : unknown)
+    if (of_development_chain(name))
+      return development_database(name);
   if (!unknown.empty()) {
     auto more = unknown.size() == 1
                   ? std::string{}
@@ -97,7 +126,85 @@ std::optional<caf::error> mismatch(const checksums& applied,
   return std::nullopt;
 }
 
+/// The function files as one text: name, newline, body, for each in order.
+std::string function_set() {
+  std::string out;
+  for (const auto& f : function_files())
+    out += f.name + "\n" + f.sql;
+  return out;
+}
+
+/// The function set the database runs: its checksum and release, or none.
+struct recorded_functions {
+  std::string checksum;
+  std::string version;
+};
+
+std::optional<recorded_functions> functions_of(pqxx::transaction_base& q) {
+  auto rows = q.exec("SELECT checksum, version FROM schema_functions");
+  if (rows.empty())
+    return std::nullopt;
+  return recorded_functions{rows[0][0].as<std::string>(),
+                            rows[0][1].as<std::string>()};
+}
+
+/// Applies the function files in one transaction unless the database runs
+/// this set already or a newer release's; true when it applied them.
+bool apply_functions(pqxx::connection& conn) {
+  pqxx::work tx{conn};
+  tx.exec("CREATE TABLE IF NOT EXISTS schema_functions ("
+          "only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), "
+          "checksum text NOT NULL, version text NOT NULL, "
+          "applied_at timestamptz NOT NULL DEFAULT now())");
+  auto ours = checksum_of(tx, function_set());
+  auto live = functions_of(tx);
+  if (live && live->checksum == ours)
+    return false;
+  if (live && newer_release(live->version, release_version())) {
+    spdlog::warn("functions left as they are: recorded by release {} "
+                 "(checksum {}), newer than this server's {}; this server "
+                 "runs on them",
+                 live->version, live->checksum, release_version());
+    return false;
+  }
+  for (const auto& f : function_files())
+    tx.exec(f.sql);
+  tx.exec_params("INSERT INTO schema_functions (checksum, version) "
+                 "VALUES ($1, $2) ON CONFLICT (only_row) DO UPDATE SET "
+                 "checksum = EXCLUDED.checksum, version = EXCLUDED.version, "
+                 "applied_at = now()",
+                 ours, release_version());
+  tx.commit();
+  spdlog::info("functions applied checksum={} version={} files={}", ours,
+               release_version(), function_files().size());
+  return true;
+}
+
+std::vector<long> release_parts(const std::string& v) {
+  std::vector<long> out;
+  std::istringstream in{v};
+  for (std::string part; std::getline(in, part, '.');) {
+    char* end = nullptr;
+    long n = std::strtol(part.c_str(), &end, 10);
+    out.push_back(end != nullptr && *end == '\0' && !part.empty() ? n : 0);
+  }
+  return out;
+}
+
 } // namespace
+
+std::string release_version() {
+  return CHARGEONCE_VERSION;
+}
+
+bool newer_release(const std::string& a, const std::string& b) {
+  auto pa = release_parts(a);
+  auto pb = release_parts(b);
+  auto n = std::max(pa.size(), pb.size());
+  pa.resize(n, 0);
+  pb.resize(n, 0);
+  return pa > pb;
+}
 
 caf::expected<std::vector<std::string>> migrate(const std::string& dsn) {
   std::vector<std::string> done;
@@ -135,6 +242,8 @@ caf::expected<std::vector<std::string>> migrate(const std::string& dsn) {
       spdlog::info("migration applied name={}", m.name);
       done.push_back(m.name);
     }
+    if (apply_functions(conn))
+      done.emplace_back("functions");
     // The session-level advisory lock ends with the connection.
   } catch (const std::exception& e) {
     spdlog::error("migration failed error={}", e.what());

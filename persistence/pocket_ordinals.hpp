@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pocket columns (chats.pockets, reservations.held, ledger.charged, ...)
 // are integer arrays indexed by a pocket ordinal that the catalog_pockets
-// table gives each pocket name once and for ever (012_pockets_by_ordinal.sql;
-// daily_messages 1, daily_images 2, balance 3); a NULL element is a pocket
-// not listed. This is the translation between those arrays and the names
-// everything else uses.
+// table gives each pocket name once and for ever
+// (migrations/003_release_0_2.sql; daily_messages 1, daily_images 2, balance
+// 3); a NULL element is a pocket not listed. This is the translation between
+// those arrays and the names everything else uses.
 #pragma once
 
 #include "protocol/catalog.hpp"
@@ -27,7 +27,7 @@ public:
   /// know is looked up again: another server may have registered it since.
   explicit pocket_ordinals(std::string dsn = {});
 
-  /// The built-in pockets' ordinals, which 012_pockets_by_ordinal.sql fixes
+  /// The built-in pockets' ordinals, which migrations/003_release_0_2.sql fixes
   /// in every database (daily_messages 1, daily_images 2, balance 3): for
   /// SQL that knows only the built-in catalog.
   static pocket_ordinals builtin();

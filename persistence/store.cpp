@@ -254,7 +254,7 @@ caf::expected<reservation> store::reserve(chat_id chat, const kind& k,
                                           int32_t units) {
   if (impl_->opts.server_functions)
     return single<reservation>(
-      *this, {batch_op::reserve, chat, 0, k, request_id, units});
+      *this, {operation_type::reserve, chat, 0, k, request_id, units});
   if (auto err = validate_reserve(chat, k, request_id))
     return err;
   if (auto err = validate_units(units))
@@ -272,7 +272,7 @@ caf::expected<reservation> store::start(chat_id chat, reservation_id id,
                                         const std::string& worker) {
   if (impl_->opts.server_functions)
     return single<reservation>(
-      *this, {batch_op::start, chat, id, kind::text, {}, 0, worker});
+      *this, {operation_type::start, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
     return err;
   if (auto err = validate_worker(worker))
@@ -300,7 +300,7 @@ caf::expected<reservation> store::heartbeat(chat_id chat, reservation_id id,
                                             const std::string& worker) {
   if (impl_->opts.server_functions)
     return single<reservation>(
-      *this, {batch_op::heartbeat, chat, id, kind::text, {}, 0, worker});
+      *this, {operation_type::heartbeat, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
     return err;
   if (auto err = validate_worker(worker))
@@ -329,7 +329,7 @@ caf::expected<receipt> store::commit(chat_id chat, reservation_id id,
                                      int32_t units, const std::string& worker) {
   if (impl_->opts.server_functions)
     return single<receipt>(
-      *this, {batch_op::commit, chat, id, kind::text, {}, units, worker});
+      *this, {operation_type::commit, chat, id, kind::text, {}, units, worker});
   if (auto err = validate_reservation(chat, id))
     return err;
   if (auto err = validate_units(units))
@@ -414,7 +414,7 @@ caf::expected<reservation> store::fail(chat_id chat, reservation_id id,
                                        const std::string& worker) {
   if (impl_->opts.server_functions)
     return single<reservation>(
-      *this, {batch_op::fail, chat, id, kind::text, {}, 0, worker});
+      *this, {operation_type::fail, chat, id, kind::text, {}, 0, worker});
   if (auto err = validate_reservation(chat, id))
     return err;
   if (auto err = validate_worker(worker))
@@ -492,7 +492,7 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
                                          const std::string& request_id) {
   if (impl_->opts.server_functions)
     return single<reservation>(
-      *this, {batch_op::cancel, chat, id, kind::text, request_id});
+      *this, {operation_type::cancel, chat, id, kind::text, request_id});
   if (auto err = validate_cancel(chat, id, request_id))
     return err;
   return impl_->run<reservation>(
@@ -529,8 +529,8 @@ caf::expected<reservation> store::cancel(chat_id chat, reservation_id id,
 
 caf::expected<chat_status> store::status(chat_id chat) {
   if (impl_->opts.server_functions)
-    return single<chat_status>(*this,
-                               {batch_op::status, chat, 0, kind::text, {}});
+    return single<chat_status>(
+      *this, {operation_type::status, chat, 0, kind::text, {}});
   if (auto err = validate_chat(chat))
     return err;
   return impl_->run<chat_status>("status", chat, 0, [&](pqxx::work& tx) {

@@ -14,51 +14,37 @@
 
 namespace chargeonce::persistence {
 
-const char* to_string(batch_op x) {
-  switch (x) {
-  case batch_op::reserve:
-    return "reserve";
-  case batch_op::start:
-    return "start";
-  case batch_op::heartbeat:
-    return "heartbeat";
-  case batch_op::commit:
-    return "commit";
-  case batch_op::fail:
-    return "fail";
-  case batch_op::cancel:
-    return "cancel";
-  case batch_op::status:
-    return "status";
-  }
-  return "?";
-}
-
 namespace {
 
 caf::error validate(const batch_operation& x, const catalog& products) {
+  if (!is_operation_type(x.op) || !traits_of(x.op).in_statement)
+    return caf::make_error(ec::invalid_argument,
+                           std::string{"not an operation of a statement: "}
+                             + to_string(x.op));
   if (is_worker_op(x.op))
     if (auto err = validate_worker(x.worker))
       return err;
   switch (x.op) {
-  case batch_op::reserve:
+  case operation_type::reserve:
     if (auto err = validate_reserve(x.chat, x.k, x.request_id))
       return err;
     if (auto err = validate_units(x.units))
       return err;
     return validate_kind(products, x.k);
-  case batch_op::commit:
+  case operation_type::commit:
     if (auto err = validate_units(x.units))
       return err;
     return validate_reservation(x.chat, x.id);
-  case batch_op::start:
-  case batch_op::heartbeat:
-  case batch_op::fail:
+  case operation_type::start:
+  case operation_type::heartbeat:
+  case operation_type::fail:
     return validate_reservation(x.chat, x.id);
-  case batch_op::cancel:
+  case operation_type::cancel:
     return validate_cancel(x.chat, x.id, x.request_id);
-  case batch_op::status:
+  case operation_type::status:
     return validate_chat(x.chat);
+  default: // touch and the administration: refused above
+    break;
   }
   return caf::make_error(ec::invalid_argument, "unknown batch operation");
 }
@@ -136,9 +122,9 @@ batch_result result_of(const pg_row& r, const batch_operation& op,
     return caf::make_error(code, r["message"].as<std::string>());
   }
   switch (op.op) {
-  case batch_op::commit:
+  case operation_type::commit:
     return receipt_of(r, op.id, ordinals);
-  case batch_op::status:
+  case operation_type::status:
     return status_of(r, op.chat, o, ordinals);
   default:
     return reservation_of(r, ordinals);
@@ -266,7 +252,7 @@ void store::impl::send_now(sent_batch& b) {
     // there are fewer): what the set-based reserve decides from.
     auto pay_of = [this](size_t i) {
       return [this, i](const batch_operation& x) -> int32_t {
-        if (x.op != batch_op::reserve)
+        if (x.op != operation_type::reserve)
           return 0;
         auto found = first_pay.find(to_string(x.k));
         return found == first_pay.end() ? 0 : found->second[i];
@@ -279,7 +265,7 @@ void store::impl::send_now(sent_batch& b) {
       array_literal<int64_t>(ops, order, [](const auto& x) { return x.id; }),
       array_literal<text>(ops, order,
                           [](const auto& x) {
-                            return x.op == batch_op::reserve
+                            return x.op == operation_type::reserve
                                      ? text{to_string(x.k)}
                                      : text{};
                           }),

@@ -31,7 +31,8 @@ namespace detail {
 /// SQLSTATE of unique_violation: the only database error that means busy.
 inline constexpr const char* unique_violation_sqlstate = "23505";
 
-/// The prepared statement that applies a batch (002_functions.sql).
+/// The prepared statement that applies a batch
+/// (persistence/functions/09_batch.sql).
 inline constexpr const char* apply_statement = "chargeonce_apply_batch";
 
 /// The prepared statement that releases one reservation past its deadline:
@@ -151,7 +152,7 @@ inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
 
 /// The CTE `kept` that remembers the rows of the CTE `gone` (reservations
 /// just deleted) that have a request id, as ended `how`: the per-statement
-/// form of chargeonce_remember_end (003_parallel_jobs.sql).
+/// form of chargeonce_remember_end (functions/03_rows.sql).
 inline std::string remember_ended(const char* how) {
   return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
                      "kind, status, queue, held, request_id, slot, "
@@ -192,7 +193,7 @@ reservation reservation_of(const Row& r, pocket_ordinals& ordinals) {
 }
 
 /// The chat's active reservations, oldest first, from the JSON array of
-/// chargeonce_reservations_json (003_parallel_jobs.sql).
+/// chargeonce_reservations_json (functions/11_support.sql).
 std::vector<reservation> reservations_from_json(const std::string& text,
                                                 pocket_ordinals& ordinals);
 
@@ -270,7 +271,7 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
 }
 
 /// The ledger row of a refill or an admin change of `chat` (entry and
-/// detail as in 008_ledger_of_every_change.sql), its pockets as they are
+/// detail as migrations/003_release_0_2.sql describes), its pockets as they are
 /// now in this transaction and its change from `before` (an array's text;
 /// nullptr: nothing changed, only the plan did).
 inline void record_change(pqxx::work& tx, chat_id chat, const char* entry,
@@ -397,7 +398,7 @@ inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
 /// reservation `id` of `chat`: none, or already_started when the job was
 /// started by another worker. A start of a queued job records the worker.
 /// The same function as the batch's (chargeonce_claim,
-/// 013_worker_identity.sql): one rule for both store paths.
+/// functions/05_start.sql): one rule for both store paths.
 inline caf::error claim(pqxx::work& tx, const char* op, chat_id chat,
                         reservation_id id, const std::string& worker) {
   if (worker.empty())

@@ -28,9 +28,9 @@ std::string record_refill(const char* detail, const char* chat,
 
 /// CTEs `clock` and `announced`: one limits_refilled event per chat of CTE
 /// `refilled`, numbered at once in one step of the event clock, so that a
-/// million refills are not numbered again by the readers (010_events.sql).
-/// The clock's row lock is taken after `refilled` is complete, so after
-/// every chat lock of the page.
+/// million refills are not numbered again by the readers
+/// (chargeonce_number_events, functions/10_events.sql). The clock's row lock is
+/// taken after `refilled` is complete, so after every chat lock of the page.
 std::string announce_refills() {
   return "clock AS (UPDATE event_clock SET last_id = last_id + "
          "(SELECT count(*) FROM refilled) WHERE EXISTS (SELECT 1 FROM "

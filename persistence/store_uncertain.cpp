@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Jobs of unknown outcome: uncertain, resolve, and the reconcilers' list.
 // Rare operations, through the server-side functions in either mode
-// (007_outcome_unknown.sql), each one statement.
+// (functions/08_uncertain.sql), each one statement.
 #include "persistence/store_internal.hpp"
 #include "protocol/validation.hpp"
 

@@ -4,6 +4,7 @@
 // if it had come alone (same actors, same guarantees).
 #pragma once
 
+#include "protocol/operation_type.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/error.hpp>
@@ -14,28 +15,6 @@
 #include <string>
 
 namespace chargeonce {
-
-/// The operations a batch may carry: the gateways' and the workers' hot
-/// path. Administration goes one request at a time.
-enum class operation_type : uint8_t {
-  touch = 0,
-  reserve = 1,
-  cancel = 2,
-  status = 3,
-  start = 4,
-  heartbeat = 5,
-  commit = 6,
-  fail = 7,
-};
-
-const char* to_string(operation_type x);
-
-/// True for the enumerators a peer may legally send.
-bool is_valid(operation_type x);
-
-/// True for the operations of the gateway role (touch, reserve, cancel,
-/// status); the others are the worker role's.
-bool is_gateway_operation(operation_type x);
 
 /// One operation of a batch.
 struct operation {

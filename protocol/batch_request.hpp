@@ -5,10 +5,13 @@
 #pragma once
 
 #include "protocol/batch.hpp"
+#include "protocol/errors.hpp"
 #include "protocol/type_ids.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/all.hpp>
+
+#include <string>
 
 namespace chargeonce {
 
@@ -112,7 +115,12 @@ void request_operation(Self* self, const Handle& to, const Timeout& timeout,
                                       op.chat, op.reservation, op.worker);
     return request_one<reservation>(self, to, timeout, done, atom::fail_v,
                                     op.chat, op.reservation);
+  default: // travels alone, never in a batch (is_valid refuses it)
+    break;
   }
+  done(as_outcome(caf::make_error(ec::invalid_argument,
+                                  std::string{"not an operation of a batch: "}
+                                    + to_string(op.type))));
 }
 
 } // namespace chargeonce

@@ -63,12 +63,7 @@ size_t outcome_slot(const caf::error& err) {
 
 } // namespace
 
-const char* to_string(operation op) {
-  auto i = static_cast<size_t>(op);
-  return i < operation_count ? operation_labels[i].second : "unknown";
-}
-
-void record_operation(operation op, const caf::error& err,
+void record_operation(operation_type op, const caf::error& err,
                       std::chrono::nanoseconds elapsed) {
   auto i = static_cast<size_t>(op);
   auto slot = outcome_slot(err);

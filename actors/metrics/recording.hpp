@@ -6,6 +6,7 @@
 // turns them into the text GET /metrics serves.
 #pragma once
 
+#include "protocol/operation_type.hpp"
 #include "protocol/types.hpp"
 
 #include <caf/fwd.hpp>
@@ -19,39 +20,12 @@ namespace chargeonce::metrics {
 
 // -- operations (recorded by the facades) -------------------------------------
 
-/// The client operations, one `operation` label value each.
-enum class operation : uint8_t {
-  create,
-  reserve,
-  start,
-  heartbeat,
-  commit,
-  fail,
-  cancel,
-  status,
-  touch,
-  top_up,
-  set_premium,
-  set_flags,
-  subscribe,
-  set_limits,
-  uncertain,
-  resolve,
-  unresolved,
-  history,
-  explain,
-  /// Not an operation but how many there are: keep it last. The label table
-  /// is checked against it at compile time.
-  count_,
-};
+/// The client operations: operation_type, one `operation` label value each
+/// (operation_traits::name), in enum order.
+using chargeonce::operation_type;
 
 /// How many operations there are: the series of each per-operation family.
-inline constexpr size_t operation_count =
-  static_cast<size_t>(operation::count_);
-
-/// The label value: the name the chat actor logs (`create`, `top_up`,
-/// `set_premium`, ...); `unknown` for anything that is not an operation.
-const char* to_string(operation op);
+inline constexpr size_t operation_count = operation_type_count;
 
 /// One operation answered to a client after `elapsed`: counted in
 /// chargeonce_operations_total{operation, outcome} (outcome `ok` for an empty
@@ -59,7 +33,7 @@ const char* to_string(operation op);
 /// `request_receiver_down`, or `other`) and observed in
 /// chargeonce_operation_duration_seconds{operation}; an `internal` error (a
 /// bug) is also counted in chargeonce_internal_errors_total{operation}.
-void record_operation(operation op, const caf::error& err,
+void record_operation(operation_type op, const caf::error& err,
                       std::chrono::nanoseconds elapsed);
 
 // -- events, scans and actors -------------------------------------------------

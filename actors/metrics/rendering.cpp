@@ -86,7 +86,7 @@ void render_operations(std::string& out) {
       auto n = series.operations[op][slot].get();
       if (slot == 0 || n > 0)
         sample(out, "chargeonce_operations_total",
-               {{"operation", operation_labels[op].second},
+               {{"operation", operation_table[op].name},
                 {"outcome", outcomes[slot]}},
                num(n));
     }
@@ -97,13 +97,13 @@ void render_operations(std::string& out) {
          "server, logged at critical level with the id the answer names.");
   for (size_t op = 0; op < operation_count; ++op)
     sample(out, "chargeonce_internal_errors_total",
-           {{"operation", operation_labels[op].second}},
+           {{"operation", operation_table[op].name}},
            num(series.internal_errors[op].get()));
   family(out, "chargeonce_operation_duration_seconds", "histogram",
          "Time from a client operation's arrival at the server to its answer, "
          "by operation.");
   for (size_t op = 0; op < operation_count; ++op) {
-    label l{"operation", operation_labels[op].second};
+    label l{"operation", operation_table[op].name};
     histogram_samples(out, "chargeonce_operation_duration_seconds",
                       latency_bounds, series.durations[op], &l);
   }

@@ -68,43 +68,6 @@ private:
 
 // -- label sets ---------------------------------------------------------------
 
-/// Each operation with its label, in enum order. Listing the enumerator
-/// next to its name lets the compiler check the table: a new operation
-/// without a label, or a label out of place, fails below.
-inline constexpr std::pair<operation, const char*> operation_labels[] = {
-  {operation::create, "create"},
-  {operation::reserve, "reserve"},
-  {operation::start, "start"},
-  {operation::heartbeat, "heartbeat"},
-  {operation::commit, "commit"},
-  {operation::fail, "fail"},
-  {operation::cancel, "cancel"},
-  {operation::status, "status"},
-  {operation::touch, "touch"},
-  {operation::top_up, "top_up"},
-  {operation::set_premium, "set_premium"},
-  {operation::set_flags, "set_flags"},
-  {operation::subscribe, "subscribe"},
-  {operation::set_limits, "set_limits"},
-  {operation::uncertain, "uncertain"},
-  {operation::resolve, "resolve"},
-  {operation::unresolved, "unresolved"},
-  {operation::history, "history"},
-  {operation::explain, "explain"},
-};
-
-constexpr bool operation_labels_in_enum_order() {
-  for (size_t i = 0; i < std::size(operation_labels); ++i)
-    if (static_cast<size_t>(operation_labels[i].first) != i)
-      return false;
-  return true;
-}
-
-static_assert(std::size(operation_labels) == operation_count,
-              "every metrics::operation needs its entry in operation_labels");
-static_assert(operation_labels_in_enum_order(),
-              "operation_labels must list the operations in enum order");
-
 /// Outcome slots: 0 is ok, then one per chargeonce::ec code (their names
 /// from to_string, so a code appended later gets its own label), then the
 /// CAF errors a relay can see, then everything else.

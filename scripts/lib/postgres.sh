@@ -186,3 +186,48 @@ pg_cluster_stop() {
     -D "$dir/data" || return 1
   echo "postgres: stopped $dir" >&2
 }
+
+# pg_schema_apply DIR DSN: applies what migrate() applies to an empty
+# database, in its order, with psql: every versioned migration
+# (persistence/migrations), then every function file (persistence/functions)
+# in one transaction. Without migrate()'s bookkeeping tables: for schema.sql,
+# the SQL checks and the pgTAP suite, which do not need the server built.
+pg_schema_apply() {
+  if (($# != 2)); then
+    echo "usage: pg_schema_apply DIR DSN" >&2
+    return 2
+  fi
+  local dir=$1 dsn=$2 root bin f
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) || return 1
+  bin=$(_pg_bin "$dir") || return 1
+  for f in "$root"/persistence/migrations/*.sql; do
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 --single-transaction -d "$dsn" \
+      -f "$f" >/dev/null || {
+      echo "psql: applying $f failed" >&2
+      return 1
+    }
+  done
+  cat "$root"/persistence/functions/*.sql |
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 --single-transaction -d "$dsn" \
+      >/dev/null || {
+    echo "psql: applying persistence/functions failed" >&2
+    return 1
+  }
+}
+
+# pg_schema_dump DIR DSN: the schema as persistence/schema.sql holds it:
+# pg_dump --schema-only without the bookkeeping tables, the random
+# \restrict keys of newer pg_dumps and the version lines (a minor upgrade of
+# Postgres changes nothing there).
+pg_schema_dump() {
+  if (($# != 2)); then
+    echo "usage: pg_schema_dump DIR DSN" >&2
+    return 2
+  fi
+  local bin
+  bin=$(_pg_bin "$1") || return 1
+  "$bin/pg_dump" --schema-only --no-owner \
+    --exclude-table=schema_migrations --exclude-table=schema_functions \
+    -d "$2" | grep -v -e '^\\restrict ' -e '^\\unrestrict ' \
+    -e '^-- Dumped from database version' -e '^-- Dumped by pg_dump version'
+}

@@ -19,44 +19,32 @@ using namespace chargeonce::client;
 
 namespace {
 
-/// Every operation a batch may carry, with the request it stands for.
-const std::vector<std::pair<operation_type, request_type>> operations{
-  {operation_type::touch, request_type::touch},
-  {operation_type::reserve, request_type::reserve},
-  {operation_type::cancel, request_type::cancel},
-  {operation_type::status, request_type::status},
-  {operation_type::start, request_type::start},
-  {operation_type::heartbeat, request_type::heartbeat},
-  {operation_type::commit, request_type::commit},
-  {operation_type::fail, request_type::fail},
+/// Every operation a batch may carry.
+const std::vector<operation_type> operations{
+  operation_type::touch,  operation_type::reserve, operation_type::cancel,
+  operation_type::status, operation_type::start,   operation_type::heartbeat,
+  operation_type::commit, operation_type::fail,
 };
 
 } // namespace
 
 TEST_SUITE("client.retry") {
 
-  TEST_CASE("every operation of a batch stands for its own request type") {
-    for (auto [op, request] : operations) {
-      CAPTURE(to_string(op));
-      CHECK(request_of(op) == request);
-    }
-  }
-
   TEST_CASE("status, touch, start, heartbeat, commit and fail fail over; "
             "cancel does not") {
-    CHECK(retry_safe(request_type::status));
-    CHECK(retry_safe(request_type::touch));
-    CHECK(retry_safe(request_type::start));
-    CHECK(retry_safe(request_type::heartbeat));
-    CHECK(retry_safe(request_type::commit));
-    CHECK(retry_safe(request_type::fail));
-    CHECK_FALSE(retry_safe(request_type::cancel));
+    CHECK(retry_safe(operation_type::status));
+    CHECK(retry_safe(operation_type::touch));
+    CHECK(retry_safe(operation_type::start));
+    CHECK(retry_safe(operation_type::heartbeat));
+    CHECK(retry_safe(operation_type::commit));
+    CHECK(retry_safe(operation_type::fail));
+    CHECK_FALSE(retry_safe(operation_type::cancel));
   }
 
   TEST_CASE("a reserve fails over only with a request_id") {
-    CHECK(retry_safe(request_type::reserve, "job-1"));
-    CHECK_FALSE(retry_safe(request_type::reserve, ""));
-    CHECK_FALSE(retry_safe(request_type::reserve));
+    CHECK(retry_safe(operation_type::reserve, "job-1"));
+    CHECK_FALSE(retry_safe(operation_type::reserve, ""));
+    CHECK_FALSE(retry_safe(operation_type::reserve));
   }
 
   TEST_CASE("a request id the client makes up is auto: and 128 random bits, "
@@ -67,27 +55,32 @@ TEST_SUITE("client.retry") {
       CHECK(id.rfind("auto:", 0) == 0);
       CHECK(id.size() == 5 + 32);
       CHECK(id.find_first_not_of("0123456789abcdef", 5) == std::string::npos);
-      CHECK(retry_safe(request_type::reserve, id));
+      CHECK(retry_safe(operation_type::reserve, id));
       seen.insert(id);
     }
     CHECK(seen.size() == 10000);
   }
 
-  TEST_CASE("top-up, set-premium and set-flags fail over; create does not") {
-    CHECK(retry_safe(request_type::top_up));
-    CHECK(retry_safe(request_type::set_premium));
-    CHECK(retry_safe(request_type::set_flags));
-    CHECK_FALSE(retry_safe(request_type::create));
+  TEST_CASE("a value that is no operation never fails over") {
+    CHECK_FALSE(retry_safe(static_cast<operation_type>(200), "job-1"));
+    CHECK_FALSE(retry_safe(operation_type::count_));
   }
 
-  TEST_CASE("an operation gets the decision of its request type, with its "
-            "request_id") {
-    for (auto [op, request] : operations) {
+  TEST_CASE("top-up, set-premium and set-flags fail over; create does not") {
+    CHECK(retry_safe(operation_type::top_up));
+    CHECK(retry_safe(operation_type::set_premium));
+    CHECK(retry_safe(operation_type::set_flags));
+    CHECK_FALSE(retry_safe(operation_type::create));
+  }
+
+  TEST_CASE("an operation of a batch gets the decision of its type, with "
+            "its request_id") {
+    for (auto op : operations) {
       CAPTURE(to_string(op));
       operation x{op, 42, 7, kind::text, {}};
-      CHECK(retry_safe(x) == retry_safe(request));
+      CHECK(retry_safe(x) == retry_safe(op));
       x.request_id = "job-1";
-      CHECK(retry_safe(x) == retry_safe(request, "job-1"));
+      CHECK(retry_safe(x) == retry_safe(op, "job-1"));
     }
     CHECK_FALSE(
       retry_safe(operation{operation_type::reserve, 42, 0, kind::image, ""}));
@@ -98,10 +91,11 @@ TEST_SUITE("client.retry") {
   TEST_CASE("only a request_id turns a request's decision around, and only "
             "a reserve's") {
     for (auto type :
-         {request_type::touch, request_type::cancel, request_type::status,
-          request_type::start, request_type::heartbeat, request_type::commit,
-          request_type::fail, request_type::create, request_type::top_up,
-          request_type::set_premium, request_type::set_flags}) {
+         {operation_type::touch, operation_type::cancel, operation_type::status,
+          operation_type::start, operation_type::heartbeat,
+          operation_type::commit, operation_type::fail, operation_type::create,
+          operation_type::top_up, operation_type::set_premium,
+          operation_type::set_flags}) {
       CAPTURE(static_cast<int>(type));
       CHECK(retry_safe(type, "job-1") == retry_safe(type, ""));
     }

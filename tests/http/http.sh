@@ -63,6 +63,22 @@ somaxconn=$(</proc/sys/net/core/somaxconn)
     "(somaxconn $somaxconn), expected the system's limit"
 ok "the HTTP port listens with a backlog of $backlog"
 
+# Every answer the suite reads is recorded here, one JSON object a line, and
+# checked against docs/openapi.yaml at the end (response_check.py).
+responses=$tmp/responses.jsonl
+: >"$responses"
+
+# record METHOD PATH: appends the answer of the last request (status in
+# $code, body in $tmp/out, headers in $tmp/headers) to $responses.
+record() {
+  local ctype
+  ctype=$(sed -n 's/^content-type:[[:space:]]*//Ip' "$tmp/headers" | tr -d '\r' | tail -n1)
+  jq -nc --arg method "$1" --arg path "$2" --argjson status "$code" \
+    --arg ctype "$ctype" --rawfile body "$tmp/out" \
+    '{$method, $path, $status, content_type: (if $ctype == "" then null else $ctype end),
+      $body}' >>"$responses"
+}
+
 # req METHOD PATH TOKEN [BODY]: sets code (status) and out (body); headers in
 # $tmp/headers.
 req() {
@@ -71,6 +87,7 @@ req() {
   (($# >= 4)) && args+=(-H 'Content-Type: application/json' --data-binary "$4")
   code=$(curl "${args[@]}" "$base$2") || die "curl $1 $2 failed"
   out=$(cat "$tmp/out")
+  record "$1" "$2"
 }
 
 # check STATUS ERROR METHOD PATH TOKEN [BODY]: one request whose status must
@@ -187,8 +204,9 @@ check 422 invalid_argument PUT "/v1/chats/$chat/premium" "$ad" '{}'
 check 422 invalid_argument PATCH "/v1/chats/$chat/flags" "$ad" '{"blocked":"yes"}'
 big=$(printf 'x%.0s' {1..5000})
 check 413 payload_too_large POST "$T" "$ad" "{\"credits\":5,\"payment_id\":\"$big\"}"
-code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $ad" \
+code=$(curl -s -o "$tmp/out" -D "$tmp/headers" -w '%{http_code}' -H "Authorization: Bearer $ad" \
   -H 'Transfer-Encoding: chunked' --data-binary "{\"credits\":5,\"payment_id\":\"$big\"}" "$base$T")
+record POST "$T"
 [[ $code == 413 ]] || die "a chunked huge body: $code $(cat "$tmp/out")"
 check 404 no_route GET /v1/nope ""
 check 404 no_route GET / "$gw"
@@ -387,18 +405,23 @@ ok "two jobs at once: status, busy with the count, cancel by id and request id, 
 # commits of the winner (one charge, 16 identical receipts).
 race=$(random_chat)
 check 201 - POST /v1/chats "$ad" "{\"chat\":$race,\"balance\":5}"
-python3 - "$base" "$gw" "$wk" "$race" <<'EOF' || die "races over HTTP"
-import json, sys, urllib.error, urllib.request
+python3 - "$base" "$gw" "$wk" "$race" "$responses" <<'EOF' || die "races over HTTP"
+import json, sys, threading, urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor
-base, gw, wk, chat = sys.argv[1:]
+base, gw, wk, chat, responses = sys.argv[1:]
+recording = threading.Lock()
 def post(path, token, body=None):
     req = urllib.request.Request(base + path, method="POST", data=json.dumps(body or {}).encode(),
                                  headers={"Authorization": "Bearer " + token})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:  # a liveness bound
-            return r.status, json.load(r)
+            status, ctype, raw = r.status, r.headers["Content-Type"], r.read()
     except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
+        status, ctype, raw = e.code, e.headers["Content-Type"], e.read()
+    with recording, open(responses, "a") as f:  # for response_check.py
+        print(json.dumps({"method": "POST", "path": path, "status": status,
+                          "content_type": ctype, "body": raw.decode()}), file=f)
+    return status, json.loads(raw)
 with ThreadPoolExecutor(16) as pool:
     got = list(pool.map(lambda i: post(f"/v1/chats/{chat}/reservations", gw,
                                        {"kind": "image", "request_id": f"race-{i}"}), range(16)))
@@ -555,8 +578,9 @@ poll 60 one_stream_left || die "the replay's stream was not closed"
 curl -s -N --max-time 2 -H "Authorization: Bearer $gw" "$base/v1/events?after=$eid" >"$tmp/replay" || true
 poll 60 one_stream_left || die "the second replay's stream was not closed"
 ! has_event "$tmp/replay" cancel_requested "$id" || die "after=$eid replayed it: $(cat "$tmp/replay")"
-code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" -H "Last-Event-ID: soon" \
-  "$base/v1/events")
+code=$(curl -s -o "$tmp/out" -D "$tmp/headers" -w '%{http_code}' -H "Authorization: Bearer $gw" \
+  -H "Last-Event-ID: soon" "$base/v1/events")
+record GET /v1/events
 [[ $code == 422 && $(jq -r .error "$tmp/out") == invalid_argument ]] \
   || die "Last-Event-ID: soon answered $code $(cat "$tmp/out")"
 check 422 invalid_argument GET "/v1/events?after=999999999999999" "$gw"
@@ -796,17 +820,25 @@ verify() {
 }
 verify "$c/ca.pem" || die "the HTTPS certificate does not chain to the cluster CA"
 verify "$c/rogue-ca.pem" && die "the HTTPS certificate chains to another CA"
-code=$(curl -s -k -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" \
+code=$(curl -s -k -o "$tmp/out" -D "$tmp/headers" -w '%{http_code}' -H "Authorization: Bearer $gw" \
   -X POST "https://127.0.0.1:$port/v1/chats/$chat/touch" || true)
+record POST "/v1/chats/$chat/touch"
 [[ $code == 200 && $(jq -r .chat "$tmp/out") == "$chat" ]] || die "HTTPS touch: $code"
 # No answer within 5 s counts as not answered: a slow machine can only make
 # this pass.
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/healthz" || true)
 [[ $code != 200 ]] || die "plain HTTP answered on the TLS port"
-code=$(curl -s -k -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $gw" \
+code=$(curl -s -k -o "$tmp/out" -D "$tmp/headers" -w '%{http_code}' -H "Authorization: Bearer $gw" \
   -X POST "https://127.0.0.1:$port/v1/chats" --data "{\"chat\":$other}" || true)
+record POST /v1/chats
 [[ $code == 403 && $(jq -r .error "$tmp/out") == forbidden ]] \
   || die "admin route without an admin token configured: $code"
 ok "TLS with the role ports' certificate; startup refuses unsafe HTTP options"
+
+# -- every answer against the document --------------------------------------------
+
+python3 "$src/tests/http/response_check.py" "$src/docs/openapi.yaml" "$responses" \
+  || die "answers that docs/openapi.yaml does not describe (above)"
+ok "every answer recorded ($(wc -l <"$responses")) is one docs/openapi.yaml describes"
 
 echo "http: all passed"

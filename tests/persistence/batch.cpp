@@ -17,7 +17,6 @@
 #include <vector>
 
 using namespace chargeonce;
-using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
@@ -31,10 +30,10 @@ chat_id make_chat(store& db, pockets initial) {
 }
 
 batch_operation reserve_op(chat_id chat, kind k, std::string request_id = {}) {
-  return {batch_op::reserve, chat, 0, k, std::move(request_id)};
+  return {operation_type::reserve, chat, 0, k, std::move(request_id)};
 }
 
-batch_operation op(batch_op type, chat_id chat, reservation_id id = 0) {
+batch_operation op(operation_type type, chat_id chat, reservation_id id = 0) {
   return {type, chat, id, kind::text, {}};
 }
 
@@ -109,10 +108,10 @@ TEST_SUITE("batch") {
   TEST_CASE("one chat's operations apply in their order within a batch") {
     store db{test::store_options()};
     auto chat = make_chat(db, {2, 0, 0});
-    auto first =
-      db.apply({reserve_op(chat, kind::text, "a"), op(batch_op::status, chat),
-                op(batch_op::cancel, chat), op(batch_op::status, chat),
-                reserve_op(chat, kind::text, "b")});
+    auto first = db.apply(
+      {reserve_op(chat, kind::text, "a"), op(operation_type::status, chat),
+       op(operation_type::cancel, chat), op(operation_type::status, chat),
+       reserve_op(chat, kind::text, "b")});
     auto reserved = value_of<reservation>(first[0]);
     auto seen = value_of<chat_status>(first[1]);
     REQUIRE(seen.active);
@@ -122,10 +121,10 @@ TEST_SUITE("batch") {
     auto again = value_of<reservation>(first[4]);
     CHECK(again.request_id == "b");
     // start, heartbeat and commit of the second reservation in one batch.
-    auto second = db.apply({op(batch_op::start, chat, again.id),
-                            op(batch_op::heartbeat, chat, again.id),
-                            op(batch_op::commit, chat, again.id),
-                            op(batch_op::commit, chat, again.id)});
+    auto second = db.apply({op(operation_type::start, chat, again.id),
+                            op(operation_type::heartbeat, chat, again.id),
+                            op(operation_type::commit, chat, again.id),
+                            op(operation_type::commit, chat, again.id)});
     CHECK(value_of<reservation>(second[0]).status
           == reservation_status::in_progress);
     CHECK(value_of<reservation>(second[1]).lease_expires_at);
@@ -137,9 +136,9 @@ TEST_SUITE("batch") {
                         "AND chat_id = "
                         + std::to_string(chat))
           == 1);
-    CHECK(
-      value_of<chat_status>(db.apply({op(batch_op::status, chat)})[0]).amounts
-      == pockets{1, 0, 0});
+    CHECK(value_of<chat_status>(db.apply({op(operation_type::status, chat)})[0])
+            .amounts
+          == pockets{1, 0, 0});
   }
 
   TEST_CASE("a set-based commit answers exactly its ledger rows: a repeated "
@@ -160,8 +159,8 @@ TEST_SUITE("batch") {
     auto reserved = db.apply(reserves);
     for (size_t i = 0; i < chats.size(); ++i) {
       auto id = value_of<reservation>(reserved[i]).id;
-      starts.push_back(op(batch_op::start, chats[i], id));
-      commits.push_back(op(batch_op::commit, chats[i], id));
+      starts.push_back(op(operation_type::start, chats[i], id));
+      commits.push_back(op(operation_type::commit, chats[i], id));
     }
     for (const auto& x : db.apply(starts))
       value_of<reservation>(x);
@@ -264,8 +263,9 @@ TEST_SUITE("batch") {
   TEST_CASE("a dead database fails every operation of the batch with "
             "storage_unavailable, never busy") {
     store db{{"host=/nonexistent-socket-dir dbname=none connect_timeout=2"}};
-    auto out = db.apply({reserve_op(1, kind::text), op(batch_op::commit, 2, 7),
-                         op(batch_op::status, 3)});
+    auto out =
+      db.apply({reserve_op(1, kind::text), op(operation_type::commit, 2, 7),
+                op(operation_type::status, 3)});
     for (const auto& x : out)
       CHECK(error_of(x) == ec::storage_unavailable);
   }
@@ -359,20 +359,22 @@ batch_result as_result(caf::expected<T> x) {
 /// The per-statement store's answer to `op` (with its own reservation id).
 batch_result apply_single(store& db, const batch_operation& op) {
   switch (op.op) {
-  case batch_op::reserve:
+  case operation_type::reserve:
     return as_result(db.reserve(op.chat, op.k, op.request_id, op.units));
-  case batch_op::start:
+  case operation_type::start:
     return as_result(db.start(op.chat, op.id));
-  case batch_op::heartbeat:
+  case operation_type::heartbeat:
     return as_result(db.heartbeat(op.chat, op.id));
-  case batch_op::commit:
+  case operation_type::commit:
     return as_result(db.commit(op.chat, op.id, op.units));
-  case batch_op::fail:
+  case operation_type::fail:
     return as_result(db.fail(op.chat, op.id));
-  case batch_op::cancel:
+  case operation_type::cancel:
     return as_result(db.cancel(op.chat, op.id, op.request_id));
-  case batch_op::status:
+  case operation_type::status:
     return as_result(db.status(op.chat));
+  default:
+    break;
   }
   return caf::make_error(ec::invalid_argument, "unknown operation");
 }
@@ -455,18 +457,18 @@ void differential(const catalog& products, int chats, int rounds,
                        request_id);
         a.units = units;
       } else if (pick < 6) {
-        a = op(batch_op::start, t.batched, b_id);
+        a = op(operation_type::start, t.batched, b_id);
       } else if (pick < 9) {
-        a = op(batch_op::commit, t.batched, b_id);
+        a = op(operation_type::commit, t.batched, b_id);
         a.units = units == 1000001 ? 4 : units;
       } else if (pick == 10 && rng() % 2 == 0) {
-        a = op(batch_op::cancel, t.batched); // the chat's only job
+        a = op(operation_type::cancel, t.batched); // the chat's only job
       } else if (pick == 11 && rng() % 2 == 0) {
-        a = op(batch_op::heartbeat, t.batched, b_id);
+        a = op(operation_type::heartbeat, t.batched, b_id);
       } else {
-        a = op(pick == 9    ? batch_op::fail
-               : pick == 10 ? batch_op::cancel
-                            : batch_op::status,
+        a = op(pick == 9    ? operation_type::fail
+               : pick == 10 ? operation_type::cancel
+                            : operation_type::status,
                t.batched, b_id);
       }
       auto b = a;
@@ -620,16 +622,18 @@ TEST_SUITE("batch") {
       new_jobs[i] = r.id;
       REQUIRE(db.start(chats[i], r.id));
     }
-    auto old_commits = db.apply({op(batch_op::commit, chats[0], old_jobs[0]),
-                                 op(batch_op::commit, chats[1], old_jobs[1])});
+    auto old_commits =
+      db.apply({op(operation_type::commit, chats[0], old_jobs[0]),
+                op(operation_type::commit, chats[1], old_jobs[1])});
     for (size_t i = 0; i < chats.size(); ++i) {
       const auto& x = value_of<receipt>(old_commits[i]);
       CHECK(x.charged == pockets{0, 1, 0});
       CHECK(x.window == 0);
       CHECK(db.status(chats[i])->amounts.get(pocket::daily_images) == 1);
     }
-    auto new_commits = db.apply({op(batch_op::commit, chats[0], new_jobs[0]),
-                                 op(batch_op::commit, chats[1], new_jobs[1])});
+    auto new_commits =
+      db.apply({op(operation_type::commit, chats[0], new_jobs[0]),
+                op(operation_type::commit, chats[1], new_jobs[1])});
     for (size_t i = 0; i < chats.size(); ++i) {
       const auto& x = value_of<receipt>(new_commits[i]);
       CHECK(x.charged == pockets{0, 1, 0});

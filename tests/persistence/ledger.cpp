@@ -179,9 +179,9 @@ TEST_SUITE("ledger") {
     auto b = started(chat, kind::text, "b");
     // Two commits of one chat in one batch: the second is decided on its
     // own, by the per-operation function (or the per-statement SQL).
-    auto out = db.apply(
-      {{persistence::batch_op::commit, chat, a.id, kind::image, "", 2},
-       {persistence::batch_op::commit, chat, b.id, kind::text, "", 0}});
+    auto out =
+      db.apply({{operation_type::commit, chat, a.id, kind::image, "", 2},
+                {operation_type::commit, chat, b.id, kind::text, "", 0}});
     REQUIRE(out.size() == 2);
     CHECK(std::holds_alternative<receipt>(out[0]));
     CHECK(std::holds_alternative<receipt>(out[1]));

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The squashed schema (persistence/migrations) is the schema of the 0.1
-// migration chain it replaced (fixtures/migrations_0.1_chain), except for
-// what fixtures/drop_legacy.sql drops on purpose; and migrate() records a
-// checksum per migration and refuses databases that do not fit it.
+// The schema migrate() builds (persistence/migrations, then
+// persistence/functions) is the schema of the chains it replaced: the 0.1
+// chain (fixtures/migrations_0.1_chain, less fixtures/drop_legacy.sql) and
+// 0.2's development chain (fixtures/migrations_0.2_chain, less
+// fixtures/house_changes.sql); persistence/schema.sql is that schema; every
+// function has one source file; a 0.1 database's rows convert as the
+// development chain converted them. migrate() records a checksum per
+// migration and per function set, refuses databases that do not fit, and
+// leaves a newer release's functions alone.
 #include "persistence/migrations.hpp"
 
 #include "protocol/errors.hpp"
@@ -12,6 +17,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -30,11 +36,23 @@ using chargeonce::ec;
 using chargeonce::error_message;
 using chargeonce::persistence::migrate;
 using chargeonce::persistence::migrations;
+using chargeonce::persistence::release_version;
 
 const fs::path fixtures = CHARGEONCE_TEST_FIXTURES_DIR;
-/// The last migration of the squash; later ones apply on top of both.
-const std::string squash_last = "002_functions";
+/// The last migration of 0.1; the release 0.2 replaced every later one.
+const std::string released_0_1 = "002_functions";
 const fs::path migrations_dir = CHARGEONCE_MIGRATIONS_DIR;
+const fs::path schema_file = CHARGEONCE_SCHEMA_FILE;
+
+/// The .sql files of `dir`, by name.
+std::vector<fs::path> sql_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator{dir})
+    if (e.path().extension() == ".sql")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in{p, std::ios::binary};
@@ -81,11 +99,7 @@ struct scratch_database : chargeonce::test::scratch_database {
   /// What 0.1's migrate() did: each file of the chain in its own
   /// transaction, recorded by name in 0.1's schema_migrations.
   void apply_old_chain() const {
-    std::vector<fs::path> files;
-    for (const auto& e :
-         fs::directory_iterator{fixtures / "migrations_0.1_chain"})
-      files.push_back(e.path());
-    std::sort(files.begin(), files.end());
+    auto files = sql_files(fixtures / "migrations_0.1_chain");
     REQUIRE(files.size() == 10);
     pqxx::connection conn{dsn};
     pqxx::nontransaction{conn}.exec(
@@ -100,15 +114,33 @@ struct scratch_database : chargeonce::test::scratch_database {
     }
   }
 
-  /// The migration files from `first` to `last` (by name, inclusive), each
-  /// in its own transaction, without migrate()'s bookkeeping.
-  void apply_files(const std::string& first, const std::string& last) const {
+  /// What 0.1.0's migrate() left: 001 and 002 applied and recorded with
+  /// their checksums.
+  void migrate_as_0_1() const {
+    pqxx::connection conn{dsn};
+    pqxx::nontransaction{conn}.exec(
+      "CREATE TABLE schema_migrations (name text PRIMARY KEY, applied_at "
+      "timestamptz NOT NULL DEFAULT now(), checksum text NOT NULL)");
+    for (const auto& m : migrations()) {
+      if (m.name > released_0_1)
+        break;
+      pqxx::work tx{conn};
+      tx.exec(m.sql);
+      tx.exec_params("INSERT INTO schema_migrations (name, checksum) VALUES "
+                     "($1, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
+                     m.name, m.sql);
+      tx.commit();
+    }
+  }
+
+  /// The .sql files of `dir` from `first` to `last` (by name, inclusive),
+  /// each in its own transaction, without migrate()'s bookkeeping.
+  void apply_files(const fs::path& dir, const std::string& first,
+                   const std::string& last) const {
     std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator{migrations_dir})
-      if (auto name = e.path().stem().string();
-          e.path().extension() == ".sql" && name >= first && name <= last)
-        files.push_back(e.path());
-    std::sort(files.begin(), files.end());
+    for (const auto& f : sql_files(dir))
+      if (auto name = f.stem().string(); name >= first && name <= last)
+        files.push_back(f);
     pqxx::connection conn{dsn};
     for (const auto& f : files) {
       pqxx::work tx{conn};
@@ -128,13 +160,18 @@ struct scratch_database : chargeonce::test::scratch_database {
       fs::exists(same_major) ? same_major.string() : std::string{"pg_dump"};
     auto dump = run(shell_quoted(pg_dump)
                     + " --schema-only --no-owner "
-                      "--exclude-table=schema_migrations -d "
+                      "--exclude-table=schema_migrations "
+                      "--exclude-table=schema_functions -d "
                     + shell_quoted(dsn));
+    // As scripts/schema writes persistence/schema.sql: without the versions
+    // of the server and of pg_dump (a minor upgrade changes nothing here).
     std::istringstream in{dump};
     std::string out;
     for (std::string line; std::getline(in, line);)
       if (line.rfind("\\restrict ", 0) != 0
-          && line.rfind("\\unrestrict ", 0) != 0)
+          && line.rfind("\\unrestrict ", 0) != 0
+          && line.rfind("-- Dumped from database version", 0) != 0
+          && line.rfind("-- Dumped by pg_dump version", 0) != 0)
         out += line + "\n";
     REQUIRE(out.find("CREATE TABLE public.chats") != std::string::npos);
     return out;
@@ -161,8 +198,49 @@ std::string diff(const std::string& a, const std::string& b) {
   return out;
 }
 
-/// The schema of the squashed migrations, as the real migrate() applies it.
-std::string squashed_schema() {
+/// Whether `sql` declares function (or aggregate) `name`.
+bool declares(const std::string& sql, const std::string& name) {
+  for (const char* what : {"CREATE OR REPLACE FUNCTION ",
+                           "CREATE OR REPLACE AGGREGATE "})
+    for (auto at = sql.find(what + name); at != std::string::npos;
+         at = sql.find(what + name, at + 1))
+      if (auto next = sql[at + std::string{what}.size() + name.size()];
+          next == '(' || next == ' ' || next == '\n')
+        return true;
+  return false;
+}
+
+/// Whether `sql` creates a function or aggregate outside pg_temp.
+bool creates_function(const std::string& sql) {
+  std::string upper;
+  for (char c : sql)
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* what : {"FUNCTION ", "AGGREGATE "})
+    for (const char* create : {"CREATE ", "CREATE OR REPLACE "})
+      for (auto at = upper.find(std::string{create} + what);
+           at != std::string::npos;
+           at = upper.find(std::string{create} + what, at + 1))
+        if (upper.compare(at + std::string{create}.size()
+                            + std::string{what}.size(),
+                          8, "PG_TEMP.")
+            != 0)
+          return true;
+  return false;
+}
+
+/// `schema` without its lines that hold only an SQL comment.
+std::string without_comment_lines(const std::string& schema) {
+  std::istringstream in{schema};
+  std::string out;
+  for (std::string line; std::getline(in, line);)
+    if (auto first = line.find_first_not_of(' ');
+        first == std::string::npos || line.compare(first, 2, "--") != 0)
+      out += line + "\n";
+  return out;
+}
+
+/// The schema migrate() builds on an empty database.
+std::string migrated_schema() {
   scratch_database db;
   REQUIRE(migrate(db.dsn));
   return db.schema();
@@ -178,28 +256,41 @@ std::vector<std::string> names_of_migrations() {
 } // namespace
 
 TEST_SUITE("migrations") {
-  TEST_CASE("the squashed migrations give the schema of the 0.1 chain, less "
-            "exactly the drops of drop_legacy.sql (both followed by the "
-            "migrations after the squash)") {
+  TEST_CASE("migrate gives the schema of the chains it replaced: the 0.1 "
+            "chain less drop_legacy.sql, then 0.2's development chain less "
+            "house_changes.sql") {
     scratch_database old_chain;
     old_chain.apply_old_chain();
     old_chain.exec(read_file(fixtures / "drop_legacy.sql"));
-    for (const auto& m : migrations())
-      if (m.name > squash_last)
-        old_chain.exec(m.sql);
-    auto expected = old_chain.schema();
-    auto actual = squashed_schema();
+    old_chain.apply_files(fixtures / "migrations_0.2_chain", "000", "999");
+    old_chain.exec(read_file(fixtures / "house_changes.sql"));
+    // Comments aside: the function files' comments point at files that
+    // exist, where the chains' pointed at migrations the release replaced.
+    auto expected = without_comment_lines(old_chain.schema());
+    auto actual = without_comment_lines(migrated_schema());
     if (expected != actual) {
-      auto why = "the squashed schema differs from the 0.1 chain's (- chain, "
-                 "+ squashed):\n"
+      auto why = "migrate's schema differs from the replaced chains' (- "
+                 "chains, + migrate):\n"
                  + diff(expected, actual);
+      FAIL_CHECK(why);
+    }
+  }
+
+  TEST_CASE("persistence/schema.sql is the schema migrate builds "
+            "(scripts/schema writes it)") {
+    auto actual = migrated_schema();
+    auto written = read_file(schema_file);
+    if (written != actual) {
+      auto why = "persistence/schema.sql drifted from migrate's schema; run "
+                 "scripts/schema (- file, + migrate):\n"
+                 + diff(written, actual);
       FAIL_CHECK(why);
     }
   }
 
   TEST_CASE("the schema comparison sees one changed column, index, trigger, "
             "function body or function setting") {
-    auto baseline = squashed_schema();
+    auto baseline = migrated_schema();
     const char* changes[] = {
       "ALTER TABLE ledger ALTER COLUMN kind SET NOT NULL",
       "DROP INDEX reservations_lease_expires_at",
@@ -221,106 +312,182 @@ TEST_SUITE("migrations") {
     }
   }
 
-  TEST_CASE("005_units gives the jobs of before one unit from each pocket "
-            "they hold, and their commit charges the whole hold as before") {
+  TEST_CASE("every chargeonce function is declared in exactly one function "
+            "file, and no migration after 0.1 creates a function") {
     scratch_database db;
-    db.apply_files("001_schema", "004_catalog");
-    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
-            "(1, '{\"daily_images\": 1, \"balance\": 2}')");
-    db.exec("INSERT INTO reservations (chat_id, kind, queue, held, "
-            "request_id, slot, status) VALUES (1, 'image', 'image_generation', "
-            "'{\"daily_images\": 1}', 'job-1', 0, 'in_progress')");
-    db.exec("INSERT INTO ledger (reservation_id, chat_id, kind, charged) "
-            "VALUES (999, 1, 'image', '{\"balance\": 1}')");
-    db.exec("INSERT INTO ended_reservations (id, chat_id, kind, status, "
-            "queue, held, request_id, slot, created_at) VALUES (999, 1, "
-            "'image', 'committed', 'image_generation', '{\"balance\": 1}', "
-            "'job-0', 0, now())");
-    db.apply_files("005_units", "005_units");
-    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
-                    "ended_reservations WHERE id = 999")
-          == "1 {\"balance\": 1}");
-    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
-                    "reservations")
-          == "1 {\"daily_images\": 1}");
-    CHECK(db.query1("SELECT units || ' ' || released::text FROM ledger")
-          == "1 {}");
-    CHECK(db.query1("SELECT c_units || ' ' || c_charged::text || ' ' || "
-                    "c_released::text FROM chargeonce_commit(1, (SELECT id "
-                    "FROM reservations), 0)")
-          == "1 {\"daily_images\": 1} {}");
-    CHECK(db.query1("SELECT units || ' ' || held_units::text FROM "
-                    "ended_reservations WHERE request_id = 'job-1'")
-          == "1 {\"daily_images\": 1}");
+    REQUIRE(migrate(db.dsn));
+    pqxx::connection conn{db.dsn};
+    pqxx::nontransaction tx{conn};
+    auto live = tx.exec(
+      "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = "
+      "p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE "
+      "'chargeonce\\_%' ORDER BY 1");
+    REQUIRE(live.size() > 50);
+    for (const auto& row : live) {
+      auto name = row[0].as<std::string>();
+      INFO("function ", name);
+      std::vector<std::string> declared_in;
+      for (const auto& f : chargeonce::persistence::function_files())
+        if (declares(f.sql, name))
+          declared_in.push_back(f.name);
+      CHECK(declared_in.size() == 1);
+    }
+    for (const auto& m : migrations()) {
+      if (m.name <= released_0_1)
+        continue;
+      INFO("migration ", m.name);
+      CHECK_FALSE(creates_function(m.sql));
+    }
   }
 
-  TEST_CASE("008 opens every chat's ledger with its pockets as they are, "
-            "and the rows of before keep none") {
-    scratch_database db;
-    db.apply_files("001_schema", "007_outcome_unknown");
-    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
-            "(1, '{\"daily_images\": 1, \"balance\": 0}'), (2, '{}')");
-    db.exec("INSERT INTO ledger (entry, chat_id, payment_id, "
-            "credited_balance) VALUES ('top_up', 1, 'pay-1', 2)");
-    db.apply_files("008_ledger_of_every_change", "008_ledger_of_every_change");
-    CHECK(db.query1("SELECT string_agg(chat_id || ' ' || entry || '/' || "
-                    "coalesce(detail, '') || ' ' || changed::text || ' ' || "
-                    "coalesce(pockets::text, 'none'), '; ' ORDER BY id) "
-                    "FROM ledger")
-          == "1 top_up/ {} none; "
-             "1 admin/opening {\"daily_images\": 1} "
-             "{\"balance\": 0, \"daily_images\": 1}; "
-             "2 admin/opening {} {}");
+  TEST_CASE("a 0.1 database's rows convert as 0.2's development chain "
+            "converted them, and a hold of 0.1 commits as before") {
+    // The same rows, and the same queries, on both: the development chain's
+    // answers are the reference (pinned below as well).
+    const char* rows_of_0_1[] = {
+      "INSERT INTO chats (chat_id, daily_messages, daily_images, balance) "
+      "VALUES (1, 0, 1, 2), (2, 0, 0, 0)",
+      "INSERT INTO reservations (chat_id, kind, queue, held_daily_messages, "
+      "held_daily_images, held_balance, request_id, status) VALUES (1, "
+      "'image', 'image_generation', 0, 1, 0, 'job-1', 'in_progress')",
+      "INSERT INTO ledger (reservation_id, chat_id, kind, "
+      "charged_daily_messages, charged_daily_images, charged_balance) VALUES "
+      "(999, 1, 'image', 0, 0, 1)",
+      "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
+      "charged_daily_messages, charged_daily_images, charged_balance) "
+      "VALUES ('top_up', 1, 'pay-1', 2, 0, 0, 0)",
+    };
+    const std::vector<std::pair<std::string, std::string>> answers = {
+      {"SELECT string_agg(pocket || '=' || ordinal, ' ' ORDER BY ordinal) "
+       "FROM catalog_pockets",
+       "daily_messages=1 daily_images=2 balance=3"},
+      {"SELECT string_agg(kind, ' ' ORDER BY kind) FROM catalog_kinds",
+       "image"},
+      {"SELECT string_agg(chat_id || ':' || pockets::text || ':' || "
+       "window_number, ' ' ORDER BY chat_id) FROM chats",
+       "1:{0,1,2}:0 2:{0,0,0}:0"},
+      {"SELECT held::text || ' ' || held_units::text || ' ' || units || ' ' "
+       "|| slot || ' [' || worker || ']' FROM reservations",
+       "{NULL,1} {NULL,1} 1 0 []"},
+      {"SELECT string_agg(chat_id || ' ' || entry || '/' || coalesce(detail, "
+       "'') || ' ' || charged::text || ' ' || changed::text || ' ' || "
+       "released::text || ' ' || units || ' ' || coalesce(pockets::text, "
+       "'none'), '; ' ORDER BY id) FROM ledger",
+       "1 charge/ {NULL,NULL,1} {} {} 1 none; 1 top_up/ {} {} {} 1 none; "
+       "1 admin/opening {} {NULL,1,2} {} 1 {0,1,2}; "
+       "2 admin/opening {} {} {} 1 {0,0,0}"},
+      {"SELECT c_units || ' ' || c_charged::text || ' ' || c_released::text "
+       "FROM chargeonce_commit(1, (SELECT id FROM reservations), 0)",
+       "1 {NULL,1} {}"},
+      {"SELECT pockets::text FROM chats WHERE chat_id = 1", "{0,0,2}"},
+      {"SELECT status || ' ' || held::text || ' ' || held_units::text FROM "
+       "ended_reservations",
+       "committed {NULL,1} {NULL,1}"},
+    };
+    scratch_database chain;
+    chain.apply_files(migrations_dir, "001", released_0_1);
+    for (const char* row : rows_of_0_1)
+      chain.exec(row);
+    chain.apply_files(fixtures / "migrations_0.2_chain", "000", "999");
+    scratch_database released;
+    released.migrate_as_0_1();
+    for (const char* row : rows_of_0_1)
+      released.exec(row);
+    REQUIRE(migrate(released.dsn));
+    for (const auto& [query, pinned] : answers) {
+      INFO(query);
+      CHECK(chain.query1(query) == pinned);
+      CHECK(released.query1(query) == pinned);
+    }
   }
 
-  TEST_CASE("012 turns every pocket column into an array by ordinal, "
-            "numbering the pockets the data names after the built-in ones; "
-            "a hold of before commits as before") {
+  TEST_CASE("migrate applies the function files once per set, records it "
+            "with the release, and applies a changed set again") {
     scratch_database db;
-    db.apply_files("001_schema", "011_single_operation_batches");
-    db.exec("INSERT INTO chats (chat_id, pockets) VALUES "
-            "(1, '{\"daily_voice\": 2, \"balance\": 5}'), (2, '{}')");
-    db.exec("INSERT INTO reservations (chat_id, kind, queue, held, "
-            "held_units, units, request_id, slot, status) VALUES (1, "
-            "'voice', 'voice_generation', "
-            "'{\"daily_voice\": 1, \"balance\": 3}', "
-            "'{\"daily_voice\": 1, \"balance\": 1}', 2, 'job-1', 0, "
-            "'in_progress')");
-    db.exec("INSERT INTO ledger (reservation_id, chat_id, kind, charged, "
-            "released, pockets) VALUES (999, 1, 'voice', "
-            "'{\"balance\": 0}', '{\"daily_a\": 1}', "
-            "'{\"daily_voice\": 2, \"balance\": 5}')");
-    db.apply_files("012_pockets_by_ordinal", "012_pockets_by_ordinal");
-    CHECK(db.query1("SELECT string_agg(pocket || '=' || ordinal, ' ' "
-                    "ORDER BY ordinal) FROM catalog_pockets")
-          == "daily_messages=1 daily_images=2 balance=3 daily_a=4 "
-             "daily_voice=5");
-    CHECK(db.query1("SELECT string_agg(pockets::text, ' ' ORDER BY chat_id) "
-                    "FROM chats")
-          == "{NULL,NULL,5,NULL,2} {}");
-    CHECK(db.query1(
-            "SELECT held::text || ' ' || held_units::text FROM reservations")
-          == "{NULL,NULL,3,NULL,1} {NULL,NULL,1,NULL,1}");
-    // A listed 0 stays listed; names come back as they were.
-    CHECK(db.query1("SELECT charged::text || ' ' || released::text || ' ' || "
-                    "chargeonce_pockets_json(pockets)::text FROM ledger")
-          == "{NULL,NULL,0} {NULL,NULL,NULL,1} "
-             "{\"balance\": 5, \"daily_voice\": 2}");
-    CHECK(
-      db.query1(
-        "SELECT c_units || ' ' || c_charged::text || ' ' || c_released::text "
-        "FROM chargeonce_commit(1, (SELECT id FROM reservations), "
-        "1)")
-      == "1 {NULL,NULL,NULL,NULL,1} {NULL,NULL,3}");
-    CHECK(db.query1("SELECT pockets::text FROM chats WHERE chat_id = 1")
-          == "{NULL,NULL,5,NULL,1}");
+    auto applied = migrate(db.dsn);
+    REQUIRE(applied);
+    REQUIRE_FALSE(applied->empty());
+    CHECK(applied->back() == "functions");
+    CHECK(db.query1("SELECT version FROM schema_functions")
+          == chargeonce::persistence::release_version());
+    CHECK(db.query1("SELECT length(checksum) FROM schema_functions") == "64");
+    // An older release's set (or an edited one): replaced, body and record.
+    db.exec("CREATE OR REPLACE FUNCTION chargeonce_describe(p_chat bigint, "
+            "p_id bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT "
+            "'older' $$");
+    db.exec("UPDATE schema_functions SET checksum = 'older', version = "
+            "'0.0.9'");
+    auto again = migrate(db.dsn);
+    REQUIRE(again);
+    CHECK(*again == std::vector<std::string>{"functions"});
+    CHECK(db.query1("SELECT chargeonce_describe(1, 2)") != "older");
+    CHECK(db.query1("SELECT version FROM schema_functions")
+          == chargeonce::persistence::release_version());
+    auto third = migrate(db.dsn);
+    REQUIRE(third);
+    CHECK(third->empty());
+  }
+
+  TEST_CASE("a server never replaces the functions a newer release recorded, "
+            "and runs on them (a rolling upgrade's old servers)") {
+    scratch_database db;
+    REQUIRE(migrate(db.dsn));
+    // The newer release changed a body its old servers call.
+    db.exec("CREATE OR REPLACE FUNCTION chargeonce_describe(p_chat bigint, "
+            "p_id bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT "
+            "'job ' || p_id || ' of chat ' || p_chat $$");
+    db.exec("UPDATE schema_functions SET checksum = 'newer', version = "
+            "'99.0.0'");
+    auto applied = migrate(db.dsn);
+    REQUIRE(applied);
+    CHECK(applied->empty());
+    CHECK(db.query1("SELECT chargeonce_describe(7, 3)") == "job 3 of chat 7");
+    CHECK(db.query1("SELECT checksum || ' ' || version FROM "
+                    "schema_functions")
+          == "newer 99.0.0");
+    // The old server's operations run on them.
+    db.exec("INSERT INTO chats (chat_id) VALUES (7)");
+    CHECK(db.query1("SELECT outcome FROM chargeonce_apply_one('status', 7, "
+                    "0, '', '', 0, 0, 1, 1, '{}')")
+          == "ok");
+  }
+
+  TEST_CASE("the release order of versions") {
+    using chargeonce::persistence::newer_release;
+    CHECK(newer_release("0.2.0", "0.1.0"));
+    CHECK(newer_release("0.10.0", "0.9.9"));
+    CHECK(newer_release("1.0", "0.99.99"));
+    CHECK_FALSE(newer_release("0.2.0", "0.2.0"));
+    CHECK_FALSE(newer_release("0.1.9", "0.2.0"));
+    CHECK_FALSE(newer_release("0.2", "0.2.0"));
+  }
+
+  TEST_CASE("migrate refuses a database of 0.2's development chain and says "
+            "to recreate it") {
+    scratch_database db;
+    db.exec("CREATE TABLE schema_migrations (name text PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now(), checksum text NOT "
+            "NULL)");
+    db.exec("INSERT INTO schema_migrations (name, checksum) SELECT name, "
+            "'x' FROM unnest(ARRAY['001_schema', '002_functions', "
+            "'003_parallel_jobs', '012_pockets_by_ordinal']) AS name");
+    auto refused = migrate(db.dsn);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    auto message = error_message(refused.error());
+    INFO(message);
+    CHECK(message.find("of 0.2's development chain") != std::string::npos);
+    CHECK(message.find("recreate it") != std::string::npos);
+    CHECK(db.query1("SELECT count(*) FROM schema_migrations") == "4");
   }
 
   TEST_CASE("migrate records each migration with the sha256 of its file") {
     scratch_database db;
     auto applied = migrate(db.dsn);
     REQUIRE(applied);
-    CHECK(*applied == names_of_migrations());
+    auto with_functions = names_of_migrations();
+    with_functions.emplace_back("functions");
+    CHECK(*applied == with_functions);
     pqxx::connection conn{db.dsn};
     pqxx::nontransaction tx{conn};
     auto rows =
@@ -406,7 +573,9 @@ TEST_SUITE("migrations") {
             "applied_at timestamptz NOT NULL DEFAULT now())");
     auto applied = migrate(db.dsn);
     REQUIRE(applied);
-    CHECK(*applied == names_of_migrations());
+    auto with_functions = names_of_migrations();
+    with_functions.emplace_back("functions");
+    CHECK(*applied == with_functions);
     CHECK(db.query1("SELECT count(*) FROM schema_migrations "
                     "WHERE length(checksum) = 64")
           == std::to_string(migrations().size()));
@@ -424,7 +593,7 @@ TEST_SUITE("migrations") {
       REQUIRE_MESSAGE(done, error_message(done.error()));
       applied += done->size();
     }
-    CHECK(applied == migrations().size());
+    CHECK(applied == migrations().size() + 1); // + "functions"
     CHECK(db.query1("SELECT count(*) FROM schema_migrations")
           == std::to_string(migrations().size()));
   }

@@ -15,7 +15,6 @@
 #include <vector>
 
 using namespace chargeonce;
-using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
@@ -30,10 +29,11 @@ chat_id make_chat(store& db) {
 }
 
 batch_operation reserve_op(chat_id chat) {
-  return {batch_op::reserve, chat, 0, kind::text, {}};
+  return {operation_type::reserve, chat, 0, kind::text, {}};
 }
 
-batch_operation op_on(batch_op type, chat_id chat, reservation_id id = 0) {
+batch_operation op_on(operation_type type, chat_id chat,
+                      reservation_id id = 0) {
   return {type, chat, id, kind::text, {}};
 }
 
@@ -196,8 +196,8 @@ TEST_SUITE("pipeline") {
       pqxx::connection locker_conn{scratch.dsn};
       pqxx::work locker{locker_conn};
       locker.exec("LOCK TABLE catalog_pockets IN ACCESS EXCLUSIVE MODE");
-      out = db.apply({reserve_op(fresh), op_on(batch_op::status, unknown),
-                      op_on(batch_op::fail, started, job)});
+      out = db.apply({reserve_op(fresh), op_on(operation_type::status, unknown),
+                      op_on(operation_type::fail, started, job)});
     }
     REQUIRE(out.size() == 3);
     CHECK(describe(out[0]) == "reservation");

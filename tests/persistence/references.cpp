@@ -18,7 +18,6 @@
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
-using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::store;
 
@@ -171,8 +170,9 @@ TEST_SUITE("references") {
     store db{test::store_options()};
     auto chat = make_chat();
     auto unknown = test::fresh_chat();
-    auto results = db.apply({{batch_op::reserve, chat, 0, kind::image, {}},
-                             {batch_op::reserve, unknown, 0, kind::image, {}}});
+    auto results =
+      db.apply({{operation_type::reserve, chat, 0, kind::image, {}},
+                {operation_type::reserve, unknown, 0, kind::image, {}}});
     REQUIRE(results.size() == 2);
     CHECK(std::holds_alternative<reservation>(results[0]));
     auto err = std::get_if<caf::error>(&results[1]);

@@ -39,9 +39,9 @@ constexpr const char* session_sql =
 /// Lock, decide, hold in one statement: protocol/pockets.cpp's
 /// choose_pockets for the built-in catalog, written out as SQL under the
 /// chat row's lock (the straightforward design knows its two kinds and the
-/// ordinals of their pockets, which 012_pockets_by_ordinal.sql fixes:
-/// daily_messages 1, daily_images 2, balance 3); one
-/// job per chat, in slot 0: the UNIQUE (chat_id, slot) index, as the ON
+/// ordinals of their pockets, which catalog_pockets fixes
+/// (migrations/003_release_0_2.sql): daily_messages 1, daily_images 2, balance
+/// 3); one job per chat, in slot 0: the UNIQUE (chat_id, slot) index, as the ON
 /// CONFLICT arbiter, decides busy. The first three columns say why nothing
 /// was inserted.
 constexpr const char* reserve_sql =

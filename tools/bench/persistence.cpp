@@ -16,7 +16,6 @@ namespace chargeonce::bench {
 
 namespace {
 
-using persistence::batch_op;
 using persistence::batch_operation;
 using persistence::batch_result;
 
@@ -198,11 +197,12 @@ void run_batched(persistence::store& db, window_meter& meter,
   while (!meter.done(run)) {
     ops.clear();
     for (auto [chat, id] : started)
-      ops.push_back({batch_op::commit, chat, id, kind::image, {}});
+      ops.push_back({operation_type::commit, chat, id, kind::image, {}});
     for (auto [chat, id] : reserved)
-      ops.push_back({batch_op::start, chat, id, kind::image, {}});
+      ops.push_back({operation_type::start, chat, id, kind::image, {}});
     for (size_t i = 0; i < k; ++i)
-      ops.push_back({batch_op::reserve, chats.next(), 0, kind::image, {}});
+      ops.push_back(
+        {operation_type::reserve, chats.next(), 0, kind::image, {}});
     auto measuring = meter.measuring();
     auto results = timed(meter, run, measuring, [&] { return db.apply(ops); });
     reserved.clear();
@@ -210,14 +210,14 @@ void run_batched(persistence::store& db, window_meter& meter,
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& x = ops[i];
       if (auto err = std::get_if<caf::error>(&results[i])) {
-        unexpected(run, persistence::to_string(x.op), x.chat, *err);
+        unexpected(run, to_string(x.op), x.chat, *err);
         continue;
       }
-      if (x.op == batch_op::commit && measuring)
+      if (x.op == operation_type::commit && measuring)
         ++run.cycles;
-      else if (x.op == batch_op::start)
+      else if (x.op == operation_type::start)
         started.emplace_back(x.chat, x.id);
-      else if (x.op == batch_op::reserve)
+      else if (x.op == operation_type::reserve)
         reserved.emplace_back(x.chat, std::get<reservation>(results[i]).id);
     }
   }

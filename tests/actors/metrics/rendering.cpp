@@ -73,9 +73,9 @@ TEST_SUITE("metrics") {
 
   TEST_CASE("every line of the rendered metrics is valid exposition format") {
     // Touch every family, including the ones only the store's side feeds.
-    metrics::record_operation(metrics::operation::reserve,
+    metrics::record_operation(operation_type::reserve,
                               caf::make_error(ec::busy), 3ms);
-    metrics::record_operation(metrics::operation::commit,
+    metrics::record_operation(operation_type::commit,
                               caf::make_error(caf::sec::runtime_error), 2s);
     metrics::count_release("lease_expired");
     metrics::count_release("surprise");
@@ -215,11 +215,11 @@ TEST_SUITE("metrics") {
     auto before = metrics::render();
     REQUIRE(value_of(before, status) >= 0); // present before any bug
     auto commits = value_of(before, commit);
-    metrics::record_operation(metrics::operation::commit,
+    metrics::record_operation(operation_type::commit,
                               caf::make_error(ec::internal, "id=1"), 1ms);
-    metrics::record_operation(metrics::operation::commit,
+    metrics::record_operation(operation_type::commit,
                               caf::make_error(ec::storage_unavailable), 1ms);
-    metrics::record_operation(metrics::operation::commit, caf::error{}, 1ms);
+    metrics::record_operation(operation_type::commit, caf::error{}, 1ms);
     auto after = metrics::render();
     CHECK(value_of(after, commit) == commits + 1);
     CHECK(value_of(after, ops("commit", "internal")) >= 1);

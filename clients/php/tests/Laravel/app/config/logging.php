@@ -1,0 +1,13 @@
+<?php
+// SPDX-License-Identifier: Apache-2.0
+
+declare(strict_types=1);
+
+return [
+    'default' => 'single',
+    'deprecations' => 'null',
+    'channels' => [
+        'single' => ['driver' => 'single', 'path' => storage_path('logs/laravel.log'), 'level' => 'debug'],
+        'null' => ['driver' => 'monolog', 'handler' => Monolog\Handler\NullHandler::class],
+    ],
+];
