@@ -41,7 +41,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-MIGRATION = ROOT / "persistence/migrations/011_single_operation_batches.sql"
+MIGRATION = ROOT / "tests/persistence/fixtures/migrations_0.2_chain/011_single_operation_batches.sql"
 START = "CREATE OR REPLACE FUNCTION chargeonce_apply_batch("
 
 CHOOSE = """chargeonce_choose(req.spec, c.premium, c.pockets, a.held,
