@@ -62,13 +62,17 @@ checksums recorded(pqxx::transaction_base& q) {
 /// The migrations of 0.2's development, which the release squashed into
 /// 003_release_0_2: a database that has them holds development data only.
 bool of_development_chain(const std::string& name) {
-  static const char* const chain[] = {
-    "003_parallel_jobs",     "004_catalog",
-    "005_units",             "006_cancel_after_start",
-    "007_outcome_unknown",   "008_ledger_of_every_change",
-    "009_history_indexes",   "010_events",
-    "011_single_operation_batches", "012_pockets_by_ordinal",
-    "013_worker_identity"};
+  static const char* const chain[] = {"003_parallel_jobs",
+                                      "004_catalog",
+                                      "005_units",
+                                      "006_cancel_after_start",
+                                      "007_outcome_unknown",
+                                      "008_ledger_of_every_change",
+                                      "009_history_indexes",
+                                      "010_events",
+                                      "011_single_operation_batches",
+                                      "012_pockets_by_ordinal",
+                                      "013_worker_identity"};
   for (const char* c : chain)
     if (name == c)
       return true;

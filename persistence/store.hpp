@@ -48,11 +48,6 @@ struct store_options {
   /// How long a job of unknown outcome (`uncertain`) keeps its hold before
   /// the sweep releases it unresolved, nothing charged.
   std::chrono::milliseconds reconcile_timeout{std::chrono::hours(24)};
-  /// The hot operations (reserve, start, heartbeat, commit, fail, cancel,
-  /// status) through the server-side functions: one round trip each. Off,
-  /// they run as the straightforward lock-select-write statements (what
-  /// chargeonce-bench --baseline measures).
-  bool server_functions = true;
 };
 
 /// One connection, (re)opened lazily. Errors are typed chargeonce::ec values:
@@ -75,7 +70,8 @@ public:
   /// jobs, active or ended within request_retention, returns that job (with
   /// its final status once ended); of another kind it is invalid_argument.
   /// A chat whose limit is above 1 must send a request_id. `units` (0: 1)
-  /// is split over the kind's pockets in the catalog's order (choose_pockets).
+  /// is split over the kind's pockets in the catalog's order
+  /// (chargeonce_reserve).
   caf::expected<reservation> reserve(chat_id chat, const kind& k,
                                      const std::string& request_id,
                                      int32_t units = 0);

@@ -137,22 +137,9 @@ inline reservation to_reservation(const pqxx::row& r,
   return x;
 }
 
-/// The active reservation `id` of `chat`, if it is one.
-inline caf::optional<reservation> find_active(pqxx::work& tx, chat_id chat,
-                                              reservation_id id,
-                                              pocket_ordinals& ordinals) {
-  auto rs = tx.exec_params(std::string{"SELECT "} + reservation_columns
-                             + " FROM reservations WHERE id = $1 AND "
-                               "chat_id = $2",
-                           id, chat);
-  if (rs.empty())
-    return caf::none;
-  return to_reservation(rs[0], ordinals);
-}
-
 /// The CTE `kept` that remembers the rows of the CTE `gone` (reservations
-/// just deleted) that have a request id, as ended `how`: the per-statement
-/// form of chargeonce_remember_end (functions/03_rows.sql).
+/// just deleted) that have a request id, as ended `how`: the sweep's
+/// statement form of chargeonce_remember_end (functions/03_rows.sql).
 inline std::string remember_ended(const char* how) {
   return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
                      "kind, status, queue, held, request_id, slot, "
@@ -196,12 +183,6 @@ reservation reservation_of(const Row& r, pocket_ordinals& ordinals) {
 /// chargeonce_reservations_json (functions/11_support.sql).
 std::vector<reservation> reservations_from_json(const std::string& text,
                                                 pocket_ordinals& ordinals);
-
-/// The job `request_id` names in `chat`, active or ended (with its final
-/// status and ended_at), read in one statement (chargeonce_find_request).
-caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
-                                        const std::string& request_id,
-                                        pocket_ordinals& ordinals);
 
 /// The limit of active jobs that applies to a chat: its own, else its
 /// plan's.
@@ -346,59 +327,15 @@ inline void record_admin(pqxx::work& tx, chat_id chat, const char* detail) {
   record_change(tx, chat, "admin", detail, nullptr);
 }
 
-inline bool chat_exists(pqxx::work& tx, chat_id chat) {
-  return !tx.exec_params("SELECT 1 FROM chats WHERE chat_id = $1", chat)
-            .empty();
-}
-
-inline caf::optional<receipt> find_receipt(pqxx::work& tx, reservation_id id,
-                                           pocket_ordinals& ordinals) {
-  auto rs =
-    tx.exec_params("SELECT chat_id, kind, charged::text, "
-                   "(extract(epoch FROM committed_at) * 1000000)::bigint, "
-                   "units, released::text, coalesce(window_number, 0) "
-                   "FROM ledger WHERE reservation_id = $1",
-                   id);
-  if (rs.empty())
-    return caf::none;
-  const auto& r = rs[0];
-  receipt x;
-  x.reservation = id;
-  x.chat = r[0].as<int64_t>();
-  x.kind = parse_kind(r[1]);
-  x.charged = ordinals.read(r[2].c_str());
-  x.committed_at = from_unix_micros(r[3].as<int64_t>());
-  x.units = r[4].as<int32_t>();
-  x.released = ordinals.read(r[5].c_str());
-  x.window = r[6].as<int64_t>();
-  return x;
-}
-
 inline std::string describe(chat_id chat, reservation_id id) {
   return "reservation " + std::to_string(id) + " of chat "
          + std::to_string(chat);
 }
 
-/// Why reservation `id` is not an active reservation of `chat`: it belongs to
-/// another chat, it was committed already, the sweeper released it (fencing:
-/// expired), or it is simply gone.
-inline caf::error explain_missing(pqxx::work& tx, chat_id chat,
-                                  reservation_id id) {
-  // The server-side function: one answer for both SQL paths, and an error
-  // path, so one round trip more or less does not matter.
-  auto rs = tx.exec_params(
-    "SELECT outcome, message FROM chargeonce_explain_missing($1, $2)", chat,
-    id);
-  auto code = ec::not_found;
-  from_string(rs[0][0].as<std::string>(), code);
-  return caf::make_error(code, rs[0][1].as<std::string>());
-}
-
 /// Whether the worker `worker` ("" for none) may go on with `op` on
 /// reservation `id` of `chat`: none, or already_started when the job was
 /// started by another worker. A start of a queued job records the worker.
-/// The same function as the batch's (chargeonce_claim,
-/// functions/05_start.sql): one rule for both store paths.
+/// The batch's function (chargeonce_claim, functions/05_start.sql).
 inline caf::error claim(pqxx::work& tx, const char* op, chat_id chat,
                         reservation_id id, const std::string& worker) {
   if (worker.empty())

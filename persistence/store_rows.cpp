@@ -45,17 +45,4 @@ std::vector<reservation> reservations_from_json(const std::string& text,
   return out;
 }
 
-caf::optional<reservation> find_request(pqxx::work& tx, chat_id chat,
-                                        const std::string& request_id,
-                                        pocket_ordinals& ordinals) {
-  if (request_id.empty())
-    return caf::none;
-  auto rs = tx.exec_params("SELECT * FROM chargeonce_find_request($1, $2) "
-                           "WHERE r_id IS NOT NULL",
-                           chat, request_id);
-  if (rs.empty())
-    return caf::none;
-  return reservation_of(rs[0], ordinals);
-}
-
 } // namespace chargeonce::persistence::detail

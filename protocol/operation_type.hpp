@@ -5,6 +5,8 @@
 // operation is. A new operation is one enumerator and one row.
 #pragma once
 
+#include "protocol/errors.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +43,20 @@ enum class operation_type : uint8_t {
 inline constexpr size_t operation_type_count =
   static_cast<size_t>(operation_type::count_);
 
+/// A set of error codes: bit n for the ec value n.
+using error_set = uint32_t;
+
+/// The set of `codes`.
+template <class... Codes>
+constexpr error_set errors(Codes... codes) {
+  return (error_set{0} | ... | (error_set{1} << static_cast<unsigned>(codes)));
+}
+
+/// What any operation may answer besides its own refusals: bad input, an
+/// outage, a full queue, a bug.
+inline constexpr error_set any_operation_errors = errors(
+  ec::invalid_argument, ec::storage_unavailable, ec::overloaded, ec::internal);
+
 /// Who may send an operation: the role's token (HTTP) or facade (CAF).
 enum class operation_role : uint8_t { gateway, worker, admin };
 
@@ -60,7 +76,17 @@ struct operation_traits {
   /// it once would. A reserve only with a request id (retry_safe in
   /// client/retry.hpp).
   bool retry_safe;
+  /// The refusals it may answer beside any_operation_errors (docs/clients.md,
+  /// "The messages", lists the same; tests/protocol/operation_type.cpp
+  /// compares them).
+  error_set refusals;
 };
+
+/// What a worker's operation on a reservation may be refused: the job is
+/// gone, was swept, is not in the state the operation needs, or runs under
+/// another worker's start.
+inline constexpr error_set worker_refusals =
+  errors(ec::not_found, ec::expired, ec::invalid_state, ec::already_started);
 
 // Reasons for retry_safe, in table order: status, unresolved, history and
 // explain read only; touch finds its chat registered and the window just
@@ -78,42 +104,48 @@ struct operation_traits {
 // resolution; subscribe resumes from the id its caller holds.
 inline constexpr std::array<operation_traits, operation_type_count>
   operation_table{{
-    {operation_type::touch, "touch", operation_role::gateway, true, false,
-     true},
+    {operation_type::touch, "touch", operation_role::gateway, true, false, true,
+     errors()},
     {operation_type::reserve, "reserve", operation_role::gateway, true, true,
-     true},
+     true,
+     errors(ec::busy, ec::insufficient_messages, ec::insufficient_images,
+            ec::insufficient_funds, ec::not_found, ec::chat_blocked,
+            ec::chat_banned)},
     {operation_type::cancel, "cancel", operation_role::gateway, true, true,
-     false},
+     false,
+     errors(ec::too_late, ec::not_found, ec::invalid_state, ec::expired)},
     {operation_type::status, "status", operation_role::gateway, true, true,
-     true},
-    {operation_type::start, "start", operation_role::worker, true, true, true},
+     true, errors(ec::not_found)},
+    {operation_type::start, "start", operation_role::worker, true, true, true,
+     worker_refusals},
     {operation_type::heartbeat, "heartbeat", operation_role::worker, true, true,
-     true},
-    {operation_type::commit, "commit", operation_role::worker, true, true,
-     true},
-    {operation_type::fail, "fail", operation_role::worker, true, true, true},
+     true, worker_refusals},
+    {operation_type::commit, "commit", operation_role::worker, true, true, true,
+     worker_refusals},
+    {operation_type::fail, "fail", operation_role::worker, true, true, true,
+     worker_refusals},
     {operation_type::create, "create", operation_role::admin, false, false,
-     false},
+     false, errors(ec::already_exists)},
     {operation_type::top_up, "top_up", operation_role::admin, false, false,
-     true},
+     true, errors(ec::not_found)},
     {operation_type::set_premium, "set_premium", operation_role::admin, false,
-     false, true},
+     false, true, errors(ec::not_found)},
     {operation_type::set_flags, "set_flags", operation_role::admin, false,
-     false, true},
+     false, true, errors(ec::not_found)},
     {operation_type::set_limits, "set_limits", operation_role::admin, false,
-     false, true},
+     false, true, errors(ec::not_found)},
     {operation_type::uncertain, "uncertain", operation_role::worker, false,
-     false, true},
+     false, true, worker_refusals},
     {operation_type::resolve, "resolve", operation_role::worker, false, false,
-     true},
+     true, errors(ec::invalid_state, ec::expired, ec::not_found)},
     {operation_type::unresolved, "unresolved", operation_role::worker, false,
-     false, true},
+     false, true, errors()},
     {operation_type::history, "history", operation_role::admin, false, false,
-     true},
+     true, errors(ec::not_found)},
     {operation_type::explain, "explain", operation_role::admin, false, false,
-     true},
+     true, errors(ec::not_found)},
     {operation_type::subscribe, "subscribe", operation_role::gateway, false,
-     false, true},
+     false, true, errors()},
   }};
 
 namespace detail {
@@ -138,6 +170,13 @@ constexpr bool is_operation_type(operation_type x) {
 /// What `x` is; only for values is_operation_type accepts.
 constexpr const operation_traits& traits_of(operation_type x) {
   return operation_table[static_cast<size_t>(x)];
+}
+
+/// Whether `x` may answer the error `code`: its own refusals and what any
+/// operation may answer.
+constexpr bool may_answer(operation_type x, ec code) {
+  auto bit = error_set{1} << static_cast<unsigned>(code);
+  return ((traits_of(x).refusals | any_operation_errors) & bit) != 0;
 }
 
 /// The operation's name; "unknown" for a value that is none.

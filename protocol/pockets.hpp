@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pricing decision made at reserve time: which pocket pays, which queue.
+// Pocket arithmetic shared by the server, its clients and the model: the
+// queues, refusals, commit's clamp and the windows of holds. The decision
+// which pocket pays is the SQL's (chargeonce_reserve).
 #pragma once
 
 #include "protocol/catalog.hpp"
@@ -10,32 +12,6 @@
 #include <vector>
 
 namespace chargeonce {
-
-/// What reserve decided: the hold per pocket, the units each pocket's hold
-/// pays for, and the worker queue.
-struct pocket_choice {
-  pockets held;
-  pockets held_units;
-  std::string queue;
-};
-
-/// Decides the hold for one job of `units` units (at least 1) of the kind
-/// `spec` describes: its pay_from in order (what expires first comes
-/// first), each pocket paying as many of the units left as its amount
-/// covers at its price, until all are paid; a premium chat holds nothing
-/// for a premium-free kind. All or nothing: `ec::none` means the choice is
-/// valid; otherwise the refusal insufficient_for(spec) names.
-ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
-                  int32_t units, pocket_choice& out);
-
-/// One unit (as before units existed).
-ec choose_pockets(const kind_spec& spec, bool premium, const pockets& available,
-                  pocket_choice& out);
-
-/// The built-in catalog's rules: text from daily messages only (free for
-/// premium chats), image from daily images, then balance.
-ec choose_pockets(const kind& k, bool premium, const pockets& available,
-                  pocket_choice& out);
 
 /// The refusal of a kind no pocket can pay for: insufficient_messages for
 /// text and insufficient_images for image (their names since before the

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// An operator's catalog against real Postgres, for both stores (the batch
-// functions, and the per-statement SQL when CHARGEONCE_STORE_STATEMENTS=1):
+// An operator's catalog against real Postgres (the batch functions):
 // `voice` paid from a daily voice quota, then 3 credits; `video` from
 // credits only, at 5; `text` free for premium chats. The pockets' order,
 // the prices, premium-free kinds, refills and the refusals each checked;

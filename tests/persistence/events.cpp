@@ -2,7 +2,7 @@
 // The events table against a real Postgres: each announced change writes
 // its event in its own transaction (nothing when it rolls back), ids follow
 // commit order so that a reader following its last id misses nothing, and
-// old events are pruned. Runs again on the per-statement SQL.
+// old events are pruned.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"

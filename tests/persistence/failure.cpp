@@ -104,7 +104,6 @@ TEST_SUITE("persistence.failure") {
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE sql AS "
               "$$ SELECT * FROM unnest('{}'::public.chargeonce_outcome[]) $$");
     auto opts = test::store_options();
-    REQUIRE(opts.server_functions);
     auto good_opts = opts;
     opts.dsn += " options='-c search_path=broken_batch,public'";
     persistence::store good{good_opts};
@@ -175,7 +174,6 @@ TEST_SUITE("persistence.failure") {
               "RETURNS SETOF public.chargeonce_outcome LANGUAGE plpgsql AS "
               "$$ BEGIN PERFORM no_such_column FROM public.chats; END $$");
     auto opts = test::store_options();
-    REQUIRE(opts.server_functions);
     persistence::store good{opts};
     opts.dsn += " options='-c search_path=wrong_batch,public'";
     auto chat = test::fresh_chat();

@@ -178,7 +178,7 @@ TEST_SUITE("ledger") {
     auto a = started(chat, kind::image, "a", 3);
     auto b = started(chat, kind::text, "b");
     // Two commits of one chat in one batch: the second is decided on its
-    // own, by the per-operation function (or the per-statement SQL).
+    // own, by the per-operation function (chargeonce_apply_one).
     auto out =
       db.apply({{operation_type::commit, chat, a.id, kind::image, "", 2},
                 {operation_type::commit, chat, b.id, kind::text, "", 0}});

@@ -17,8 +17,8 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -200,8 +200,8 @@ std::string diff(const std::string& a, const std::string& b) {
 
 /// Whether `sql` declares function (or aggregate) `name`.
 bool declares(const std::string& sql, const std::string& name) {
-  for (const char* what : {"CREATE OR REPLACE FUNCTION ",
-                           "CREATE OR REPLACE AGGREGATE "})
+  for (const char* what :
+       {"CREATE OR REPLACE FUNCTION ", "CREATE OR REPLACE AGGREGATE "})
     for (auto at = sql.find(what + name); at != std::string::npos;
          at = sql.find(what + name, at + 1))
       if (auto next = sql[at + std::string{what}.size() + name.size()];
@@ -318,10 +318,10 @@ TEST_SUITE("migrations") {
     REQUIRE(migrate(db.dsn));
     pqxx::connection conn{db.dsn};
     pqxx::nontransaction tx{conn};
-    auto live = tx.exec(
-      "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = "
-      "p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE "
-      "'chargeonce\\_%' ORDER BY 1");
+    auto live =
+      tx.exec("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = "
+              "p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE "
+              "'chargeonce\\_%' ORDER BY 1");
     REQUIRE(live.size() > 50);
     for (const auto& row : live) {
       auto name = row[0].as<std::string>();

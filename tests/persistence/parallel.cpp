@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Parallel jobs per chat, against real Postgres, for both stores (the
-// server-side functions, and the per-statement SQL when
-// CHARGEONCE_STORE_STATEMENTS=1): at most N active jobs (the slot index),
+// Parallel jobs per chat, against real Postgres (the server-side
+// functions): at most N active jobs (the slot index),
 // holds counted in every decision (nothing spent twice), one request id per
 // job for its whole life, cancel naming its job, and status showing all of
 // it. Races run on real threads, each with its own connection.

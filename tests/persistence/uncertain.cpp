@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Jobs of unknown outcome against a real Postgres: uncertain frees the slot
 // and keeps the hold, resolve records the provider's answer once, and the
-// sweep releases what stays unresolved past reconcile-timeout. Runs again
-// on the per-statement SQL (the reserve that counts the holds differs).
+// sweep releases what stays unresolved past reconcile-timeout.
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/test_db.hpp"

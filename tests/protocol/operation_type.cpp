@@ -5,10 +5,71 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <map>
+#include <regex>
 #include <set>
 #include <string>
 
 using namespace chargeonce;
+
+namespace {
+
+/// The operation a message of docs/clients.md's table starts with; none
+/// for batch and for words that are not a message.
+bool operation_of_message(const std::string& atom, operation_type& out) {
+  static const std::map<std::string, operation_type> renamed{
+    {"premium", operation_type::set_premium},
+    {"flags", operation_type::set_flags},
+    {"limits", operation_type::set_limits}};
+  if (auto i = renamed.find(atom); i != renamed.end()) {
+    out = i->second;
+    return true;
+  }
+  for (const auto& t : operation_table)
+    if (atom == t.name) {
+      out = t.type;
+      return true;
+    }
+  return false;
+}
+
+/// The error names each operation's rows of the table name, as a set.
+std::map<operation_type, error_set> documented_errors() {
+  std::ifstream in{CHARGEONCE_CLIENTS_DOC};
+  REQUIRE(in);
+  std::map<operation_type, error_set> out;
+  std::string line;
+  bool in_section = false;
+  const std::regex quoted{"`([^`]*)`"};
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0)
+      in_section = line == "## The messages";
+    if (!in_section || line.rfind("| `", 0) != 0)
+      continue;
+    // | message | reply | errors |
+    auto second = line.find(" | ", 2);
+    auto last = line.rfind(" | ");
+    REQUIRE(second != std::string::npos);
+    auto message = line.substr(2, second - 2);
+    auto refusals = line.substr(last + 3);
+    error_set named = 0;
+    for (std::sregex_iterator i{refusals.begin(), refusals.end(), quoted}, end;
+         i != end; ++i)
+      if (ec code; from_string((*i)[1].str(), code))
+        named |= errors(code);
+    for (std::sregex_iterator i{message.begin(), message.end(), quoted}, end;
+         i != end; ++i) {
+      auto atom = (*i)[1].str();
+      atom = atom.substr(0, atom.find(','));
+      if (operation_type x; operation_of_message(atom, x))
+        out[x] |= named;
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 TEST_SUITE("protocol.operation_type") {
 
@@ -69,5 +130,21 @@ TEST_SUITE("protocol.operation_type") {
             == (t.type != operation_type::cancel
                 && t.type != operation_type::create));
     }
+  }
+
+  TEST_CASE("each operation may answer exactly the refusals docs/clients.md "
+            "lists for its messages, besides what any operation may answer") {
+    auto documented = documented_errors();
+    for (const auto& t : operation_table) {
+      std::string name = t.name;
+      CAPTURE(name);
+      REQUIRE(documented.count(t.type) == 1);
+      CHECK((documented[t.type] & ~any_operation_errors) == t.refusals);
+      CHECK((t.refusals & any_operation_errors) == 0);
+    }
+    CHECK(may_answer(operation_type::reserve, ec::busy));
+    CHECK(may_answer(operation_type::touch, ec::storage_unavailable));
+    CHECK_FALSE(may_answer(operation_type::status, ec::busy));
+    CHECK_FALSE(may_answer(operation_type::cancel, ec::already_started));
   }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Pricing rules: what expires first is spent first; premium text is free.
+// Pocket arithmetic: queues, refusals, the clamp, holds across windows.
 #include "protocol/pockets.hpp"
 
 #include <doctest/doctest.h>
@@ -8,88 +8,19 @@ using namespace chargeonce;
 
 TEST_SUITE("pockets") {
 
-  TEST_CASE("text: premium holds nothing and goes to the priority queue") {
-    for (int dm : {0, 1}) // a premium chat pays nothing, whatever it has
-      for (int bal : {0, 1}) {
-        pocket_choice c;
-        CHECK(choose_pockets(kind::text, true, {dm, 0, bal}, c) == ec::none);
-        CHECK(c.held == pockets{});
-        CHECK(c.queue == "text_generation_priority");
-      }
-  }
-
-  TEST_CASE("text: a free chat holds one daily message, never balance") {
-    pocket_choice c;
-    CHECK(choose_pockets(kind::text, false, {3, 5, 7}, c) == ec::none);
-    CHECK(c.held == pockets{1, 0, 0});
-    CHECK(c.queue == "text_generation");
-    CHECK(choose_pockets(kind::text, false, {0, 5, 7}, c)
-          == ec::insufficient_messages);
-  }
-
-  TEST_CASE("image: daily image first, then balance, else insufficient") {
-    // All combinations of empty/non-empty pockets, premium or not.
-    for (bool premium : {false, true})
-      for (int dm : {0, 2})
-        for (int di : {0, 2})
-          for (int bal : {0, 2}) {
-            CAPTURE(premium);
-            CAPTURE(dm);
-            CAPTURE(di);
-            CAPTURE(bal);
-            pocket_choice c;
-            auto code = choose_pockets(kind::image, premium, {dm, di, bal}, c);
-            CHECK(
-              c.queue
-              == (premium ? "image_generation_priority" : "image_generation"));
-            if (di > 0) {
-              CHECK(code == ec::none);
-              CHECK(c.held == pockets{0, 1, 0});
-            } else if (bal > 0) {
-              CHECK(code == ec::none);
-              CHECK(c.held == pockets{0, 0, 1});
-            } else {
-              CHECK(code == ec::insufficient_images);
-            }
-          }
-  }
-
   TEST_CASE("queue names follow <kind>_generation[_priority]") {
     CHECK(queue_for(kind::text, false) == "text_generation");
     CHECK(queue_for(kind::image, true) == "image_generation_priority");
   }
 
-  TEST_CASE("a catalog kind: the first pocket with its price left pays, "
-            "balance last") {
+  TEST_CASE("a catalog kind's refusal names its prices") {
     kind_spec voice{"voice",        {{"daily_voice", 1}, {"balance", 3}},
                     false,          "voice_q",
                     "voice_q_fast", cancel_policy::refuse};
-    pocket_choice c;
-    pockets left;
-    left.set("daily_voice", 1);
-    left.set("balance", 9);
-    CHECK(choose_pockets(voice, false, left, c) == ec::none);
-    CHECK(c.held.get("daily_voice") == 1);
-    CHECK(c.held.get("balance") == 0);
-    CHECK(c.queue == "voice_q");
-    left.set("daily_voice", 0);
-    CHECK(choose_pockets(voice, true, left, c) == ec::none);
-    CHECK(c.held.get("balance") == 3); // its price there, not 1
-    CHECK(c.queue == "voice_q_fast");
-    left.set("balance", 2); // less than the price: cannot pay
-    CHECK(choose_pockets(voice, false, left, c) == ec::insufficient_funds);
     CHECK(cannot_pay_message(42, voice)
           == "chat 42 cannot pay for voice (daily_voice: 1, balance: 3 "
              "each)");
-  }
-
-  TEST_CASE("a premium-free kind holds nothing for premium chats only") {
-    kind_spec memo{"memo",   {{"daily_memo", 1}}, true,
-                   "memo_q", "memo_q_fast",       cancel_policy::refuse};
-    pocket_choice c;
-    CHECK(choose_pockets(memo, true, pockets{}, c) == ec::none);
-    CHECK(c.held == pockets{});
-    CHECK(choose_pockets(memo, false, pockets{}, c) == ec::insufficient_funds);
+    CHECK(insufficient_for(kind{"voice"}) == ec::insufficient_funds);
   }
 
   TEST_CASE("a hold of a past window weighs only with its balance part on "
@@ -126,42 +57,6 @@ TEST_SUITE("pockets") {
     CHECK(left.get("daily_voice") == 1);
     CHECK(left.get("balance") == 0); // clamped, never negative
     CHECK(left.items().size() == 3); // every pocket of the amounts
-  }
-
-  TEST_CASE("units are split over the pockets in the catalog's order, at "
-            "each pocket's price, all or nothing") {
-    auto image = *builtin_catalog({}).find_kind("image");
-    image.pay_from[1].price = 1;
-    pocket_choice c;
-    // The example: 5 units, 2 daily images and 10 credits.
-    CHECK(choose_pockets(image, false, pockets{0, 2, 10}, 5, c) == ec::none);
-    CHECK(c.held == pockets(0, 2, 3));
-    CHECK(c.held_units == pockets(0, 2, 3));
-    // At a price of 2 credits a unit the same 3 units cost 6.
-    image.pay_from[1].price = 2;
-    CHECK(choose_pockets(image, false, pockets{0, 2, 10}, 5, c) == ec::none);
-    CHECK(c.held == pockets(0, 2, 6));
-    CHECK(c.held_units == pockets(0, 2, 3));
-    // 7 units need 2 daily images and 5 * 2 = 10 credits: nothing is held.
-    CHECK(choose_pockets(image, false, pockets{0, 2, 9}, 7, c)
-          == ec::insufficient_images);
-    CHECK(c.held == pockets{});
-    CHECK(c.held_units == pockets{});
-    // A credit left over that pays no whole unit stays where it is.
-    CHECK(choose_pockets(image, false, pockets{0, 0, 5}, 2, c) == ec::none);
-    CHECK(c.held == pockets(0, 0, 4));
-  }
-
-  TEST_CASE("text on the free plan takes daily messages only, all or nothing; "
-            "premium text holds nothing, whatever the units") {
-    auto text = *builtin_catalog({}).find_kind("text");
-    pocket_choice c;
-    CHECK(choose_pockets(text, false, pockets{3, 0, 100}, 4, c)
-          == ec::insufficient_messages);
-    CHECK(choose_pockets(text, false, pockets{4, 0, 100}, 4, c) == ec::none);
-    CHECK(c.held == pockets(4, 0, 0));
-    CHECK(choose_pockets(text, true, pockets{}, 1000, c) == ec::none);
-    CHECK(c.held == pockets{});
   }
 
   TEST_CASE("a commit of fewer units charges the pockets that expire first "

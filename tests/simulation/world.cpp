@@ -5,6 +5,7 @@
 #include "protocol/pockets.hpp"
 #include "protocol/validation.hpp"
 #include "protocol/window.hpp"
+#include "tests/simulation/pricing.hpp"
 
 #include <algorithm>
 #include <tuple>

@@ -4,7 +4,7 @@
 -- first), the refusals by name, commit of exactly what was held clamped at
 -- zero, and replays that answer the first answer without doing it again.
 BEGIN;
-SELECT plan(25);
+SELECT plan(32);
 
 -- A kind paid by daily_images (ordinal 2), else balance (3), one each.
 CREATE TEMP TABLE catalog AS SELECT
@@ -89,6 +89,40 @@ SELECT is((chargeonce_commit(1, pg_temp.id_of('job-6'), 0)).window_number,
   0::bigint, 'committed after the refill: paid by window 0');
 SELECT is((SELECT pockets FROM chats WHERE chat_id = 1), '{0,1,1}'::integer[],
   '... and the new window''s daily unit is not taken');
+
+-- The decision for other kinds: a price above one unit, units split over
+-- the pockets in order, and a kind premium chats get free.
+CREATE TEMP TABLE more_kinds AS SELECT
+  '{"voice": {"pay": [[2, 1], [3, 3]], "free": false,
+              "q": "voice_q", "pq": "voice_q_fast",
+              "refusal": "insufficient_funds", "why": " (daily_images: 1, balance: 3 each)"},
+    "memo": {"pay": [[2, 1]], "free": true,
+             "q": "memo_q", "pq": "memo_q_fast",
+             "refusal": "insufficient_funds", "why": " (daily_images: 1 each)"}}'::jsonb
+  AS products;
+CREATE FUNCTION pg_temp.reserve_of(chat bigint, k text, request_id text,
+                                   units integer)
+  RETURNS chargeonce_outcome LANGUAGE sql AS $$
+  SELECT * FROM chargeonce_reserve(chat, k, request_id, units, 4, 4,
+                                   (SELECT products FROM more_kinds))
+$$;
+INSERT INTO chats (chat_id, pockets, started) VALUES (3, '{0,1,9}', true);
+INSERT INTO chats (chat_id, pockets, started, premium_until)
+  VALUES (4, '{0,0,2}', true, now() + interval '1 hour');
+SELECT is((pg_temp.reserve_of(3, 'voice', 'v-1', 1)).r_held,
+  '{NULL,1}'::integer[], 'voice: the daily pocket at its price of 1 first');
+SELECT is((pg_temp.reserve_of(3, 'voice', 'v-2', 1)).r_held,
+  '{NULL,NULL,3}'::integer[], 'then balance at its own price, 3, not 1');
+SELECT is((pg_temp.reserve_of(3, 'voice', 'v-3', 2)).r_held,
+  '{NULL,NULL,6}'::integer[], 'two units on balance: 6 of the 6 left');
+SELECT is((pg_temp.reserve_of(3, 'voice', 'v-4', 1)).outcome,
+  'insufficient_funds', 'nothing left at the price: the kind''s refusal');
+SELECT is((pg_temp.reserve_of(4, 'voice', 'v-5', 1)).outcome,
+  'insufficient_funds', 'premium pays a kind that is not free: 2 < 3');
+SELECT is((pg_temp.reserve_of(4, 'memo', 'm-1', 1)).r_held,
+  '{}'::integer[], 'a premium chat holds nothing for a premium-free kind');
+SELECT is((pg_temp.reserve_of(4, 'memo', 'm-1', 1)).r_queue, 'memo_q_fast',
+  '... and goes to its priority queue');
 
 SELECT * FROM finish();
 ROLLBACK;

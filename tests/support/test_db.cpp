@@ -45,10 +45,6 @@ std::atomic<chat_id> next_chat = [] {
 persistence::store_options store_options() {
   persistence::store_options opts;
   opts.dsn = dsn();
-  // The same suites run a second time against the per-statement SQL (the
-  // benchmark's baseline), so both implementations keep one contract.
-  const char* mode = std::getenv("CHARGEONCE_STORE_STATEMENTS");
-  opts.server_functions = mode == nullptr || std::string{mode} != "1";
   return opts;
 }
 

@@ -172,10 +172,10 @@ struct baseline_store::impl {
   /// The pockets' names of the arrays read, loaded on each connection.
   persistence::pocket_ordinals ordinals;
   /// The rare answers (a replayed request, a retried start or commit, a
-  /// reservation that is gone) come from the store's per-statement code on
-  /// a connection of its own, opened only when first needed: they are
-  /// never measured, and so give exactly the store's answers with no second
-  /// copy of its explanations. No bench cycle takes this path.
+  /// reservation that is gone) come from the server's store on a
+  /// connection of its own, opened only when first needed: they are never
+  /// measured, and so give exactly the server's answers with no second copy
+  /// of its explanations. No bench cycle takes this path.
   std::unique_ptr<persistence::store> rare;
 
   pqxx::connection& connection() {
@@ -194,9 +194,8 @@ struct baseline_store::impl {
 
   persistence::store& rare_answers() {
     if (!rare) {
-      persistence::store_options opts{dsn};
-      opts.server_functions = false;
-      rare = std::make_unique<persistence::store>(opts);
+      rare =
+        std::make_unique<persistence::store>(persistence::store_options{dsn});
     }
     return *rare;
   }
@@ -240,6 +239,12 @@ caf::error baseline_store::connect() {
     return true;
   });
   return done ? caf::error{} : done.error();
+}
+
+int baseline_store::connect_backend() {
+  if (connect())
+    return 0;
+  return impl_->conn->backendpid();
 }
 
 // -- operations ---------------------------------------------------------------

@@ -50,6 +50,10 @@ public:
   /// measured.
   caf::error connect();
 
+  /// connect(), then the Postgres backend's process id (0 when Postgres
+  /// cannot be reached), whose CPU time the bench reads from /proc.
+  int connect_backend();
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -325,8 +325,8 @@ const char* const usage_text =
                  (default: the server's 60s)
   --persistence  also measure the persistence layer alone, on one
                  connection, no actors: the cycles one operation per
-                 transaction (the baseline's SQL, then the server-side
-                 functions), then K cycles per statement (K reserves, K
+                 transaction (the baseline's statements, then the
+                 server's functions), then K cycles per statement (K reserves, K
                  starts, K commits; a list: one run per K, 1..42); with the
                  Postgres backend's CPU per cycle when Postgres is local
   --sweep        also measure the server's sweep: stuck reservations (an

@@ -3,6 +3,7 @@
 
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
+#include "tools/bench/baseline.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -156,9 +157,11 @@ auto timed(window_meter& meter, persistence_run& run, bool measuring, F f) {
   return out;
 }
 
-/// One operation per transaction, through the store's per-operation calls.
-void run_per_operation(persistence::store& db, window_meter& meter,
-                       chat_cursor& chats, persistence_run& run) {
+/// One operation per transaction, through the per-operation calls of the
+/// store (functions) or of the baseline (per_operation).
+template <class Store>
+void run_per_operation(Store& db, window_meter& meter, chat_cursor& chats,
+                       persistence_run& run) {
   while (!meter.done(run)) {
     auto chat = chats.next();
     auto measuring = meter.measuring();
@@ -235,16 +238,22 @@ std::vector<persistence_mode> persistence_modes(const bench_options& o) {
 persistence_run run_persistence(const persistence_mode& m,
                                 const bench_options& o,
                                 const chat_range& chats) {
-  persistence::store_options opts{o.postgres};
-  // per_operation is the store's per-statement SQL: lock, select, write,
-  // one statement at a time; the other modes use the server-side functions.
-  opts.server_functions = m.mode != "per_operation";
-  persistence::store db{opts};
   persistence_run run;
   run.mode = m.mode;
   run.batch_cycles = m.batch_cycles;
-  window_meter meter{o, db.connect_backend()};
   chat_cursor cursor{chats};
+  // per_operation is the baseline: the straightforward design, one
+  // prepared statement per operation; the other modes use the server's
+  // store and its functions.
+  if (m.mode == "per_operation") {
+    baseline_store db{o.postgres};
+    window_meter meter{o, db.connect_backend()};
+    run_per_operation(db, meter, cursor, run);
+    meter.close(run);
+    return run;
+  }
+  persistence::store db{persistence::store_options{o.postgres}};
+  window_meter meter{o, db.connect_backend()};
   if (m.mode == "batched")
     run_batched(db, meter, cursor, m.batch_cycles, run);
   else

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // chargeonce-bench --persistence: the persistence layer alone, on one
 // connection, without actors or network. The same reserve → start → commit
-// cycles run one operation per transaction (the store's per-statement SQL,
-// then the server-side functions) and in batches of K cycles per statement
+// cycles run one operation per transaction (the baseline's statements,
+// then the server's functions) and in batches of K cycles per statement
 // (persistence::store::apply, as the persistence actor sends them). Where
 // Postgres runs on this machine, the backend's CPU per cycle says what a
 // cycle costs Postgres itself, whatever else shares the cores.
@@ -19,7 +19,7 @@ namespace chargeonce::bench {
 
 /// One run of the persistence layer alone.
 struct persistence_run {
-  /// per_operation (the store's per-statement SQL), functions (one
+  /// per_operation (the baseline's prepared statements), functions (one
   /// server-side function call per operation) or batched (K cycles per
   /// statement)
   std::string mode;

@@ -171,7 +171,7 @@ void print_memory(const std::vector<run_result>& runs) {
 
 // -- the persistence layer alone ----------------------------------------------
 
-/// A run's figures over per_operation's (the store's per-statement SQL):
+/// A run's figures over per_operation's (the baseline's statements):
 /// cycles/s (higher is better) and Postgres CPU per cycle (per_operation's over
 /// this run's: higher is better too).
 struct persistence_ratio {

@@ -52,11 +52,9 @@ chat_id make_chat(store& db, const chat_shape& shape) {
   return chat;
 }
 
-/// The store's per-statement SQL: the design the baseline must not change.
+/// The server's store: the answers the baseline must give.
 store make_store() {
-  auto opts = test::store_options();
-  opts.server_functions = false;
-  return store{opts};
+  return store{test::store_options()};
 }
 
 /// Every kind, plan, pocket state (each pocket empty or not) and flag.
