@@ -20,7 +20,7 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
     [self, job = std::move(job), owner = std::move(owner)](atom::apply) {
       auto& db = job->db;
       // The next batch when it went out before this one was answered.
-      std::vector<persistence::batch_operation> next;
+      std::vector<operation> next;
       bool sent = false;
       for (bool more = true; more;) {
         finished_job out;

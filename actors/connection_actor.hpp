@@ -47,13 +47,13 @@ struct connection_job {
   persistence::store db;
   /// The connection's job, touched by the persistence actor only while the
   /// connection is idle: a batch of hot operations ...
-  std::vector<persistence::batch_operation> ops;
+  std::vector<operation> ops;
   /// ... or one other operation, run on its own (it keeps its own result).
   std::function<void(persistence::store&)> run;
 
   std::mutex mtx;
   /// Under mtx: the next batch, in arrival order.
-  std::vector<persistence::batch_operation> staged;
+  std::vector<operation> staged;
   /// Under mtx: finished jobs whose `done` the persistence actor has not
   /// handled yet, oldest first.
   std::deque<finished_job> finished;

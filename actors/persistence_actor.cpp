@@ -15,18 +15,17 @@ namespace chargeonce {
 namespace {
 
 using self_ptr = persistence_self_actor::stateful_pointer<persistence_state>;
-using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
 using time_point = caf::actor_clock::time_point;
 
-batch_operation op_on(operation_type op, chat_id chat, reservation_id id = 0) {
+operation op_on(operation_type op, chat_id chat, reservation_id id = 0) {
   return {op, chat, id, kind::text, {}};
 }
 
 /// A worker's operation naming the worker.
-batch_operation of_worker(operation_type op, chat_id chat, reservation_id id,
-                          const std::string& worker) {
+operation of_worker(operation_type op, chat_id chat, reservation_id id,
+                    const std::string& worker) {
   auto out = op_on(op, chat, id);
   out.worker = worker;
   return out;
@@ -34,7 +33,7 @@ batch_operation of_worker(operation_type op, chat_id chat, reservation_id id,
 
 /// The name of an operation in logs and errors.
 const char* name_of(const queued_operation& x) {
-  return x.name ? x.name : to_string(x.op.op);
+  return x.name ? x.name : to_string(x.op.type);
 }
 
 /// Operations waiting for Postgres: queued, or staged for the next batch.
@@ -51,7 +50,7 @@ void publish_depth(self_ptr self) {
 /// Answers one operation that Postgres did not answer in time.
 void time_out(queued_operation& x, const char* what_happened) {
   spdlog::warn("store_timeout op={} chat={} reservation={} {}", name_of(x),
-               x.op.chat, x.op.id, what_happened);
+               x.op.chat, x.op.reservation, what_happened);
   x.answer(caf::make_error(ec::storage_unavailable,
                            std::string{name_of(x)}
                              + ": Postgres did not answer in time; "
@@ -284,7 +283,7 @@ void on_done(self_ptr self) {
 caf::error overloaded(self_ptr self, const queued_operation& x) {
   auto& st = self->state;
   spdlog::warn("overloaded op={} chat={} reservation={} queued={}", name_of(x),
-               x.op.chat, x.op.id, waiting(st));
+               x.op.chat, x.op.reservation, waiting(st));
   return caf::make_error(ec::overloaded, "persistence queue full ("
                                            + std::to_string(waiting(st))
                                            + " operations waiting)");
@@ -311,7 +310,7 @@ void push(self_ptr self, queued_operation x) {
 /// Queues one hot operation for the next batch; `overloaded` when the queue
 /// is full.
 template <class T>
-caf::result<T> enqueue(self_ptr self, batch_operation op) {
+caf::result<T> enqueue(self_ptr self, operation op) {
   queued_operation x;
   x.op = std::move(op);
   if (waiting(self->state) >= self->state.limits.queue_operations_max)

@@ -97,7 +97,7 @@ inline constexpr caf::timespan probe_delay_max = std::chrono::seconds(5);
 
 /// One operation waiting for Postgres, with the way to answer it.
 struct queued_operation {
-  persistence::batch_operation op;
+  operation op;
   /// The operation's name in logs for those that run alone.
   const char* name = nullptr;
   /// Set for the operations that run alone (everything but the hot ones).

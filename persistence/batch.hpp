@@ -4,6 +4,7 @@
 // per-operation functions it calls (persistence/functions/09_batch.sql).
 #pragma once
 
+#include "protocol/batch.hpp"
 #include "protocol/operation_type.hpp"
 #include "protocol/types.hpp"
 
@@ -15,22 +16,13 @@
 
 namespace chargeonce::persistence {
 
-/// One operation of a batch; `id` for start/heartbeat/commit/fail, `k` and
-/// `request_id` for reserve; cancel names its job by `id`, else by
-/// `request_id`, else it is the chat's only active one. `units` for reserve
-/// and commit: 0 when not given (one unit; the whole hold). `worker` for
-/// start/heartbeat/commit/fail: the identity of the worker's attempt, ""
-/// for none (chargeonce_claim, persistence/functions/05_start.sql).
-struct batch_operation {
-  /// One of the operations operation_traits::in_statement marks.
-  operation_type op = operation_type::status;
-  chat_id chat = 0;
-  reservation_id id = 0;
-  kind k = kind::text;
-  std::string request_id;
-  int32_t units = 0;
-  std::string worker{};
-};
+// An operation of a batch is the wire's `operation` (protocol/batch.hpp):
+// one struct from the client to the statement. `reservation` for
+// start/heartbeat/commit/fail; cancel names its job by `reservation`, else
+// by `request_id`, else it is the chat's only active one. `worker`: the
+// identity of the worker's attempt, "" for none (chargeonce_claim,
+// persistence/functions/05_start.sql). A statement carries the operations
+// operation_traits::in_statement marks.
 
 /// True for the operations a worker sends, which may name the worker.
 inline bool is_worker_op(operation_type x) {

@@ -29,7 +29,7 @@ namespace {
 
 /// One hot operation through the server-side functions: a batch of one.
 template <class T>
-caf::expected<T> single(store& db, batch_operation op) {
+caf::expected<T> single(store& db, operation op) {
   auto result = db.apply({std::move(op)}).front();
   if (auto err = std::get_if<caf::error>(&result))
     return std::move(*err);

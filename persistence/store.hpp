@@ -147,7 +147,7 @@ public:
   /// one never fails its neighbours); an outage fails them all with
   /// storage_unavailable. Operations of one chat keep their order. At most
   /// statement_operations_max operations.
-  std::vector<batch_result> apply(const std::vector<batch_operation>& ops);
+  std::vector<batch_result> apply(const std::vector<operation>& ops);
 
   /// apply() in steps, for a caller that overlaps batches: `send` hands a
   /// batch to Postgres without waiting; `await_rows` waits until the oldest
@@ -157,7 +157,7 @@ public:
   /// commits, and starts right after it, without a round trip between them.
   /// Batches are received in the order they were sent; none may be in
   /// flight when another operation of the store runs.
-  void send(const std::vector<batch_operation>& ops);
+  void send(const std::vector<operation>& ops);
   void await_rows();
   std::vector<batch_result> receive();
   /// Batches sent and not yet received.

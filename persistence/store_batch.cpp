@@ -16,31 +16,31 @@ namespace chargeonce::persistence {
 
 namespace {
 
-caf::error validate(const batch_operation& x, const catalog& products) {
-  if (!is_operation_type(x.op) || !traits_of(x.op).in_statement)
+caf::error validate(const operation& x, const catalog& products) {
+  if (!is_operation_type(x.type) || !traits_of(x.type).in_statement)
     return caf::make_error(ec::invalid_argument,
                            std::string{"not an operation of a statement: "}
-                             + to_string(x.op));
-  if (is_worker_op(x.op))
+                             + to_string(x.type));
+  if (is_worker_op(x.type))
     if (auto err = validate_worker(x.worker))
       return err;
-  switch (x.op) {
+  switch (x.type) {
   case operation_type::reserve:
-    if (auto err = validate_reserve(x.chat, x.k, x.request_id))
+    if (auto err = validate_reserve(x.chat, x.kind, x.request_id))
       return err;
     if (auto err = validate_units(x.units))
       return err;
-    return validate_kind(products, x.k);
+    return validate_kind(products, x.kind);
   case operation_type::commit:
     if (auto err = validate_units(x.units))
       return err;
-    return validate_reservation(x.chat, x.id);
+    return validate_reservation(x.chat, x.reservation);
   case operation_type::start:
   case operation_type::heartbeat:
   case operation_type::fail:
-    return validate_reservation(x.chat, x.id);
+    return validate_reservation(x.chat, x.reservation);
   case operation_type::cancel:
-    return validate_cancel(x.chat, x.id, x.request_id);
+    return validate_cancel(x.chat, x.reservation, x.request_id);
   case operation_type::status:
     return validate_chat(x.chat);
   default: // touch and the administration: refused above
@@ -52,7 +52,7 @@ caf::error validate(const batch_operation& x, const catalog& products) {
 /// A Postgres array literal of `xs`, each element quoted (text arrays) or
 /// not (numbers): the batch travels as parallel arrays, no JSON to parse.
 template <class T, class F>
-std::string array_literal(const std::vector<batch_operation>& ops,
+std::string array_literal(const std::vector<operation>& ops,
                           const std::vector<size_t>& order, F field) {
   std::string out = "{";
   for (auto i : order) {
@@ -112,7 +112,7 @@ chat_status status_of(const pg_row& r, chat_id chat, const store_options& o,
   return x;
 }
 
-batch_result result_of(const pg_row& r, const batch_operation& op,
+batch_result result_of(const pg_row& r, const operation& op,
                        const store_options& o, pocket_ordinals& ordinals) {
   auto outcome = r["outcome"].as<std::string>();
   if (outcome != "ok") {
@@ -121,9 +121,9 @@ batch_result result_of(const pg_row& r, const batch_operation& op,
       code = ec::storage_unavailable; // a function newer than this binary
     return caf::make_error(code, r["message"].as<std::string>());
   }
-  switch (op.op) {
+  switch (op.type) {
   case operation_type::commit:
-    return receipt_of(r, op.id, ordinals);
+    return receipt_of(r, op.reservation, ordinals);
   case operation_type::status:
     return status_of(r, op.chat, o, ordinals);
   default:
@@ -201,7 +201,7 @@ void fail_for_good(sent_batch& b) {
 } // namespace
 
 std::unique_ptr<sent_batch>
-store::impl::prepare(const std::vector<batch_operation>& ops) {
+store::impl::prepare(const std::vector<operation>& ops) {
   auto b = std::make_unique<sent_batch>();
   b->ops = ops;
   b->out.assign(ops.size(), caf::error{});
@@ -251,29 +251,31 @@ void store::impl::send_now(sent_batch& b) {
     // A reserve's kind's first two ways to pay (ordinal, price; 0s where
     // there are fewer): what the set-based reserve decides from.
     auto pay_of = [this](size_t i) {
-      return [this, i](const batch_operation& x) -> int32_t {
-        if (x.op != operation_type::reserve)
+      return [this, i](const operation& x) -> int32_t {
+        if (x.type != operation_type::reserve)
           return 0;
-        auto found = first_pay.find(to_string(x.k));
+        auto found = first_pay.find(to_string(x.kind));
         return found == first_pay.end() ? 0 : found->second[i];
       };
     };
     std::string params[] = {
-      array_literal<text>(ops, order,
-                          [](const auto& x) { return text{to_string(x.op)}; }),
+      array_literal<text>(
+        ops, order, [](const auto& x) { return text{to_string(x.type)}; }),
       array_literal<int64_t>(ops, order, [](const auto& x) { return x.chat; }),
-      array_literal<int64_t>(ops, order, [](const auto& x) { return x.id; }),
+      array_literal<int64_t>(ops, order,
+                             [](const auto& x) { return x.reservation; }),
       array_literal<text>(ops, order,
                           [](const auto& x) {
-                            return x.op == operation_type::reserve
-                                     ? text{to_string(x.k)}
+                            return x.type == operation_type::reserve
+                                     ? text{to_string(x.kind)}
                                      : text{};
                           }),
       // A worker's operation carries the worker's identity where a reserve
       // or a cancel carries its request id.
       array_literal<text>(ops, order,
                           [](const auto& x) {
-                            return is_worker_op(x.op) ? x.worker : x.request_id;
+                            return is_worker_op(x.type) ? x.worker
+                                                        : x.request_id;
                           }),
       array_literal<int32_t>(ops, order, [](const auto& x) { return x.units; }),
       array_literal<int32_t>(ops, order, pay_of(0)),
@@ -374,8 +376,7 @@ void store::impl::leave_pipeline() {
 /// read (a pocket ordinal this process does not know and cannot look up
 /// now), an error for this operation alone that says the batch committed.
 /// Never a refusal: the operation happened and must not run again.
-batch_result store::impl::answer_of(const pg_row& row,
-                                    const batch_operation& op) {
+batch_result store::impl::answer_of(const pg_row& row, const operation& op) {
   try {
     return result_of(row, op, opts, ordinals);
   } catch (...) {
@@ -383,10 +384,10 @@ batch_result store::impl::answer_of(const pg_row& row,
     if (f.code == ec::storage_unavailable) {
       spdlog::error("storage_unavailable op=answer chat={} reservation={} "
                     "sqlstate={} error={}",
-                    op.chat, op.id, f.sqlstate.empty() ? "-" : f.sqlstate,
-                    f.detail);
+                    op.chat, op.reservation,
+                    f.sqlstate.empty() ? "-" : f.sqlstate, f.detail);
       return caf::make_error(ec::storage_unavailable,
-                             std::string{to_string(op.op)}
+                             std::string{to_string(op.type)}
                                + " took effect (its batch committed), but "
                                  "its answer could not be read: "
                                + f.detail
@@ -395,9 +396,9 @@ batch_result store::impl::answer_of(const pg_row& row,
     auto incident = next_incident_id();
     spdlog::critical("internal op=answer chat={} reservation={} id={} "
                      "error={}",
-                     op.chat, op.id, incident, f.detail);
+                     op.chat, op.reservation, incident, f.detail);
     return caf::make_error(ec::internal,
-                           std::string{to_string(op.op)}
+                           std::string{to_string(op.type)}
                              + ": internal error, see server log id="
                              + std::to_string(incident));
   }
@@ -452,14 +453,15 @@ std::vector<batch_result> store::impl::settle(sent_batch& b) {
   // A lost connection or an in-doubt commit leaves the outcome unknown
   // (a retry is safe: reserve by request_id, commit by reservation); a
   // bug fails every operation, including those already answered above.
-  auto err = failed("apply", b.ops[order[0]].chat, b.ops[order[0]].id, f);
+  auto err =
+    failed("apply", b.ops[order[0]].chat, b.ops[order[0]].reservation, f);
   for (auto i : order)
     out[i] = err;
   return std::move(out);
 }
 
 std::vector<batch_result>
-store::impl::alone(const std::vector<batch_operation>& ops) {
+store::impl::alone(const std::vector<operation>& ops) {
   // What is in flight is read first: this batch goes out on its own.
   drain();
   auto b = prepare(ops);
@@ -471,7 +473,7 @@ store::impl::alone(const std::vector<batch_operation>& ops) {
   return out;
 }
 
-void store::send(const std::vector<batch_operation>& ops) {
+void store::send(const std::vector<operation>& ops) {
   auto& wire = impl_->wire;
   auto b = impl_->prepare(ops);
   // After one that could not go out yet, in order.
@@ -506,8 +508,7 @@ size_t store::batches_in_flight() const {
   return impl_->wire.size();
 }
 
-std::vector<batch_result>
-store::apply(const std::vector<batch_operation>& ops) {
+std::vector<batch_result> store::apply(const std::vector<operation>& ops) {
   return impl_->alone(ops);
 }
 

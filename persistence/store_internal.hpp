@@ -358,7 +358,7 @@ using namespace detail;
 
 /// A batch handed to Postgres and not yet answered (store_batch.cpp).
 struct sent_batch {
-  std::vector<batch_operation> ops;
+  std::vector<operation> ops;
   /// The indexes of ops that passed validation, sorted by chat: the order
   /// of the statement's arrays and of its answers' idx.
   std::vector<size_t> order;
@@ -414,7 +414,7 @@ struct store::impl {
 
   // The batches (store_batch.cpp): one is sent, read up to its rows or to
   // the sync point after its commit, and settled into its answers.
-  std::unique_ptr<sent_batch> prepare(const std::vector<batch_operation>& ops);
+  std::unique_ptr<sent_batch> prepare(const std::vector<operation>& ops);
   /// Whether a batch went out on the connection and is not read to its end.
   bool in_flight() const;
   void send_now(sent_batch& b);
@@ -424,9 +424,9 @@ struct store::impl {
   /// Out of pipeline mode once nothing is in flight.
   void leave_pipeline();
   std::vector<batch_result> settle(sent_batch& b);
-  batch_result answer_of(const pg_row& row, const batch_operation& op);
+  batch_result answer_of(const pg_row& row, const operation& op);
   /// One batch, sent and answered on its own.
-  std::vector<batch_result> alone(const std::vector<batch_operation>& ops);
+  std::vector<batch_result> alone(const std::vector<operation>& ops);
 
   /// Registers the catalog's pockets, reads every ordinal and builds what
   /// depends on them: on every new connection, as the database may be

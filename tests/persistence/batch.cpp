@@ -17,7 +17,6 @@
 #include <vector>
 
 using namespace chargeonce;
-using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
 
@@ -29,11 +28,11 @@ chat_id make_chat(store& db, pockets initial) {
   return chat;
 }
 
-batch_operation reserve_op(chat_id chat, kind k, std::string request_id = {}) {
+operation reserve_op(chat_id chat, kind k, std::string request_id = {}) {
   return {operation_type::reserve, chat, 0, k, std::move(request_id)};
 }
 
-batch_operation op(operation_type type, chat_id chat, reservation_id id = 0) {
+operation op(operation_type type, chat_id chat, reservation_id id = 0) {
   return {type, chat, id, kind::text, {}};
 }
 
@@ -90,7 +89,7 @@ TEST_SUITE("batch") {
       "a,b",       "{x}",
       "NULL",      "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87 1",
       "tab\there", std::string(256, 'z')};
-    std::vector<batch_operation> ops;
+    std::vector<operation> ops;
     for (const auto& id : ids)
       ops.push_back(reserve_op(make_chat(db, {1, 0, 0}), kind::text, id));
     auto bad_chat = make_chat(db, {1, 0, 0});
@@ -149,13 +148,13 @@ TEST_SUITE("batch") {
     std::vector<pockets> initial{{1, 0, 0}, {0, 1, 1}, {0, 0, 2}, {0, 0, 1}};
     std::vector<kind> kinds{kind::text, kind::image, kind::image, kind::image};
     std::vector<chat_id> chats;
-    std::vector<batch_operation> reserves;
+    std::vector<operation> reserves;
     for (size_t i = 0; i < initial.size(); ++i) {
       chats.push_back(make_chat(db, initial[i]));
       reserves.push_back(reserve_op(chats[i], kinds[i]));
     }
-    std::vector<batch_operation> starts;
-    std::vector<batch_operation> commits;
+    std::vector<operation> starts;
+    std::vector<operation> commits;
     auto reserved = db.apply(reserves);
     for (size_t i = 0; i < chats.size(); ++i) {
       auto id = value_of<reservation>(reserved[i]).id;
@@ -173,16 +172,17 @@ TEST_SUITE("batch") {
     for (size_t i = 0; i < chats.size(); ++i) {
       INFO("chat ", i);
       const auto& first = value_of<receipt>(committed[i]);
-      CHECK(first.reservation == commits[i].id);
+      CHECK(first.reservation == commits[i].reservation);
       CHECK(first.chat == chats[i]);
       CHECK(first.kind == kinds[i]);
       CHECK(first.charged == expected[i]);
-      auto again = db.commit(chats[i], commits[i].id); // read from the ledger
+      auto again =
+        db.commit(chats[i], commits[i].reservation); // read from the ledger
       REQUIRE(again);
       CHECK(again->charged == first.charged);
       CHECK(again->committed_at == first.committed_at);
-      auto where =
-        " FROM ledger WHERE reservation_id = " + std::to_string(commits[i].id);
+      auto where = " FROM ledger WHERE reservation_id = "
+                   + std::to_string(commits[i].reservation);
       CHECK(test::sql_int("SELECT chargeonce_amount(charged, 'daily_messages')"
                           " + 10 * chargeonce_amount(charged, 'daily_images')"
                           " + 100 * chargeonce_amount(charged, 'balance')"
@@ -210,7 +210,7 @@ TEST_SUITE("batch") {
           auto mine = ids;
           std::shuffle(mine.begin(), mine.end(),
                        std::mt19937{static_cast<unsigned>(round * 31 + c)});
-          std::vector<batch_operation> ops;
+          std::vector<operation> ops;
           for (auto chat : mine)
             ops.push_back(reserve_op(chat, kind::text));
           return db.apply(ops);
@@ -358,20 +358,20 @@ batch_result as_result(caf::expected<T> x) {
 
 /// The answer to `op` alone (with its own reservation id): a batch of one,
 /// which chargeonce_apply_batch hands to chargeonce_apply_one.
-batch_result apply_single(store& db, const batch_operation& op) {
-  switch (op.op) {
+batch_result apply_single(store& db, const operation& op) {
+  switch (op.type) {
   case operation_type::reserve:
-    return as_result(db.reserve(op.chat, op.k, op.request_id, op.units));
+    return as_result(db.reserve(op.chat, op.kind, op.request_id, op.units));
   case operation_type::start:
-    return as_result(db.start(op.chat, op.id));
+    return as_result(db.start(op.chat, op.reservation));
   case operation_type::heartbeat:
-    return as_result(db.heartbeat(op.chat, op.id));
+    return as_result(db.heartbeat(op.chat, op.reservation));
   case operation_type::commit:
-    return as_result(db.commit(op.chat, op.id, op.units));
+    return as_result(db.commit(op.chat, op.reservation, op.units));
   case operation_type::fail:
-    return as_result(db.fail(op.chat, op.id));
+    return as_result(db.fail(op.chat, op.reservation));
   case operation_type::cancel:
-    return as_result(db.cancel(op.chat, op.id, op.request_id));
+    return as_result(db.cancel(op.chat, op.reservation, op.request_id));
   case operation_type::status:
     return as_result(db.status(op.chat));
   default:
@@ -431,8 +431,8 @@ void differential(const catalog& products, int chats, int rounds,
   }
   std::map<std::string, int> seen; // outcome kinds, to show the coverage
   for (int round = 0; round < rounds; ++round) {
-    std::vector<batch_operation> ops;
-    std::vector<batch_operation> twin_ops;
+    std::vector<operation> ops;
+    std::vector<operation> twin_ops;
     for (auto& t : twins) {
       auto pick = rng() % 12;
       // A known reservation most of the time, else one that is not theirs.
@@ -441,7 +441,7 @@ void differential(const catalog& products, int chats, int rounds,
       auto s_id = bogus ? t.single_id + 1000000000 : t.single_id;
       if (b_id == 0 || s_id == 0)
         b_id = s_id = 999999999999;
-      batch_operation a;
+      operation a;
       // No request id, one used again and again (a double tap, later a
       // retry of an ended job), a fresh one, or one a client made up.
       std::string request_id = std::array<std::string, 4>{
@@ -473,7 +473,7 @@ void differential(const catalog& products, int chats, int rounds,
       }
       auto b = a;
       b.chat = t.single;
-      b.id = a.id == 0 ? 0 : s_id;
+      b.reservation = a.reservation == 0 ? 0 : s_id;
       ops.push_back(a);
       twin_ops.push_back(b);
     }
@@ -502,18 +502,18 @@ void differential(const catalog& products, int chats, int rounds,
     REQUIRE(out.size() == ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       auto theirs = apply_single(single, twin_ops[i]);
-      INFO("round ", round, " operation ", std::string{to_string(ops[i].op)});
+      INFO("round ", round, " operation ", std::string{to_string(ops[i].type)});
       CHECK(summary(out[i]) == summary(theirs));
       if (auto err = std::get_if<caf::error>(&out[i])) {
         ec code = ec::none;
         CHECK(from_string(error_name(*err), code));
-        CHECK_MESSAGE(may_answer(ops[i].op, code),
+        CHECK_MESSAGE(may_answer(ops[i].type, code),
                       "not among the operation's refusals: ", summary(out[i]));
       }
-      ++seen[std::string{to_string(ops[i].op)} + " -> "
+      ++seen[std::string{to_string(ops[i].type)} + " -> "
              + summary(out[i]).substr(0, summary(out[i]).find(' ', 6))];
       if (auto r = std::get_if<reservation>(&out[i]); r && r->cancel_requested)
-        ++seen[std::string{to_string(ops[i].op)} + " -> cancel_requested"];
+        ++seen[std::string{to_string(ops[i].type)} + " -> cancel_requested"];
       twins[i].batched_id = id_of(out[i], twins[i].batched_id);
       twins[i].single_id = id_of(theirs, twins[i].single_id);
     }

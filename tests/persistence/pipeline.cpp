@@ -15,7 +15,6 @@
 #include <vector>
 
 using namespace chargeonce;
-using persistence::batch_operation;
 using persistence::batch_result;
 using persistence::store;
 
@@ -28,12 +27,11 @@ chat_id make_chat(store& db) {
   return chat;
 }
 
-batch_operation reserve_op(chat_id chat) {
+operation reserve_op(chat_id chat) {
   return {operation_type::reserve, chat, 0, kind::text, {}};
 }
 
-batch_operation op_on(operation_type type, chat_id chat,
-                      reservation_id id = 0) {
+operation op_on(operation_type type, chat_id chat, reservation_id id = 0) {
   return {type, chat, id, kind::text, {}};
 }
 
@@ -132,7 +130,7 @@ TEST_SUITE("pipeline") {
     await_no_backend(scratch.name);
     auto before = sessions_of(scratch.name);
     for (size_t first = 0; first < chats.size(); first += 8) {
-      std::vector<batch_operation> batch;
+      std::vector<operation> batch;
       for (size_t i = first; i < first + 8; ++i)
         batch.push_back(reserve_op(chats[i]));
       db.send(batch);

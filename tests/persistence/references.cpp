@@ -18,7 +18,6 @@
 
 using namespace chargeonce;
 using namespace std::chrono_literals;
-using persistence::batch_operation;
 using persistence::store;
 
 namespace {

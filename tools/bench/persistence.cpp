@@ -17,7 +17,6 @@ namespace chargeonce::bench {
 
 namespace {
 
-using persistence::batch_operation;
 using persistence::batch_result;
 
 /// User + system CPU seconds of a local Postgres process; none when `pid`
@@ -196,7 +195,7 @@ void run_batched(persistence::store& db, window_meter& meter,
                  chat_cursor& chats, size_t k, persistence_run& run) {
   in_flight reserved;
   in_flight started;
-  std::vector<batch_operation> ops;
+  std::vector<operation> ops;
   while (!meter.done(run)) {
     ops.clear();
     for (auto [chat, id] : started)
@@ -213,14 +212,14 @@ void run_batched(persistence::store& db, window_meter& meter,
     for (size_t i = 0; i < ops.size(); ++i) {
       const auto& x = ops[i];
       if (auto err = std::get_if<caf::error>(&results[i])) {
-        unexpected(run, to_string(x.op), x.chat, *err);
+        unexpected(run, to_string(x.type), x.chat, *err);
         continue;
       }
-      if (x.op == operation_type::commit && measuring)
+      if (x.type == operation_type::commit && measuring)
         ++run.cycles;
-      else if (x.op == operation_type::start)
-        started.emplace_back(x.chat, x.id);
-      else if (x.op == operation_type::reserve)
+      else if (x.type == operation_type::start)
+        started.emplace_back(x.chat, x.reservation);
+      else if (x.type == operation_type::reserve)
         reserved.emplace_back(x.chat, std::get<reservation>(results[i]).id);
     }
   }
