@@ -88,9 +88,14 @@ step_begin() {
   printf '\n$ %s\n' "$step_text"
 }
 
+# Also leaves the failure in $step_out.failed, for the message die repeats
+# after the logs.
+# shellcheck disable=SC2154 # step_out is set by the generated script
 step_fail() {
   echo "walkthrough: FAILED at README line $step_line: $step_text" >&2
   echo "walkthrough: $1" >&2
+  printf 'line %s: %s: %s\n' "$step_line" "$step_text" "$1" \
+    >"$step_out.failed"
   exit 1
 }
 
@@ -212,7 +217,8 @@ for ((k = 1; k <= blocks; k++)); do
       "or curl and 127.0.0.1:4280"
   steps=0
   generate <<<"$block" >"$tmp/steps.sh"
-  (cd "$tmp" && bash steps.sh) || die "walkthrough $k failed (see above)"
+  (cd "$tmp" && bash steps.sh) \
+    || die "walkthrough $k failed: $(cat "$tmp/step.out.failed" 2>/dev/null || echo "see above")"
   ((k == blocks)) || stop_server "$server_pid"
 done
 

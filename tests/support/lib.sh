@@ -106,9 +106,12 @@ script_name=$(basename "$0" .sh)
 die_where=""
 
 # Prints "NAME: FAILED[ WHERE]: message..." on stderr and exits 1; the EXIT
-# trap then stops what was registered and shows the logs.
+# trap then stops what was registered, shows the logs and repeats the
+# message after them (a CI log cut in the middle keeps its end).
+die_message=""
 die() {
-  echo "$script_name: FAILED${die_where:+ $die_where}: $*" >&2
+  die_message="$script_name: FAILED${die_where:+ $die_where}: $*"
+  echo "$die_message" >&2
   exit 1
 }
 
@@ -169,6 +172,7 @@ on_exit() {
         show_log "$log" >&2
       done < <(compgen -G "$pattern")
     done
+    [[ -z $die_message ]] || echo "$die_message" >&2
   fi
   rm -rf -- "${exit_paths[@]}"
   exit "$exit_status"
