@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The server's side of client batching: a facade relays each operation of a
-// batch to the registry (each chat actor still serializes its own chat, and
-// the persistence actors group what arrives together into one commit), then
-// answers the whole batch at once, in order.
+// batch to the registry as it came, an `apply` of the wire's operation (each
+// chat actor still serializes its own chat, and the persistence actors group
+// what arrives together into one commit), then answers the whole batch at
+// once, in order.
 #pragma once
 
+#include "actors/interfaces.hpp"
 #include "actors/metrics/recording.hpp"
 #include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
@@ -23,7 +25,7 @@ namespace chargeonce {
 /// reaches the registry.
 template <class Self>
 caf::result<std::vector<outcome>>
-relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
+relay_batch(Self* self, const core_actor& api, const caf::duration& timeout,
             std::vector<operation> ops, bool (*allowed)(operation_type)) {
   if (ops.size() > batch_message_operations_max)
     return caf::make_error(ec::invalid_argument,
@@ -53,7 +55,11 @@ relay_batch(Self* self, const api_actor& api, const caf::duration& timeout,
         ec::invalid_argument, std::string{"operation "} + to_string(op.type)
                                 + " is not offered on this port")));
     else
-      request_operation(self, api, timeout, op, done);
+      self->request(api, timeout, atom::apply_v, op)
+        .then([done](outcome& x) mutable { done(std::move(x)); },
+              [done](caf::error& err) mutable {
+                done(as_outcome(std::move(err)));
+              });
   }
   return rp;
 }

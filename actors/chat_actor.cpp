@@ -2,6 +2,7 @@
 #include "actors/chat_actor.hpp"
 
 #include "actors/log_handlers.hpp"
+#include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
@@ -75,6 +76,24 @@ reservation_id reservation_of(const top_up_receipt&) {
   return 0;
 }
 
+reservation_id reservation_of(const outcome& x) {
+  if (x.reservation)
+    return x.reservation->id;
+  if (x.receipt)
+    return reservation_of(*x.receipt);
+  return x.status ? reservation_of(*x.status) : 0;
+}
+
+/// The refusal an answer carries: only an outcome carries one.
+template <class T>
+const caf::error* refusal_of(const T&) {
+  return nullptr;
+}
+
+const caf::error* refusal_of(const outcome& x) {
+  return x.error ? &x.error : nullptr;
+}
+
 /// Our own codes pass through; anything CAF reports about the persistence
 /// actor (timeout, actor down) means the database did not answer.
 caf::error as_storage_error(const char* op_name, caf::error err) {
@@ -87,9 +106,20 @@ caf::error as_storage_error(const char* op_name, caf::error err) {
                          std::string{op_name} + ": " + why);
 }
 
+void log_refusal(self_ptr self, const char* op_name, reservation_id id,
+                 const caf::error& err) {
+  // busy, insufficient_*, too_late, … are answers, not trouble; an
+  // outage is (and store.cpp logged its cause at error level).
+  auto level =
+    err == ec::storage_unavailable ? spdlog::level::warn : spdlog::level::info;
+  spdlog::log(level, "{} refused chat={} reservation={} error={} message={}",
+              op_name, self->state.id, id, error_name(err), error_message(err));
+}
+
 /// Sends one operation to Postgres and suspends the behavior until the answer
 /// arrives (await), so no other operation of this chat can interleave.
 /// `on_success` runs after the transaction committed, before the reply.
+/// An operation answered as an `outcome` is answered so when it fails too.
 /// No timeout of its own: the persistence actor answers within
 /// store-timeout (and CAF answers for it if it dies), while a CAF request
 /// timeout would cost the clock thread two wake-ups per operation.
@@ -101,28 +131,27 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
   auto result = self->state.pending;
   self->request(self->state.store, caf::infinite, std::forward<Ts>(xs)...)
     .await(
-      [self, op_name, on_success](T& x) {
-        // Debug: at info, three lines per paid job cost the server 8 % of
-        // its CPU under load (a flushed stderr write each); the ledger is
-        // the record of what was charged.
-        spdlog::debug("{} ok chat={} reservation={}", op_name, self->state.id,
-                      reservation_of(x));
-        on_success(x);
+      [self, op_name, id, on_success](T& x) {
+        if (auto err = refusal_of(x)) {
+          log_refusal(self, op_name, id, *err);
+        } else {
+          // Debug: at info, three lines per paid job cost the server 8 % of
+          // its CPU under load (a flushed stderr write each); the ledger is
+          // the record of what was charged.
+          spdlog::debug("{} ok chat={} reservation={}", op_name, self->state.id,
+                        reservation_of(x));
+          on_success(x);
+        }
         self->state.pending.deliver(std::move(x));
         arm_idle_timer(self);
       },
       [self, op_name, id](caf::error& err) {
         err = as_storage_error(op_name, std::move(err));
-        // busy, insufficient_*, too_late, … are answers, not trouble; an
-        // outage is (and store.cpp logged its cause at error level).
-        auto level = err == ec::storage_unavailable ? spdlog::level::warn
-                                                    : spdlog::level::info;
-        spdlog::log(level,
-                    "{} refused chat={} reservation={} error={} "
-                    "message={}",
-                    op_name, self->state.id, id, error_name(err),
-                    error_message(err));
-        self->state.pending.deliver(std::move(err));
+        log_refusal(self, op_name, id, err);
+        if constexpr (std::is_same_v<T, outcome>)
+          self->state.pending.deliver(as_outcome(std::move(err)));
+        else
+          self->state.pending.deliver(std::move(err));
         arm_idle_timer(self);
       });
   return result;
@@ -130,6 +159,13 @@ caf::result<T> serialize(self_ptr self, const char* op_name, reservation_id id,
 
 auto no_hook = [](const auto&) {
 };
+
+/// A notice is a courtesy: losing it must not disturb billing.
+void notice_skipped(self_ptr self, reservation_id id, const caf::error& err) {
+  spdlog::warn("queue_notice skipped chat={} reservation={} error={}",
+               self->state.id, id, error_name(err));
+  arm_idle_timer(self);
+}
 
 /// The queue notice: only if the reservation is still active in Postgres
 /// (the job may have finished, or another server may have committed it).
@@ -144,41 +180,22 @@ void check_queue_notice(self_ptr self, reservation_id id) {
   }
   self
     ->request(self->state.store, self->state.options.store_timeout,
-              atom::status_v, self->state.id)
+              atom::apply_v,
+              operation_on(operation_type::status, self->state.id))
     .await(
-      [self, id](chat_status& st) {
-        if (st.active && st.active->id == id) {
+      [self, id](outcome& x) {
+        if (x.error) {
+          notice_skipped(self, id, x.error);
+          return;
+        }
+        if (x.status && x.status->active && x.status->active->id == id) {
           spdlog::info("queue_notice chat={} reservation={}", self->state.id,
                        id);
           self->send(self->state.events, queue_notice{self->state.id, id});
         }
         arm_idle_timer(self);
       },
-      [self, id](caf::error& err) {
-        // A notice is a courtesy: losing it must not disturb billing.
-        spdlog::warn("queue_notice skipped chat={} reservation={} error={}",
-                     self->state.id, id, error_name(err));
-        arm_idle_timer(self);
-      });
-}
-
-caf::result<reservation> reserve(self_ptr self, atom::reserve op, const kind& k,
-                                 const std::string& request_id, int32_t units) {
-  auto hook = [self](const reservation& x) {
-    arm_queue_notice(self, x);
-  };
-  return serialize<reservation>(self, "reserve", 0, hook, op, self->state.id, k,
-                                request_id, units);
-}
-
-/// A commit of `units` (0: the whole hold) by `worker` ("" for none).
-caf::result<receipt> commit(self_ptr self, atom::commit op, reservation_id id,
-                            int32_t units, const std::string& worker) {
-  auto hook = [self](const receipt& x) {
-    self->state.finished = x.reservation;
-  };
-  return serialize<receipt>(self, "commit", id, hook, op, self->state.id, id,
-                            units, worker);
+      [self, id](caf::error& err) { notice_skipped(self, id, err); });
 }
 
 /// After a fail: the job ended.
@@ -221,6 +238,31 @@ auto cancel_hook(self_ptr self) {
   };
 }
 
+/// What a batchable operation's answer tells this actor.
+void after_apply(self_ptr self, operation_type type, const outcome& x) {
+  if (type == operation_type::reserve && x.reservation)
+    arm_queue_notice(self, *x.reservation);
+  else if (type == operation_type::commit && x.receipt)
+    self->state.finished = x.receipt->reservation;
+  else if (type == operation_type::fail && x.reservation)
+    fail_hook(self)(*x.reservation);
+  else if (type == operation_type::cancel && x.reservation)
+    cancel_hook(self)(*x.reservation);
+}
+
+/// One of the eight batchable operations; the chat it names is the routing
+/// key, and this actor answers for its own.
+caf::result<outcome> apply(self_ptr self, operation op) {
+  op.chat = self->state.id;
+  auto type = op.type;
+  auto id = op.reservation;
+  auto hook = [self, type](const outcome& x) {
+    after_apply(self, type, x);
+  };
+  return serialize<outcome>(self, to_string(type), id, hook, atom::apply_v,
+                            std::move(op));
+}
+
 } // namespace
 
 chat_state::~chat_state() {
@@ -249,64 +291,12 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       return serialize<chat_status>(self, "create", 0, no_hook, op,
                                     std::move(spec));
     },
-    [self](atom::reserve op, chat_id, const kind& k,
-           const std::string& request_id) {
-      return reserve(self, op, k, request_id, 0);
-    },
-    [self](atom::reserve op, chat_id, const kind& k,
-           const std::string& request_id,
-           int32_t units) { return reserve(self, op, k, request_id, units); },
-    [self](atom::start op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "start", id, no_hook, op,
-                                    self->state.id, id);
-    },
-    [self](atom::heartbeat op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "heartbeat", id, no_hook, op,
-                                    self->state.id, id);
-    },
-    [self](atom::commit op, chat_id, reservation_id id) {
-      return commit(self, op, id, 0, std::string{});
-    },
-    [self](atom::commit op, chat_id, reservation_id id, int32_t units) {
-      return commit(self, op, id, units, std::string{});
-    },
-    [self](atom::fail op, chat_id, reservation_id id) {
-      return serialize<reservation>(self, "fail", id, fail_hook(self), op,
-                                    self->state.id, id);
-    },
-    [self](atom::start op, chat_id, reservation_id id,
-           const std::string& worker) {
-      return serialize<reservation>(self, "start", id, no_hook, op,
-                                    self->state.id, id, worker);
-    },
-    [self](atom::heartbeat op, chat_id, reservation_id id,
-           const std::string& worker) {
-      return serialize<reservation>(self, "heartbeat", id, no_hook, op,
-                                    self->state.id, id, worker);
-    },
-    [self](atom::commit op, chat_id, reservation_id id, int32_t units,
-           const std::string& worker) {
-      return commit(self, op, id, units, worker);
-    },
-    [self](atom::fail op, chat_id, reservation_id id,
-           const std::string& worker) {
-      return serialize<reservation>(self, "fail", id, fail_hook(self), op,
-                                    self->state.id, id, worker);
-    },
+    [self](atom::apply, operation& op) { return apply(self, std::move(op)); },
     [self](atom::uncertain op, chat_id, reservation_id id,
            const std::string& provider_ref, const std::string& worker) {
       return serialize<reservation>(self, "uncertain", id, uncertain_hook(self),
                                     op, self->state.id, id, provider_ref,
                                     worker);
-    },
-    [self](atom::cancel op, chat_id) {
-      return serialize<reservation>(self, "cancel", 0, cancel_hook(self), op,
-                                    self->state.id);
-    },
-    [self](atom::cancel op, chat_id, reservation_id id,
-           const std::string& request_id) {
-      return serialize<reservation>(self, "cancel", id, cancel_hook(self), op,
-                                    self->state.id, id, request_id);
     },
     [self](atom::uncertain op, chat_id, reservation_id id,
            const std::string& provider_ref) {
@@ -318,10 +308,6 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       return serialize<resolution>(self, "resolve", id, no_hook, op,
                                    self->state.id, id, outcome, units);
     },
-    [self](atom::status op, chat_id) {
-      return serialize<chat_status>(self, "status", 0, no_hook, op,
-                                    self->state.id);
-    },
     [self](atom::release op, chat_id, reservation_id id) {
       // Published after the delete committed; a send cannot fail the
       // release, and the chat is never kept locked for a notification.
@@ -331,10 +317,6 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       };
       return serialize<reservation_released>(self, "release", id, hook, op,
                                              self->state.id, id);
-    },
-    [self](atom::touch op, chat_id) {
-      return serialize<chat_status>(self, "touch", 0, no_hook, op,
-                                    self->state.id);
     },
     [self](atom::top_up op, chat_id, int64_t credits,
            const std::string& payment_id) {

@@ -23,9 +23,9 @@ namespace chargeonce {
 /// Serializes the operations of one chat. `store` replaces its persistence
 /// actor after a restart; `stop` ends it after passivation.
 using chat_actor =
-  billing_actor::extend<release_signature,
-                        caf::reacts_to<atom::store, persistence_actor>,
-                        caf::reacts_to<atom::stop>>;
+  operations_actor::extend<release_signature,
+                           caf::reacts_to<atom::store, persistence_actor>,
+                           caf::reacts_to<atom::stop>>;
 
 /// What a chat actor may ask of its registry: to be passivated when idle,
 /// with how many operations it has received. Narrower than registry_actor,
@@ -78,10 +78,9 @@ struct chat_state {
   ~chat_state();
 };
 
-/// Serializes create, reserve, start, heartbeat, commit, fail, cancel,
-/// status and release: the next operation waits in the mailbox until
-/// Postgres answered the current one. Not spawned directly: the registry
-/// does, and passivates it.
+/// Serializes the chat's operations and releases: the next one waits in the
+/// mailbox until Postgres answered the current one. Not spawned directly: the
+/// registry does, and passivates it.
 chat_self_actor::behavior_type
 make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
           persistence_actor store, chat_owner registry, events_actor events,

@@ -2,6 +2,7 @@
 #include "actors/persistence_actor.hpp"
 
 #include "actors/log_handlers.hpp"
+#include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
@@ -18,18 +19,6 @@ using self_ptr = persistence_self_actor::stateful_pointer<persistence_state>;
 using persistence::batch_result;
 using persistence::store;
 using time_point = caf::actor_clock::time_point;
-
-operation op_on(operation_type op, chat_id chat, reservation_id id = 0) {
-  return {op, chat, id, kind::text, {}};
-}
-
-/// A worker's operation naming the worker.
-operation of_worker(operation_type op, chat_id chat, reservation_id id,
-                    const std::string& worker) {
-  auto out = op_on(op, chat, id);
-  out.worker = worker;
-  return out;
-}
 
 /// The name of an operation in logs and errors.
 const char* name_of(const queued_operation& x) {
@@ -308,19 +297,16 @@ void push(self_ptr self, queued_operation x) {
 }
 
 /// Queues one hot operation for the next batch; `overloaded` when the queue
-/// is full.
-template <class T>
-caf::result<T> enqueue(self_ptr self, operation op) {
+/// is full. A refusal, a timeout and an outage are the outcome's error.
+caf::result<outcome> enqueue(self_ptr self, operation op) {
   queued_operation x;
   x.op = std::move(op);
   if (waiting(self->state) >= self->state.limits.queue_operations_max)
-    return overloaded(self, x);
-  auto promise = self->make_response_promise<T>();
+    return as_outcome(overloaded(self, x));
+  auto promise = self->make_response_promise<outcome>();
   x.answer = [promise](batch_result&& r) mutable {
-    if (auto err = std::get_if<caf::error>(&r))
-      promise.deliver(std::move(*err));
-    else
-      promise.deliver(std::get<T>(std::move(r)));
+    promise.deliver(
+      std::visit([](auto& x) { return as_outcome(std::move(x)); }, r));
   };
   push(self, std::move(x));
   return promise;
@@ -335,7 +321,7 @@ void probe(self_ptr self) {
     return;
   queued_operation x;
   x.name = "probe";
-  x.op = op_on(operation_type::status, 0, 0);
+  x.op = operation_on(operation_type::status, 0, 0);
   x.run = [](store& db) {
     (void)db.ping();
   };
@@ -353,7 +339,7 @@ caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
                              reservation_id id, F run) {
   queued_operation x;
   x.name = name;
-  x.op = op_on(operation_type::status, chat, id);
+  x.op = operation_on(operation_type::status, chat, id);
   if (waiting(self->state) >= self->state.limits.queue_operations_max)
     return overloaded(self, x);
   auto promise = self->make_response_promise<T>();
@@ -375,6 +361,26 @@ caf::result<T> enqueue_alone(self_ptr self, const char* name, chat_id chat,
   };
   push(self, std::move(x));
   return promise;
+}
+
+/// One of the eight batchable operations: the hot ones share the next
+/// statement, touch runs alone (it may register the chat and open its
+/// window, which the batch function does not do).
+caf::result<outcome> apply(self_ptr self, operation op) {
+  if (!is_valid(op.type))
+    return as_outcome(
+      caf::make_error(ec::internal, std::string{"not an operation of a batch: "}
+                                      + to_string(op.type)));
+  if (traits_of(op.type).in_statement)
+    return enqueue(self, std::move(op));
+  return enqueue_alone<outcome>(
+    self, "touch", op.chat, 0,
+    [chat = op.chat](store& db) -> caf::expected<outcome> {
+      auto x = db.touch(chat);
+      if (!x)
+        return x.error();
+      return as_outcome(std::move(*x));
+    });
 }
 
 } // namespace
@@ -413,66 +419,7 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::done) { on_done(self); },
     [self](atom::expire) { expire(self); },
     [self](atom::probe) { probe(self); },
-    [self](atom::reserve, chat_id chat, const kind& k,
-           const std::string& request_id) {
-      return enqueue<reservation>(
-        self, {operation_type::reserve, chat, 0, k, request_id});
-    },
-    [self](atom::reserve, chat_id chat, const kind& k,
-           const std::string& request_id, int32_t units) {
-      return enqueue<reservation>(
-        self, {operation_type::reserve, chat, 0, k, request_id, units});
-    },
-    [self](atom::start, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self, op_on(operation_type::start, chat, id));
-    },
-    [self](atom::heartbeat, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self,
-                                  op_on(operation_type::heartbeat, chat, id));
-    },
-    [self](atom::commit, chat_id chat, reservation_id id) {
-      return enqueue<receipt>(self, op_on(operation_type::commit, chat, id));
-    },
-    [self](atom::commit, chat_id chat, reservation_id id, int32_t units) {
-      auto op = op_on(operation_type::commit, chat, id);
-      op.units = units;
-      return enqueue<receipt>(self, std::move(op));
-    },
-    [self](atom::fail, chat_id chat, reservation_id id) {
-      return enqueue<reservation>(self, op_on(operation_type::fail, chat, id));
-    },
-    [self](atom::start, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return enqueue<reservation>(
-        self, of_worker(operation_type::start, chat, id, worker));
-    },
-    [self](atom::heartbeat, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return enqueue<reservation>(
-        self, of_worker(operation_type::heartbeat, chat, id, worker));
-    },
-    [self](atom::commit, chat_id chat, reservation_id id, int32_t units,
-           const std::string& worker) {
-      auto op = of_worker(operation_type::commit, chat, id, worker);
-      op.units = units;
-      return enqueue<receipt>(self, std::move(op));
-    },
-    [self](atom::fail, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return enqueue<reservation>(
-        self, of_worker(operation_type::fail, chat, id, worker));
-    },
-    [self](atom::cancel, chat_id chat) {
-      return enqueue<reservation>(self, op_on(operation_type::cancel, chat));
-    },
-    [self](atom::cancel, chat_id chat, reservation_id id,
-           const std::string& request_id) {
-      return enqueue<reservation>(
-        self, {operation_type::cancel, chat, id, kind::text, request_id});
-    },
-    [self](atom::status, chat_id chat) {
-      return enqueue<chat_status>(self, op_on(operation_type::status, chat));
-    },
+    [self](atom::apply, operation& op) { return apply(self, std::move(op)); },
     [self](atom::create, const chat_spec& spec) {
       return enqueue_alone<chat_status>(
         self, "create", spec.chat, 0,
@@ -538,10 +485,6 @@ make_persistence(self_ptr self, persistence::store_options opts,
     [self](atom::count) {
       return enqueue_alone<active_count>(
         self, "count", 0, 0, [](store& db) { return db.count_active(); });
-    },
-    [self](atom::touch, chat_id chat) {
-      return enqueue_alone<chat_status>(
-        self, "touch", chat, 0, [chat](store& db) { return db.touch(chat); });
     },
     [self](atom::top_up, chat_id chat, int64_t credits,
            const std::string& payment_id) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "actors/connection_actor.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/metrics/recording.hpp"
 #include "persistence/store.hpp"
 #include "protocol/events.hpp"
@@ -38,7 +39,7 @@ using release_signature =
                   reservation_id>::with<reservation_released>;
 
 /// Owns one Postgres connection; answers after the transaction committed.
-using persistence_actor = billing_actor::extend<
+using persistence_actor = operations_actor::extend<
   release_signature,
   /// Jobs of unknown outcome after an id (store::unresolved).
   caf::replies_to<atom::unresolved, reservation_id,

@@ -121,6 +121,47 @@ caf::error validate_step(chat_id chat, reservation_id id,
   return validate_worker(worker);
 }
 
+/// A worker's operation, naming the worker or not.
+caf::error validate_worker_step(const operation& x) {
+  return x.worker.empty() ? validate_reservation(x.chat, x.reservation)
+                          : validate_step(x.chat, x.reservation, x.worker);
+}
+
+/// Units given (not 0) must be 1 or more.
+caf::error validate_units_if_given(const operation& x) {
+  return x.units == 0 ? caf::error{} : validate_given_units(x.units);
+}
+
+/// One of the eight batchable operations, checked as its message would be.
+caf::error validate_operation(const operation& x) {
+  switch (x.type) {
+  case operation_type::touch:
+  case operation_type::status:
+    return validate_chat(x.chat);
+  case operation_type::reserve:
+    if (auto err = validate_reserve(x.chat, x.kind, x.request_id))
+      return err;
+    return validate_units_if_given(x);
+  case operation_type::cancel:
+    // A bare cancel names no job: the chat's only active one.
+    if (x.reservation == 0 && x.request_id.empty())
+      return validate_chat(x.chat);
+    return validate_cancel(x.chat, x.reservation, x.request_id);
+  case operation_type::commit:
+    if (auto err = validate_worker_step(x))
+      return err;
+    return validate_units_if_given(x);
+  case operation_type::start:
+  case operation_type::heartbeat:
+  case operation_type::fail:
+    return validate_worker_step(x);
+  default:
+    return caf::make_error(ec::invalid_argument,
+                           std::string{"not an operation of a batch: "}
+                             + to_string(x.type));
+  }
+}
+
 } // namespace
 
 registry_state::~registry_state() {
@@ -148,72 +189,15 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   // Every operation: refuse bad input here, else hand it to the chat actor.
   return {
+    [self](atom::apply op, operation& x) -> caf::result<outcome> {
+      if (auto err = validate_operation(x))
+        return err;
+      auto chat = x.chat;
+      return self->delegate(route(self, chat), op, std::move(x));
+    },
     [self](atom::create op, const chat_spec& spec) -> caf::result<chat_status> {
       return to_chat<chat_status>(self, validate_spec(spec), spec.chat, op,
                                   spec);
-    },
-    [self](atom::reserve op, chat_id chat, const kind& k,
-           const std::string& request_id) -> caf::result<reservation> {
-      return to_chat<reservation>(self, validate_reserve(chat, k, request_id),
-                                  chat, op, chat, k, request_id, int32_t{0});
-    },
-    [self](atom::reserve op, chat_id chat, const kind& k,
-           const std::string& request_id,
-           int32_t units) -> caf::result<reservation> {
-      auto err = validate_reserve(chat, k, request_id);
-      if (!err)
-        err = validate_given_units(units);
-      return to_chat<reservation>(self, err, chat, op, chat, k, request_id,
-                                  units);
-    },
-    [self](atom::start op, chat_id chat, reservation_id id) {
-      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
-                                  op, chat, id);
-    },
-    [self](atom::heartbeat op, chat_id chat, reservation_id id) {
-      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
-                                  op, chat, id);
-    },
-    [self](atom::commit op, chat_id chat, reservation_id id) {
-      return to_chat<receipt>(self, validate_reservation(chat, id), chat, op,
-                              chat, id, int32_t{0});
-    },
-    [self](atom::commit op, chat_id chat, reservation_id id, int32_t units) {
-      auto err = validate_reservation(chat, id);
-      if (!err)
-        err = validate_given_units(units);
-      return to_chat<receipt>(self, err, chat, op, chat, id, units);
-    },
-    [self](atom::fail op, chat_id chat, reservation_id id) {
-      return to_chat<reservation>(self, validate_reservation(chat, id), chat,
-                                  op, chat, id);
-    },
-    [self](atom::start op, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
-                                  op, chat, id, worker);
-    },
-    [self](atom::heartbeat op, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
-                                  op, chat, id, worker);
-    },
-    [self](atom::commit op, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return to_chat<receipt>(self, validate_step(chat, id, worker), chat, op,
-                              chat, id, int32_t{0}, worker);
-    },
-    [self](atom::commit op, chat_id chat, reservation_id id, int32_t units,
-           const std::string& worker) {
-      auto err = validate_step(chat, id, worker);
-      if (!err)
-        err = validate_given_units(units);
-      return to_chat<receipt>(self, err, chat, op, chat, id, units, worker);
-    },
-    [self](atom::fail op, chat_id chat, reservation_id id,
-           const std::string& worker) {
-      return to_chat<reservation>(self, validate_step(chat, id, worker), chat,
-                                  op, chat, id, worker);
     },
     [self](atom::uncertain op, chat_id chat, reservation_id id,
            const std::string& provider_ref, const std::string& worker) {
@@ -223,23 +207,9 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
       return to_chat<reservation>(self, err, chat, op, chat, id, provider_ref,
                                   worker);
     },
-    [self](atom::cancel op, chat_id chat) {
-      return to_chat<reservation>(self, validate_chat(chat), chat, op, chat);
-    },
-    [self](atom::cancel op, chat_id chat, reservation_id id,
-           const std::string& request_id) {
-      return to_chat<reservation>(self, validate_cancel(chat, id, request_id),
-                                  chat, op, chat, id, request_id);
-    },
-    [self](atom::status op, chat_id chat) {
-      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat);
-    },
     [self](atom::release op, chat_id chat, reservation_id id) {
       return to_chat<reservation_released>(self, validate_reservation(chat, id),
                                            chat, op, chat, id);
-    },
-    [self](atom::touch op, chat_id chat) {
-      return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat);
     },
     [self](atom::top_up op, chat_id chat, int64_t credits,
            const std::string& payment_id) {

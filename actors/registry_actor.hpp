@@ -5,6 +5,7 @@
 
 #include "actors/chat_actor.hpp"
 #include "actors/events_actor.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/liveness.hpp"
 #include "actors/notice_timer_actor.hpp"
 #include "actors/persistence_actor.hpp"
@@ -26,7 +27,7 @@ namespace chargeonce {
 /// (chat_owner) carrying how many operations it has received; `store`
 /// replaces the persistence actor of one partition after a restart; `ping`
 /// answers while the registry runs.
-using registry_actor = api_actor::extend_with<chat_owner>::extend<
+using registry_actor = core_actor::extend_with<chat_owner>::extend<
   release_signature, caf::reacts_to<atom::store, uint64_t, persistence_actor>,
   ping_signature>;
 
@@ -51,8 +52,9 @@ struct registry_state {
   ~registry_state();
 };
 
-/// Answers the whole API by delegating to chat actors. Bad input (zero ids,
-/// unknown kinds, negative amounts) is refused here, before anything spawns.
+/// Answers what the facades ask by delegating to chat actors. Bad input (zero
+/// ids, unknown kinds, negative amounts) is refused here, before anything
+/// spawns.
 registry_actor::behavior_type
 make_registry(registry_actor::stateful_pointer<registry_state> self,
               std::vector<persistence_actor> pool, events_actor events,

@@ -2,6 +2,7 @@
 #include "actors/supervisor_actor.hpp"
 
 #include "actors/events_actor.hpp"
+#include "actors/facade_actor.hpp"
 #include "actors/log_handlers.hpp"
 #include "actors/metrics/recording.hpp"
 #include "actors/registry_actor.hpp"
@@ -302,6 +303,7 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
     st.pool.begin() + static_cast<std::ptrdiff_t>(options.connections));
   st.registry = self->spawn<caf::linked>(make_registry, chats_pool, st.events,
                                          options.chat);
+  st.api = self->spawn<caf::linked>(make_api_facade, core_actor{st.registry});
   self->set_exit_handler([self](caf::exit_msg& msg) { on_exit(self, msg); });
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   self->delayed_send(self, options.sweep_interval, caf::tick_atom_v);
@@ -325,7 +327,8 @@ make_supervisor(supervisor_self_actor::stateful_pointer<supervisor_state> self,
       self->delayed_send(self, self->state.options.reactivation_interval,
                          atom::reactivate_v, caf::tick_atom_v);
     },
-    [self](atom::api) -> api_actor { return self->state.registry; },
+    [self](atom::api) -> api_actor { return self->state.api; },
+    [self](atom::core) -> core_actor { return self->state.registry; },
     // Delegated: a dead registry bounces it to the caller as
     // request_receiver_down, without a timeout.
     [self](atom::ping x) { return self->delegate(self->state.registry, x); },

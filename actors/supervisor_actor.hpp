@@ -26,14 +26,18 @@ namespace chargeonce {
 /// The root of the server: owns the pool, the registry, the event bus and
 /// the scheduled scans. `sweep` runs one full sweep now and answers how many
 /// reservations it released; `reactivate` runs one reactivation scan now and
-/// answers how many chats it refilled; `api` hands out the handle to publish;
+/// answers how many chats it refilled; `api` hands out the published API for
+/// callers in this process (a facade over the registry); `core` hands out
+/// the registry, over which the server builds the facades it publishes;
 /// `ping` is answered by the registry, so only while both still run. A scan
 /// still running when the supervisor stops fails its callers with
 /// `request_receiver_down` at once.
 using supervisor_actor =
   caf::typed_actor<caf::replies_to<atom::sweep>::with<uint64_t>,
                    caf::replies_to<atom::reactivate>::with<uint64_t>,
-                   caf::replies_to<atom::api>::with<api_actor>, ping_signature>;
+                   caf::replies_to<atom::api>::with<api_actor>,
+                   caf::replies_to<atom::core>::with<core_actor>,
+                   ping_signature>;
 
 /// Persistence actors serving chats, by default: the server's connections.
 inline constexpr size_t default_connections = 1;
@@ -75,6 +79,8 @@ struct supervisor_state {
   std::vector<caf::timespan> backoff; ///< next restart delay
   std::vector<caf::actor_clock::time_point> last_restart; ///< resets backoff
   registry_actor registry;
+  /// The published API for callers in this process, relaying to `registry`.
+  api_facade_actor api;
   events_actor events;
   scan_state sweep;        ///< releasing reservations past their deadline
   scan_state reactivation; ///< refilling quiet chats

@@ -38,6 +38,13 @@ typename Inspector::result_type inspect(Inspector& f, operation& x) {
            x.kind, x.request_id, x.units, x.worker);
 }
 
+/// An operation on `chat` (and the reservation `id`) with no other field
+/// given.
+inline operation operation_on(operation_type type, chat_id chat,
+                              reservation_id id = 0) {
+  return {type, chat, id, kind::text, {}, 0, {}};
+}
+
 /// The answer to one operation: its error, or the value its type returns
 /// (a chat_status for touch and status, a receipt for commit, a reservation
 /// for the rest).

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // One operation of a batch as a request of its own, answered as an outcome:
-// the server's facade relays batched operations this way, and the client
-// library sends operations this way to servers that take no batches.
+// the client library sends operations this way to servers that take no
+// batches. (Inside the server, an operation travels as itself:
+// actors/interfaces.hpp.)
 #pragma once
 
 #include "protocol/batch.hpp"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The typed actor interfaces that cross the network: what the server
-// publishes and its clients call. The server-internal ones live next to
-// their actors in actors/*_actor.hpp.
+// publishes and its clients call. The server-internal ones are in
+// actors/interfaces.hpp (what a facade converts these messages into) and
+// next to their actors in actors/*_actor.hpp.
 #pragma once
 
 #include "protocol/batch.hpp"
@@ -17,9 +18,8 @@
 
 namespace chargeonce {
 
-/// The billing operations of one chat, answered by the chat actors (which
-/// serialize them) and by the persistence actors (one transaction each).
-/// Every operation names its chat: the server routes by it.
+/// The billing operations of one chat, as clients send them. Every
+/// operation names its chat: the server routes by it.
 using billing_actor = caf::typed_actor<
   /// Registers a chat; fails with already_exists or invalid_argument.
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,

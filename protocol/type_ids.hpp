@@ -86,5 +86,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::subscription_ended))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::event_record))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::event_page))
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, core, "core")
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

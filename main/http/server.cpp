@@ -185,7 +185,7 @@ server::server(std::unique_ptr<impl> x) : impl_(std::move(x)) {}
 
 caf::expected<std::unique_ptr<server>>
 server::start(caf::actor_system& sys, const http_options& opts,
-              const api_actor& api, const std::string& dsn,
+              const core_actor& api, const std::string& dsn,
               const liveness_actor& core) {
   if (!opts.enabled())
     return std::unique_ptr<server>{};

@@ -4,6 +4,7 @@
 // role facades the CAF ports use.
 #pragma once
 
+#include "actors/interfaces.hpp"
 #include "actors/liveness.hpp"
 #include "main/http/options.hpp"
 #include "protocol/interfaces.hpp"
@@ -24,7 +25,7 @@ public:
   /// is the database /readyz checks, `core` the actors it pings (the
   /// supervisor); without one /readyz is never ready.
   static caf::expected<std::unique_ptr<server>>
-  start(caf::actor_system& sys, const http_options& opts, const api_actor& api,
+  start(caf::actor_system& sys, const http_options& opts, const core_actor& api,
         const std::string& dsn, const liveness_actor& core = {});
 
   /// Stops accepting, ends event streams, waits for requests in flight

@@ -191,13 +191,14 @@ http::http_options http_options_of(const server_config& cfg) {
   return out;
 }
 
-/// The registry's handle, from the supervisor that owns it.
-caf::expected<api_actor> api_of(caf::actor_system& sys,
-                                const supervisor_actor& root) {
-  caf::expected<api_actor> out{caf::sec::none};
+/// The registry's handle, from the supervisor that owns it: the published
+/// facades relay to it.
+caf::expected<core_actor> core_of(caf::actor_system& sys,
+                                  const supervisor_actor& root) {
+  caf::expected<core_actor> out{caf::sec::none};
   caf::scoped_actor self{sys};
-  self->request(root, std::chrono::seconds(10), atom::api_v)
-    .receive([&](api_actor& x) { out = std::move(x); },
+  self->request(root, std::chrono::seconds(10), atom::core_v)
+    .receive([&](core_actor& x) { out = std::move(x); },
              [&](caf::error& err) { out = std::move(err); });
   return out;
 }
@@ -230,7 +231,7 @@ open_listener(caf::actor_system& sys, const std::string& role, Handle handle,
 /// its own port when configured.
 caf::expected<std::vector<listener>> open_listeners(caf::actor_system& sys,
                                                     const server_config& cfg,
-                                                    const api_actor& api) {
+                                                    const core_actor& api) {
   std::vector<listener> out;
   auto add = [&](caf::expected<listener> x) -> caf::error {
     if (!x)
@@ -306,7 +307,7 @@ int serve(caf::actor_system& sys, const server_config& cfg,
     sys.spawn(make_supervisor, factory, supervisor_options_of(cfg));
   auto watch = watch_core(root);
   int rc = 0;
-  auto api = api_of(sys, root);
+  auto api = core_of(sys, root);
   auto listeners = api ? open_listeners(sys, cfg, *api)
                        : caf::expected<std::vector<listener>>{api.error()};
   // The HTTP adapter (off unless --http-port); stopped before the listeners.

@@ -3,6 +3,7 @@
 // one chat are serialized; passivation never loses or doubles a chat.
 #include "actors/chat_actor.hpp"
 #include "actors/events_actor.hpp"
+#include "actors/facade_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "protocol/errors.hpp"
 #include "tests/support/fixture.hpp"
@@ -21,6 +22,8 @@ struct registry_fixture : deterministic_fixture {
     sys.spawn(make_events, persistence_actor{fake}, events_options{});
   registry_actor registry = sys.spawn(
     make_registry, std::vector<persistence_actor>{fake}, events, options);
+  /// Clients' messages reach the registry as a facade converts them.
+  api_facade_actor api = sys.spawn(make_api_facade, core_actor{registry});
 
   registry_fixture() {
     log->store_timeout = options.store_timeout;
@@ -30,6 +33,7 @@ struct registry_fixture : deterministic_fixture {
   }
 
   ~registry_fixture() {
+    caf::anon_send_exit(api, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(fake, caf::exit_reason::user_shutdown);
@@ -37,7 +41,7 @@ struct registry_fixture : deterministic_fixture {
   }
 
   auto status(chat_id chat) {
-    return self->request(registry, caf::infinite, atom::status_v, chat);
+    return self->request(api, caf::infinite, atom::status_v, chat);
   }
 
   size_t running() { return sys.registry().running(); }
@@ -58,10 +62,10 @@ TEST_SUITE("chat") {
                     "an operation waits until Postgres answered the previous "
                     "one of the same chat") {
     log->hold = true;
-    auto reserve = self->request(registry, caf::infinite, atom::reserve_v,
+    auto reserve = self->request(api, caf::infinite, atom::reserve_v,
                                  chat_id{42}, kind::text, std::string{"a"});
     auto cancel =
-      self->request(registry, caf::infinite, atom::cancel_v, chat_id{42});
+      self->request(api, caf::infinite, atom::cancel_v, chat_id{42});
     sched.run();
     CHECK(log->calls == std::vector<std::string>{"reserve 42"});
     REQUIRE(log->owed.size() == 1);
@@ -75,8 +79,8 @@ TEST_SUITE("chat") {
   TEST_CASE_FIXTURE(registry_fixture,
                     "different chats do not wait for each other") {
     log->hold = true;
-    self->request(registry, caf::infinite, atom::status_v, chat_id{1});
-    self->request(registry, caf::infinite, atom::status_v, chat_id{2});
+    self->request(api, caf::infinite, atom::status_v, chat_id{1});
+    self->request(api, caf::infinite, atom::status_v, chat_id{2});
     sched.run();
     CHECK(log->calls.size() == 2);
     release();
@@ -145,6 +149,8 @@ TEST_SUITE("chat") {
     // ... while a client's message reaches the registry and is routed to the
     // chat actor before the chat's idle report reaches the registry.
     auto racing = status(7);
+    REQUIRE(sched.prioritize(api));
+    sched.run_once(); // the facade relays `racing` to the registry
     REQUIRE(sched.prioritize(registry));
     sched.run_once(); // registry routes `racing` to the chat
     REQUIRE(sched.prioritize(chat));
@@ -183,12 +189,12 @@ TEST_SUITE("chat") {
     auto before = running();
     auto zero = status(0);
     auto bad_kind =
-      self->request(registry, caf::infinite, atom::reserve_v, chat_id{5},
+      self->request(api, caf::infinite, atom::reserve_v, chat_id{5},
                     kind{"no such kind"}, std::string{});
-    auto bad_id = self->request(registry, caf::infinite, atom::commit_v,
-                                chat_id{5}, reservation_id{-1});
+    auto bad_id = self->request(api, caf::infinite, atom::commit_v, chat_id{5},
+                                reservation_id{-1});
     auto negative =
-      self->request(registry, caf::infinite, atom::create_v,
+      self->request(api, caf::infinite, atom::create_v,
                     chat_spec{5, {0, -2, 0}, caf::none, caf::none});
     sched.run();
     CHECK(receive<chat_status>(zero).error() == ec::invalid_argument);
@@ -197,6 +203,31 @@ TEST_SUITE("chat") {
     CHECK(receive<chat_status>(negative).error() == ec::invalid_argument);
     CHECK(running() == before);
     CHECK(log->calls.empty());
+  }
+
+  TEST_CASE_FIXTURE(registry_fixture,
+                    "inside the server an operation travels as one apply "
+                    "message: the registry refuses one no batch carries, "
+                    "before anything spawns") {
+    auto before = running();
+    auto create = self->request(registry, caf::infinite, atom::apply_v,
+                                operation_on(operation_type::create, 5));
+    auto beyond = self->request(registry, caf::infinite, atom::apply_v,
+                                operation_on(operation_type::count_, 5));
+    sched.run();
+    CHECK(receive<outcome>(create).error() == ec::invalid_argument);
+    CHECK(receive<outcome>(beyond).error() == ec::invalid_argument);
+    CHECK(running() == before);
+    CHECK(log->calls.empty());
+    auto status = self->request(registry, caf::infinite, atom::apply_v,
+                                operation_on(operation_type::status, 5));
+    sched.run();
+    auto answer = receive<outcome>(status);
+    REQUIRE(answer);
+    CHECK_FALSE(answer->error);
+    REQUIRE(answer->status);
+    CHECK(answer->status->chat == 5);
+    CHECK(log->calls == std::vector<std::string>{"status 5"});
   }
 
   TEST_CASE_FIXTURE(registry_fixture,

@@ -21,11 +21,11 @@ struct facade_fixture : test::deterministic_fixture {
     sys.spawn(make_registry, std::vector<persistence_actor>{fake}, events,
               chat_options{5s, 60s, 5s});
   caf::actor gateway =
-    caf::actor_cast<caf::actor>(sys.spawn(make_gateway, api_actor{registry}));
+    caf::actor_cast<caf::actor>(sys.spawn(make_gateway, core_actor{registry}));
   caf::actor worker =
-    caf::actor_cast<caf::actor>(sys.spawn(make_worker, api_actor{registry}));
+    caf::actor_cast<caf::actor>(sys.spawn(make_worker, core_actor{registry}));
   caf::actor admin =
-    caf::actor_cast<caf::actor>(sys.spawn(make_admin, api_actor{registry}));
+    caf::actor_cast<caf::actor>(sys.spawn(make_admin, core_actor{registry}));
 
   ~facade_fixture() {
     for (auto& x : {gateway, worker, admin})
@@ -151,6 +151,69 @@ TEST_SUITE("facade") {
     REQUIRE(worker_side);
     CHECK((*worker_side)[0].error == ec::invalid_argument);
     CHECK((*worker_side)[1].reservation);
+  }
+
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "an operation reaches the store as the client sent it: a "
+                    "message converted once at its facade, a batch's "
+                    "operation as it came") {
+    REQUIRE(ask<reservation>(gateway, atom::reserve_v, chat_id{4}, kind::image,
+                             std::string{"r1"}, int32_t{3}));
+    REQUIRE(ask<receipt>(worker, atom::commit_v, chat_id{4}, reservation_id{9},
+                         int32_t{2}, std::string{"w1"}));
+    REQUIRE(ask<reservation>(worker, atom::heartbeat_v, chat_id{4},
+                             reservation_id{9}, std::string{"w1"}));
+    REQUIRE(ask<reservation>(gateway, atom::cancel_v, chat_id{4},
+                             reservation_id{0}, std::string{"r1"}));
+    REQUIRE(ask<chat_status>(gateway, atom::touch_v, chat_id{4}));
+    REQUIRE(ask<std::vector<outcome>>(
+      worker, atom::batch_v,
+      std::vector<operation>{
+        {operation_type::fail, 5, 8, kind::text, {}, 0, "w2"},
+        {operation_type::start, 5, 8, kind::text, {}}}));
+    REQUIRE(ask<std::vector<outcome>>(
+      gateway, atom::batch_v,
+      std::vector<operation>{
+        {operation_type::reserve, 6, 0, kind::image, "b", 2, {}}}));
+    std::vector<std::string> seen;
+    for (const auto& x : log->applied)
+      seen.push_back(
+        std::string{to_string(x.type)} + " " + std::to_string(x.chat) + " "
+        + std::to_string(x.reservation) + " " + x.kind.name() + " "
+        + x.request_id + " " + std::to_string(x.units) + " " + x.worker);
+    CHECK(seen
+          == std::vector<std::string>{
+            "reserve 4 0 image r1 3 ", "commit 4 9 text  2 w1",
+            "heartbeat 4 9 text  0 w1", "cancel 4 0 text r1 0 ",
+            "touch 4 0 text  0 ", "fail 5 8 text  0 w2", "start 5 8 text  0 ",
+            "reserve 6 0 image b 2 "});
+  }
+
+  TEST_CASE_FIXTURE(facade_fixture,
+                    "units a message names must be 1 or more, refused at the "
+                    "facade; in a batch's operation 0 means none named") {
+    CHECK(ask<reservation>(gateway, atom::reserve_v, chat_id{4}, kind::text,
+                           std::string{"r"}, int32_t{0})
+            .error()
+          == ec::invalid_argument);
+    CHECK(ask<receipt>(worker, atom::commit_v, chat_id{4}, reservation_id{9},
+                       int32_t{0})
+            .error()
+          == ec::invalid_argument);
+    CHECK(ask<receipt>(worker, atom::commit_v, chat_id{4}, reservation_id{9},
+                       int32_t{-1}, std::string{"w"})
+            .error()
+          == ec::invalid_argument);
+    CHECK(log->calls.empty());
+    auto answers = ask<std::vector<outcome>>(
+      gateway, atom::batch_v,
+      std::vector<operation>{
+        {operation_type::reserve, 4, 0, kind::text, "r"},
+        {operation_type::reserve, 5, 0, kind::text, "r", -2, {}}});
+    REQUIRE(answers);
+    CHECK((*answers)[0].reservation);
+    CHECK((*answers)[1].error == ec::invalid_argument);
+    CHECK(log->calls == std::vector<std::string>{"reserve 4"});
   }
 
   TEST_CASE_FIXTURE(facade_fixture,

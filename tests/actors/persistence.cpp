@@ -28,6 +28,45 @@ using namespace std::chrono_literals;
 
 namespace {
 
+/// The value an outcome of type T carries.
+caf::optional<reservation>& value_in(outcome& x, const reservation*) {
+  return x.reservation;
+}
+
+caf::optional<chat_status>& value_in(outcome& x, const chat_status*) {
+  return x.status;
+}
+
+/// A request of an operation, received as the value or the error its
+/// outcome carries (as a facade answers it).
+template <class T, class Handle>
+struct asked {
+  Handle handle;
+
+  template <class OnValue, class OnError>
+  void receive(OnValue on_value, OnError on_error) {
+    handle.receive(
+      [&](outcome& x) {
+        if (x.error)
+          return on_error(x.error);
+        auto& value = value_in(x, static_cast<const T*>(nullptr));
+        REQUIRE(value);
+        on_value(*value);
+      },
+      [&](caf::error& err) { on_error(err); });
+  }
+};
+
+template <class T>
+auto ask(caf::scoped_actor& self, const persistence_actor& db, operation op) {
+  auto handle = self->request(db, 20s, atom::apply_v, std::move(op));
+  return asked<T, decltype(handle)>{std::move(handle)};
+}
+
+operation reserve_of(chat_id chat) {
+  return operation_on(operation_type::reserve, chat);
+}
+
 struct fixture {
   test::threaded_config cfg;
   caf::actor_system sys{cfg};
@@ -49,8 +88,7 @@ struct fixture {
   /// A reserve of `chat` through the actor, answered within 20 s.
   static auto reserve(caf::scoped_actor& self, const persistence_actor& db,
                       chat_id chat) {
-    return self->request(db, 20s, atom::reserve_v, chat, kind::text,
-                         std::string{});
+    return ask<reservation>(self, db, reserve_of(chat));
   }
 
   int64_t reservations_of(const std::vector<chat_id>& chats) {
@@ -178,17 +216,21 @@ TEST_SUITE("actors.persistence") {
     chats.pop_back();
     caf::scoped_actor self{sys};
     auto lock = std::make_unique<row_lock>(blocker_chat);
-    self->send(db, atom::reserve_v, blocker_chat, kind::text, std::string{});
+    self->send(db, atom::apply_v, reserve_of(blocker_chat));
     wait_for_lock_waiter();
     for (auto chat : chats)
-      self->send(db, atom::reserve_v, chat, kind::text, std::string{});
+      self->send(db, atom::apply_v, reserve_of(chat));
     // All staged before the stuck batch ends: the connection takes what is
     // staged when it finishes, so a late arrival would be a second batch.
     await_depth(100);
     lock.reset(); // the stuck batch ends; the 100 staged ones go together
     int answered = 0;
     self->receive_for(answered, 101)(
-      [](reservation&) {},
+      [](outcome& x) {
+        if (x.error)
+          FAIL("unexpected error: ", error_name(x.error));
+        CHECK(x.reservation);
+      },
       [](caf::error& err) { FAIL("unexpected error: ", error_name(err)); });
     CHECK(answered == 101);
     // xmin is the inserting transaction: one for all 100 reservations.
@@ -249,7 +291,8 @@ TEST_SUITE("actors.persistence") {
     wait_for_lock_waiter();
     auto fresh = reserve(self, db, chats[0]);
     auto busy = reserve(self, db, chats[1]);
-    auto seen = self->request(db, 20s, atom::status_v, chats[0]);
+    auto seen = ask<chat_status>(
+      self, db, operation_on(operation_type::status, chats[0]));
     lock.reset();
     auto expect_ok = [](auto& handle) {
       handle.receive([](reservation&) {},
@@ -274,7 +317,7 @@ TEST_SUITE("actors.persistence") {
     chats.pop_back();
     caf::scoped_actor self{sys};
     auto lock = std::make_unique<row_lock>(blocker_chat);
-    self->send(db, atom::reserve_v, blocker_chat, kind::text, std::string{});
+    self->send(db, atom::apply_v, reserve_of(blocker_chat));
     wait_for_lock_waiter();
     std::vector<chat_id> refused;
     std::vector<std::pair<chat_id, decltype(reserve(self, db, chat_id{}))>>
@@ -445,9 +488,9 @@ TEST_SUITE("actors.persistence") {
     auto chat = test::fresh_chat();
     auto touch = [&] {
       caf::expected<chat_status> out{caf::sec::none};
-      self->request(db, 20s, atom::touch_v, chat)
+      ask<chat_status>(self, db, operation_on(operation_type::touch, chat))
         .receive([&](chat_status& x) { out = std::move(x); },
-                 [&](caf::error& err) { out = std::move(err); });
+                 [&](caf::error& err) { out = err; });
       return out;
     };
     auto metric = [](const char* name) {

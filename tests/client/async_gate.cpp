@@ -221,7 +221,7 @@ mute_listener::~mute_listener() {
 gate_fixture::gate_fixture() = default;
 
 uint16_t gate_fixture::publish_gate() {
-  auto inner = server.sys.spawn(make_api_facade, server.api);
+  auto inner = server.sys.spawn(make_api_facade, server.core);
   gate = server.sys.spawn(make_gate, inner, log);
   server.facades.push_back(caf::actor_cast<caf::actor>(inner));
   server.facades.push_back(caf::actor_cast<caf::actor>(gate));

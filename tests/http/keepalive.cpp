@@ -67,7 +67,7 @@ TEST_SUITE("http keep-alive") {
     http::http_options opts;
     opts.port = 0;
     auto web =
-      http::server::start(srv.sys, opts, srv.api, test::dsn(), srv.root);
+      http::server::start(srv.sys, opts, srv.core, test::dsn(), srv.root);
     REQUIRE(web);
     REQUIRE(*web != nullptr);
     httplib::Client cli{"127.0.0.1", (*web)->port()};

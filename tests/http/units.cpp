@@ -233,7 +233,7 @@ TEST_SUITE("http") {
     CHECK_FALSE(opts.tls());
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto off = server::start(sys, opts, api_actor{}, "");
+    auto off = server::start(sys, opts, core_actor{}, "");
     REQUIRE(off);
     CHECK(*off == nullptr);
     opts.port = 0;

@@ -42,8 +42,8 @@ void kill_and_wait(caf::actor_system& sys, const caf::actor& registry) {
 caf::actor registry_of(caf::actor_system& sys, const caf::actor& root) {
   caf::actor out;
   caf::scoped_actor self{sys};
-  self->request(root, 10s, atom::api_v)
-    .receive([&](api_actor& x) { out = caf::actor_cast<caf::actor>(x); },
+  self->request(root, 10s, atom::core_v)
+    .receive([&](core_actor& x) { out = caf::actor_cast<caf::actor>(x); },
              [](const caf::error&) {});
   return out;
 }
@@ -93,9 +93,9 @@ void kill_registry_on_trigger(caf::actor_system& sys, const caf::actor& root,
     // after a kill: the process must exit all the same.
     caf::scoped_actor self{sys};
     self
-      ->request(caf::actor_cast<api_actor>(registry), 10s, atom::status_v,
-                chat_id{1})
-      .receive([](const chat_status&) {}, [](const caf::error&) {});
+      ->request(caf::actor_cast<core_actor>(registry), 10s, atom::apply_v,
+                operation_on(operation_type::status, chat_id{1}))
+      .receive([](const outcome&) {}, [](const caf::error&) {});
     kill_and_wait(sys, registry);
     if (write(ack, "k", 1) != 1)
       std::_Exit(99);
@@ -166,7 +166,7 @@ TEST_SUITE("server core down") {
     http::http_options opts;
     opts.port = 0;
     auto web =
-      http::server::start(srv.sys, opts, srv.api, test::dsn(), srv.root);
+      http::server::start(srv.sys, opts, srv.core, test::dsn(), srv.root);
     REQUIRE(web);
     REQUIRE(*web != nullptr);
     auto port = (*web)->port();
@@ -174,7 +174,7 @@ TEST_SUITE("server core down") {
     auto t_live = clock_type::now();
     REQUIRE(live);
     CHECK(live->status == 200);
-    kill_and_wait(srv.sys, caf::actor_cast<caf::actor>(srv.api));
+    kill_and_wait(srv.sys, caf::actor_cast<caf::actor>(srv.core));
     auto t0 = clock_type::now();
     // Within the Postgres check's 1 s cache, where a cached verdict would
     // still say 200 (the time since the 200 is printed below).

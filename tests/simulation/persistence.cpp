@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tests/simulation/persistence.hpp"
 
+#include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 
 #include <caf/all.hpp>
@@ -204,20 +205,80 @@ caf::result<T> submit(self_ptr self, chat_id chat, apply_fn<T> apply) {
   return p.rp;
 }
 
+/// A transaction's answer as the outcome the real persistence actor gives:
+/// a refusal is the outcome's error.
+template <class F>
+apply_fn<outcome> as_apply(F f) {
+  return [f]() -> caf::expected<outcome> {
+    auto x = f();
+    if (!x)
+      return as_outcome(x.error());
+    return as_outcome(std::move(*x));
+  };
+}
+
 /// A commit (of `who`, "" for none); a chat actor killed meanwhile charges
 /// twice under its mutant.
-caf::result<receipt> sim_commit(self_ptr self, std::shared_ptr<sim_world> w,
-                                chat_id c, reservation_id id, int32_t units,
-                                const std::string& who) {
+caf::result<outcome> sim_commit(self_ptr self, std::shared_ptr<sim_world> w,
+                                const operation& op) {
   auto from = sender_of(self);
   auto clk = &self->clock();
-  return submit<receipt>(self, c, [=] {
-    auto out = w->commit(c, id, now_of(*clk), units, who);
-    if (out && w->mutant == sim_mutant::killed_commit_charges_twice
-        && w->killed.count(from) != 0)
-      w->charge_again(c, id);
-    return out;
-  });
+  auto c = op.chat;
+  auto id = op.reservation;
+  return submit<outcome>(
+    self, c, as_apply([=] {
+      auto out = w->commit(c, id, now_of(*clk), op.units, op.worker);
+      if (out && w->mutant == sim_mutant::killed_commit_charges_twice
+          && w->killed.count(from) != 0)
+        w->charge_again(c, id);
+      return out;
+    }));
+}
+
+/// One of the eight batchable operations, as the model runs it.
+caf::result<outcome> sim_apply(self_ptr self, std::shared_ptr<sim_world> w,
+                               const operation& op) {
+  auto clk = &self->clock();
+  auto now = [clk] {
+    return now_of(*clk);
+  };
+  auto c = op.chat;
+  auto id = op.reservation;
+  switch (op.type) {
+  case operation_type::reserve:
+    if (w->outage && w->mutant == sim_mutant::outage_says_busy
+        && w->active_of(c))
+      return as_outcome(
+        caf::make_error(ec::busy, "the mutant looked at the index"));
+    return submit<outcome>(self, c, as_apply([=] {
+                             return w->reserve(c, op.kind, op.request_id, now(),
+                                               op.units);
+                           }));
+  case operation_type::start:
+    return submit<outcome>(
+      self, c, as_apply([=] { return w->start(c, id, op.worker); }));
+  case operation_type::heartbeat:
+    return submit<outcome>(
+      self, c, as_apply([=] { return w->heartbeat(c, id, now(), op.worker); }));
+  case operation_type::commit:
+    return sim_commit(self, w, op);
+  case operation_type::fail:
+    return submit<outcome>(self, c,
+                           as_apply([=] { return w->fail(c, id, op.worker); }));
+  case operation_type::cancel:
+    if (id == 0 && op.request_id.empty())
+      return submit<outcome>(self, c, as_apply([=] { return w->cancel(c); }));
+    return submit<outcome>(
+      self, c, as_apply([=] { return w->cancel(c, id, op.request_id); }));
+  case operation_type::status:
+    return submit<outcome>(self, c,
+                           as_apply([=] { return w->status(c, now()); }));
+  case operation_type::touch:
+    return submit<outcome>(self, c,
+                           as_apply([=] { return w->touch(c, now()); }));
+  default:
+    return as_outcome(caf::make_error(ec::internal, "not a batch operation"));
+  }
 }
 
 caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
@@ -231,48 +292,7 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<chat_status>(self, spec.chat,
                                  [=] { return w->create(spec, now()); });
     },
-    [=](atom::reserve, chat_id c, kind k, const std::string& rid,
-        int32_t units) -> caf::result<reservation> {
-      if (w->outage && w->mutant == sim_mutant::outage_says_busy
-          && w->active_of(c))
-        return caf::make_error(ec::busy, "the mutant looked at the index");
-      return submit<reservation>(
-        self, c, [=] { return w->reserve(c, k, rid, now(), units); });
-    },
-    [=](atom::start, chat_id c, reservation_id id) {
-      return submit<reservation>(self, c, [=] { return w->start(c, id, ""); });
-    },
-    [=](atom::start, chat_id c, reservation_id id, const std::string& who) {
-      return submit<reservation>(self, c, [=] { return w->start(c, id, who); });
-    },
-    [=](atom::heartbeat, chat_id c, reservation_id id) {
-      return submit<reservation>(
-        self, c, [=] { return w->heartbeat(c, id, now(), ""); });
-    },
-    [=](atom::heartbeat, chat_id c, reservation_id id, const std::string& who) {
-      return submit<reservation>(
-        self, c, [=] { return w->heartbeat(c, id, now(), who); });
-    },
-    [=](atom::commit, chat_id c, reservation_id id, int32_t units) {
-      return sim_commit(self, w, c, id, units, "");
-    },
-    [=](atom::commit, chat_id c, reservation_id id, int32_t units,
-        const std::string& who) {
-      return sim_commit(self, w, c, id, units, who);
-    },
-    [=](atom::fail, chat_id c, reservation_id id) {
-      return submit<reservation>(self, c, [=] { return w->fail(c, id, ""); });
-    },
-    [=](atom::fail, chat_id c, reservation_id id, const std::string& who) {
-      return submit<reservation>(self, c, [=] { return w->fail(c, id, who); });
-    },
-    [=](atom::cancel, chat_id c) {
-      return submit<reservation>(self, c, [=] { return w->cancel(c); });
-    },
-    [=](atom::cancel, chat_id c, reservation_id id, const std::string& rid) {
-      return submit<reservation>(self, c,
-                                 [=] { return w->cancel(c, id, rid); });
-    },
+    [=](atom::apply, const operation& op) { return sim_apply(self, w, op); },
     [=](atom::uncertain, chat_id c, reservation_id id, const std::string& ref) {
       return submit<reservation>(
         self, c, [=] { return w->uncertain_of(c, id, ref, now(), ""); });
@@ -292,12 +312,6 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
                                      [=]() -> caf::expected<unresolved_page> {
                                        return w->unresolved(after, limit);
                                      });
-    },
-    [=](atom::status, chat_id c) {
-      return submit<chat_status>(self, c, [=] { return w->status(c, now()); });
-    },
-    [=](atom::touch, chat_id c) {
-      return submit<chat_status>(self, c, [=] { return w->touch(c, now()); });
     },
     [=](atom::top_up, chat_id c, int64_t credits, const std::string& pid) {
       return submit<top_up_receipt>(

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tests/support/fixture.hpp"
 
+#include "protocol/batch_request.hpp"
 #include "protocol/errors.hpp"
 
 #include <algorithm>
@@ -63,6 +64,47 @@ std::string name(const char* op, chat_id chat) {
   return std::string{op} + " " + std::to_string(chat);
 }
 
+receipt make_receipt(chat_id chat, reservation_id id) {
+  receipt x;
+  x.reservation = id;
+  x.chat = chat;
+  return x;
+}
+
+chat_status make_status(const std::shared_ptr<fake_log>& log, chat_id chat) {
+  chat_status st;
+  st.chat = chat;
+  if (log->active != 0)
+    st.active = make_reservation(chat, log->active);
+  return st;
+}
+
+/// One of the eight batchable operations, logged by its name.
+caf::result<outcome> apply(caf::event_based_actor* self,
+                           const std::shared_ptr<fake_log>& log,
+                           const operation& op) {
+  auto call = name(to_string(op.type), op.chat);
+  log->applied.push_back(op);
+  switch (op.type) {
+  case operation_type::reserve:
+    return answer(self, log, call,
+                  as_outcome(make_reservation(op.chat, log->reserve_id)));
+  case operation_type::commit:
+    return answer(self, log, call,
+                  as_outcome(make_receipt(op.chat, op.reservation)));
+  case operation_type::cancel:
+    return answer(self, log, call,
+                  as_outcome(cancelled(
+                    log, op.chat, op.reservation == 0 ? 1 : op.reservation)));
+  case operation_type::status:
+  case operation_type::touch:
+    return answer(self, log, call, as_outcome(make_status(log, op.chat)));
+  default:
+    return answer(self, log, call,
+                  as_outcome(make_reservation(op.chat, op.reservation)));
+  }
+}
+
 } // namespace
 
 caf::behavior fake_persistence(caf::event_based_actor* self,
@@ -74,77 +116,17 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       st.chat = spec.chat;
       return answer(self, log, name("create", spec.chat), st);
     },
-    [=](atom::reserve, chat_id chat, kind, const std::string&) {
-      return answer(self, log, name("reserve", chat),
-                    make_reservation(chat, log->reserve_id));
-    },
-    [=](atom::reserve, chat_id chat, kind, const std::string&, int32_t) {
-      return answer(self, log, name("reserve", chat),
-                    make_reservation(chat, log->reserve_id));
-    },
-    [=](atom::start, chat_id chat, reservation_id id) {
-      return answer(self, log, name("start", chat), make_reservation(chat, id));
-    },
-    [=](atom::heartbeat, chat_id chat, reservation_id id) {
-      return answer(self, log, name("heartbeat", chat),
-                    make_reservation(chat, id));
-    },
-    [=](atom::commit, chat_id chat, reservation_id id) {
-      receipt x;
-      x.reservation = id;
-      x.chat = chat;
-      return answer(self, log, name("commit", chat), x);
-    },
-    [=](atom::commit, chat_id chat, reservation_id id, int32_t) {
-      receipt x;
-      x.reservation = id;
-      x.chat = chat;
-      return answer(self, log, name("commit", chat), x);
-    },
-    [=](atom::fail, chat_id chat, reservation_id id) {
-      return answer(self, log, name("fail", chat), make_reservation(chat, id));
-    },
-    [=](atom::start, chat_id chat, reservation_id id, const std::string&) {
-      return answer(self, log, name("start", chat), make_reservation(chat, id));
-    },
-    [=](atom::heartbeat, chat_id chat, reservation_id id, const std::string&) {
-      return answer(self, log, name("heartbeat", chat),
-                    make_reservation(chat, id));
-    },
-    [=](atom::commit, chat_id chat, reservation_id id, int32_t,
-        const std::string&) {
-      receipt x;
-      x.reservation = id;
-      x.chat = chat;
-      return answer(self, log, name("commit", chat), x);
-    },
-    [=](atom::fail, chat_id chat, reservation_id id, const std::string&) {
-      return answer(self, log, name("fail", chat), make_reservation(chat, id));
-    },
+    [=](atom::apply, const operation& op) { return apply(self, log, op); },
     [=](atom::uncertain, chat_id chat, reservation_id id, const std::string&,
         const std::string&) {
       return answer(self, log, name("uncertain", chat),
                     make_reservation(chat, id));
-    },
-    [=](atom::cancel, chat_id chat) {
-      return answer(self, log, name("cancel", chat), cancelled(log, chat, 1));
-    },
-    [=](atom::cancel, chat_id chat, reservation_id id, const std::string&) {
-      return answer(self, log, name("cancel", chat),
-                    cancelled(log, chat, id == 0 ? 1 : id));
     },
     [=](atom::limits, chat_id chat, const limits_update& x) {
       chat_status st;
       st.chat = chat;
       st.own_max_active_jobs = x.max_active_jobs;
       return answer(self, log, name("limits", chat), st);
-    },
-    [=](atom::status, chat_id chat) {
-      chat_status st;
-      st.chat = chat;
-      if (log->active != 0)
-        st.active = make_reservation(chat, log->active);
-      return answer(self, log, name("status", chat), st);
     },
     [=](atom::release, chat_id chat, reservation_id id) {
       log->write_event("reservation_released", chat, id, "sweep_timeout");

@@ -21,8 +21,10 @@ namespace chargeonce::test {
 /// What the fakes saw and what they still owe.
 struct fake_log {
   std::vector<std::string> calls; ///< "reserve 42", "cancel 42", ...
-                                  /// A held answer and the fake that owes it: a
-                                  /// promise is delivered only
+  /// Every batchable operation as it reached the store, in arrival order.
+  std::vector<operation> applied;
+  /// A held answer and the fake that owes it: a
+  /// promise is delivered only
   /// from its own actor's context.
   struct owed_answer {
     caf::actor owner;

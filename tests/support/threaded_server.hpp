@@ -28,7 +28,8 @@ struct threaded_server {
   threaded_config cfg;
   caf::actor_system sys{cfg};
   supervisor_actor root;
-  api_actor api;
+  api_actor api;   ///< the published API, as callers in the process get it
+  core_actor core; ///< the registry, over which a server builds its facades
 
   explicit threaded_server(const persistence::store_options& opts,
                            supervisor_options sup = {}) {
@@ -36,6 +37,9 @@ struct threaded_server {
     caf::scoped_actor self{sys};
     self->request(root, std::chrono::seconds(10), atom::api_v)
       .receive([this](api_actor& x) { api = std::move(x); },
+               [](caf::error&) {});
+    self->request(root, std::chrono::seconds(10), atom::core_v)
+      .receive([this](core_actor& x) { core = std::move(x); },
                [](caf::error&) {});
   }
 
@@ -67,7 +71,7 @@ struct threaded_server {
   /// does: all roles by default; the bound port.
   template <class Facade = decltype(make_api_facade)>
   uint16_t publish(uint16_t port = 0, Facade make = make_api_facade) {
-    auto facade = sys.spawn(make, api);
+    auto facade = sys.spawn(make, core);
     facades.push_back(caf::actor_cast<caf::actor>(facade));
     auto bound = sys.middleman().publish(facade, port, "127.0.0.1", true);
     return bound ? *bound : 0;

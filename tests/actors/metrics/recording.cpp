@@ -59,9 +59,9 @@ struct server_fixture : deterministic_fixture {
     };
     root = sys.spawn(make_supervisor, factory, options);
     sched.run();
-    auto rh = self->request(root, caf::infinite, atom::api_v);
+    auto rh = self->request(root, caf::infinite, atom::core_v);
     sched.run();
-    auto api = *receive<api_actor>(rh);
+    auto api = *receive<core_actor>(rh);
     gateway = caf::actor_cast<caf::actor>(sys.spawn(make_gateway, api));
     worker = caf::actor_cast<caf::actor>(sys.spawn(make_worker, api));
     all_roles = caf::actor_cast<caf::actor>(sys.spawn(make_api_facade, api));
