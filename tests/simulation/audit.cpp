@@ -3,6 +3,7 @@
 
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
+#include "tools/common/pocket_model.hpp"
 
 #include <algorithm>
 

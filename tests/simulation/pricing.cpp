@@ -2,6 +2,7 @@
 #include "tests/simulation/pricing.hpp"
 
 #include "protocol/pockets.hpp"
+#include "tools/common/pocket_model.hpp"
 
 #include <algorithm>
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The model's pricing rules (pricing.hpp): what expires first is spent
-// first; premium text is free. The server's own decision is tested in SQL
+// first; premium text is free; a partial commit charges what expires first
+// (tools/common/pocket_model.hpp). The server's own decision is tested in SQL
 // (tests/sql/operations.sql) and against Postgres (tests/persistence).
 #include "tests/simulation/pricing.hpp"
+#include "tools/common/pocket_model.hpp"
 
 #include <doctest/doctest.h>
 
@@ -121,5 +123,28 @@ TEST_SUITE("model pricing") {
     CHECK(c.held == pockets(4, 0, 0));
     CHECK(choose_pockets(text, true, pockets{}, 1000, c) == ec::none);
     CHECK(c.held == pockets{});
+  }
+}
+
+TEST_SUITE("model commit") {
+
+  TEST_CASE("a commit of fewer units charges the pockets that expire first "
+            "at the hold's own prices") {
+    pockets held{0, 2, 6};  // 2 daily images, 3 units of 2 credits
+    pockets units{0, 2, 3}; // 5 units
+    CHECK(captured(held, units, 5, 0) == held); // not given: the whole hold
+    CHECK(captured(held, units, 5, 5) == held);
+    CHECK(captured(held, units, 5, 1) == pockets(0, 1, 0));
+    CHECK(captured(held, units, 5, 2) == pockets(0, 2, 0));
+    CHECK(captured(held, units, 5, 4) == pockets(0, 2, 4));
+    // Daily pockets by name, then balance.
+    pockets h2;
+    h2.set("daily_b", 3);
+    h2.set("daily_a", 2);
+    h2.set("balance", 1);
+    CHECK(captured(h2, h2, 6, 3).get("daily_a") == 2);
+    CHECK(captured(h2, h2, 6, 3).get("daily_b") == 1);
+    CHECK(captured(h2, h2, 6, 3).get("balance") == 0);
+    CHECK(captured(pockets{}, pockets{}, 4, 2) == pockets{}); // premium-free
   }
 }
