@@ -9,6 +9,7 @@
 #include "tools/bench/reference_log.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -115,6 +116,35 @@ TEST_SUITE("main.bench_reference") {
     CHECK(*rows[1].vs_faster_per_op == doctest::Approx(50000.0 / 30000));
     CHECK_FALSE(rows[1].batch_set);
     CHECK_FALSE(rows[1].share_of_batch_set);
+  }
+
+  TEST_CASE("the best per-operation figure at any client count is the bar "
+            "at every count: a baseline that collapses at 64 clients does "
+            "not flatter chargeonce there") {
+    std::vector<run_result> runs{
+      run_of("remote", 16, 40000, 3000), run_of("baseline", 16, 20000, 2000),
+      run_of("remote", 64, 60000, 9000), run_of("baseline", 64, 10000, 8000)};
+    std::vector<reference_run> ref{reference_of("per_op", 16, 25000, 1),
+                                   reference_of("per_op", 64, 5000, 1)};
+    auto failed = reference_of("per_op", 1, 90000, 1);
+    failed.pgbench_status = 2; // a failed run is no bar either
+    ref.push_back(failed);
+    auto rows = compare(runs, ref);
+    REQUIRE(rows.size() == 3);
+    const auto& at64 = rows[2];
+    CHECK(at64.clients == 64);
+    CHECK(*at64.vs_faster_per_op == doctest::Approx(6.0)); // 60000 / 10000
+    REQUIRE(at64.best_per_op);
+    CHECK(at64.best_per_op_design == "reference_per_op");
+    CHECK(at64.best_per_op_clients == 16);
+    CHECK(at64.best_per_op->cycles_per_s == doctest::Approx(2500));
+    CHECK(*at64.vs_best_per_op == doctest::Approx(60000.0 / 25000));
+    CHECK(*rows[1].vs_best_per_op == doctest::Approx(40000.0 / 25000));
+    CHECK_FALSE(rows[0].vs_best_per_op); // no chargeonce run at 1 client
+    auto json = comparisons_json(rows);
+    CHECK(json[2]["best_per_op"]["clients"] == 16);
+    CHECK(json[2]["vs_best_per_op"].get<double>()
+          == doctest::Approx(60000.0 / 25000));
   }
 
   TEST_CASE("a failed reference run is no baseline") {
