@@ -3,10 +3,10 @@
 
 #include "protocol/errors.hpp"
 #include "protocol/pockets.hpp"
-#include "tools/common/pocket_model.hpp"
 #include "protocol/validation.hpp"
 #include "protocol/window.hpp"
 #include "tests/simulation/pricing.hpp"
+#include "tools/common/pocket_model.hpp"
 
 #include <algorithm>
 #include <tuple>
