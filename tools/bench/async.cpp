@@ -199,8 +199,9 @@ private:
 } // namespace
 
 run_result run_async_clients(client::client& api, size_t clients,
-                             const bench_options& o, const chat_range& chats) {
-  auto window = window_from_now(o);
+                             const bench_options& o, const chat_range& chats,
+                             const window_maker& make_window) {
+  auto window = make_window();
   auto run = std::make_shared<async_run>(chats, o.order, o.mix, window, clients,
                                          static_cast<uint64_t>(o.min_cycles));
   std::random_device seed;
@@ -213,8 +214,15 @@ run_result run_async_clients(client::client& api, size_t clients,
   if (!stats)
     throw std::runtime_error("asynchronous clients did not stop after the "
                              "window");
-  run_result out{"remote_async", clients, 1, run->quota.seconds_of(window),
-                 *stats,         {},      {}};
+  run_result out{"remote_async",
+                 clients,
+                 1,
+                 run->quota.seconds_of(window),
+                 *stats,
+                 {},
+                 {},
+                 {},
+                 {}};
   out.stats.touched = run->picker.touched();
   return out;
 }

@@ -14,6 +14,7 @@ namespace chargeonce::bench {
 /// starting its next call from the previous one's continuation; returns
 /// once every loop has stopped (mode remote_async).
 run_result run_async_clients(client::client& api, size_t clients,
-                             const bench_options& o, const chat_range& chats);
+                             const bench_options& o, const chat_range& chats,
+                             const window_maker& make_window);
 
 } // namespace chargeonce::bench

@@ -158,25 +158,109 @@ auto seeded_run(const bench_options& o, F f) {
   }
 }
 
-/// Client threads in this process, or --processes children.
+/// Client threads in this process in `make_window`'s window (default: a
+/// warm-up from now), or --processes children.
 run_result run_mode(const std::string& mode, size_t clients,
                     const bench_options& o, const chat_range& chats,
-                    const driver_factory& make_driver) {
+                    const driver_factory& make_driver,
+                    window_maker make_window = {}) {
   if (o.processes > 1)
     return run_processes(mode, clients, o, chats);
-  return run_clients(mode, clients, o, chats, make_driver,
-                     [&] { return window_from_now(o); });
+  if (!make_window)
+    make_window = [&o] {
+      return window_from_now(o);
+    };
+  return run_clients(mode, clients, o, chats, make_driver, make_window);
+}
+
+/// The CPU of the server (--server-pid) and of this process over one run's
+/// measured window: read when the window opens (a thread waits for it, so
+/// that connecting and the warm-up are left out) and when the run ended
+/// (its clients' last cycles, at most one each past the window, are in).
+class cpu_meter {
+public:
+  explicit cpu_meter(const bench_options& o) : server_pid_(o.server_pid) {
+    make_ = [&o] {
+      return window_from_now(o);
+    };
+  }
+
+  cpu_meter(const cpu_meter&) = delete;
+  cpu_meter& operator=(const cpu_meter&) = delete;
+
+  ~cpu_meter() {
+    if (waiter_.joinable())
+      waiter_.join();
+  }
+
+  /// The run's window, arming the first reading at its start.
+  window_maker window() {
+    return [this] {
+      auto w = make_();
+      armed_ = true;
+      waiter_ = std::thread{[this, from = w.from] {
+        std::this_thread::sleep_until(from);
+        at_open_ = sample();
+      }};
+      return w;
+    };
+  }
+
+  /// Sets the run's CPU per cycle, once it has ended.
+  void finish(run_result& r) {
+    if (waiter_.joinable())
+      waiter_.join();
+    auto at_close = sample();
+    if (r.stats.cycles == 0 || !armed_)
+      return;
+    auto per_cycle =
+      [&](const std::optional<double>& from,
+          const std::optional<double>& until) -> std::optional<double> {
+      if (!from || !until)
+        return std::nullopt;
+      return (*until - *from) * 1e6 / static_cast<double>(r.stats.cycles);
+    };
+    r.server_cpu_us_per_cycle = per_cycle(at_open_.server, at_close.server);
+    r.bench_cpu_us_per_cycle = per_cycle(at_open_.bench, at_close.bench);
+  }
+
+private:
+  struct reading {
+    std::optional<double> server;
+    std::optional<double> bench;
+  };
+
+  reading sample() const {
+    return {server_pid_ > 0 ? read_cpu_s(server_pid_) : std::nullopt,
+            read_cpu_s(0)};
+  }
+
+  int64_t server_pid_;
+  window_maker make_;
+  std::thread waiter_;
+  bool armed_ = false;
+  reading at_open_;
+};
+
+/// After a run against a server: its memory and CPU, then a pause.
+void finish_remote_run(run_result& result, cpu_meter& cpu,
+                       const bench_options& o) {
+  cpu.finish(result);
+  if (o.server_pid > 0)
+    result.memory = read_memory(o.server_pid, "server");
+  std::this_thread::sleep_for(remote_settle);
 }
 
 run_result run_remote(remote_session& session, size_t clients,
                       const bench_options& o, const chat_range& chats) {
   check_servers_see(session.api(), chats);
   progress("remote", clients);
-  auto result = run_mode("remote", clients, o, chats,
-                         [&] { return make_remote_driver(session.api()); });
-  if (o.server_pid > 0)
-    result.memory = read_memory(o.server_pid, "server");
-  std::this_thread::sleep_for(remote_settle);
+  // With --processes the children measure, and no window is armed here.
+  cpu_meter cpu{o};
+  auto result = run_mode(
+    "remote", clients, o, chats,
+    [&] { return make_remote_driver(session.api()); }, cpu.window());
+  finish_remote_run(result, cpu, o);
   return result;
 }
 
@@ -185,10 +269,10 @@ run_result run_remote_async(remote_session& session, size_t clients,
                             const bench_options& o, const chat_range& chats) {
   check_servers_see(session.api(), chats);
   progress("remote_async", clients);
-  auto result = run_async_clients(session.api(), clients, o, chats);
-  if (o.server_pid > 0)
-    result.memory = read_memory(o.server_pid, "server");
-  std::this_thread::sleep_for(remote_settle);
+  cpu_meter cpu{o};
+  auto result =
+    run_async_clients(session.api(), clients, o, chats, cpu.window());
+  finish_remote_run(result, cpu, o);
   return result;
 }
 
@@ -197,12 +281,11 @@ run_result run_http(size_t clients, const bench_options& o,
                     const chat_range& chats) {
   check_http_sees(o.http, chats.first + 1);
   progress("http", clients);
+  cpu_meter cpu{o};
   auto result = run_clients(
     "http", clients, o, chats, [&] { return make_http_driver(o.http); },
-    [&] { return window_from_now(o); });
-  if (o.server_pid > 0)
-    result.memory = read_memory(o.server_pid, "server");
-  std::this_thread::sleep_for(remote_settle);
+    cpu.window());
+  finish_remote_run(result, cpu, o);
   return result;
 }
 

@@ -236,6 +236,10 @@ struct run_result {
   client_stats stats;
   std::optional<memory_figures> memory;
   std::optional<run_audit> audit; ///< Postgres after the run
+  /// CPU (user + system) over the measured window, per measured cycle: the
+  /// server's (--server-pid) and this process's, which runs the clients.
+  std::optional<double> server_cpu_us_per_cycle;
+  std::optional<double> bench_cpu_us_per_cycle;
 
   double cycles_per_s() const {
     return duration_s > 0 ? static_cast<double>(stats.cycles) / duration_s

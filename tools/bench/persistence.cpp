@@ -4,12 +4,11 @@
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tools/bench/baseline.hpp"
+#include "tools/bench/processes.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <fstream>
-#include <sstream>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -30,25 +29,7 @@ std::optional<double> postgres_cpu_s(int pid) {
   std::getline(std::ifstream{dir + "/comm"}, comm);
   if (comm != "postgres")
     return std::nullopt;
-  std::string stat;
-  std::getline(std::ifstream{dir + "/stat"}, stat);
-  // Fields after the parenthesised name: state is field 3, utime 14,
-  // stime 15 (proc(5)); the name itself may hold spaces.
-  auto close = stat.rfind(')');
-  if (close == std::string::npos)
-    return std::nullopt;
-  std::istringstream rest{stat.substr(close + 2)};
-  std::string field;
-  long long utime = 0;
-  long long stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14)
-      utime = std::stoll(field);
-    if (i == 15)
-      stime = std::stoll(field);
-  }
-  return static_cast<double>(utime + stime)
-         / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return read_cpu_s(pid);
 }
 
 /// Hands out the run's chats in order and wraps around: a chat comes back

@@ -153,7 +153,7 @@ run_result run_processes(const std::string& mode, size_t clients,
   }
   // Each child holds its own window open for its clients' --min-cycles:
   // the run spans the longest.
-  run_result out{mode, clients, n, 0.0, {}, {}, {}};
+  run_result out{mode, clients, n, 0.0, {}, {}, {}, {}, {}};
   bool failed = false;
   for (auto& c : children) {
     auto report = deserialize_report(read_all(c.from));
@@ -262,6 +262,28 @@ std::optional<memory_figures> read_memory(int64_t pid, std::string process) {
   if (out.peak_rss_kib < 0 || out.rss_kib < 0)
     return std::nullopt;
   return out;
+}
+
+std::optional<double> read_cpu_s(int64_t pid) {
+  auto path = pid == 0 ? std::string{"/proc/self/stat"}
+                       : "/proc/" + std::to_string(pid) + "/stat";
+  std::string stat;
+  std::getline(std::ifstream{path}, stat);
+  // Fields after the parenthesised name: state is field 3, utime 14,
+  // stime 15 (proc(5)); the name itself may hold spaces.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size())
+    return std::nullopt;
+  std::istringstream rest{stat.substr(close + 2)};
+  std::string field;
+  long long ticks = 0;
+  int i = 3;
+  for (; i <= 15 && rest >> field; ++i)
+    if (i == 14 || i == 15)
+      ticks += std::stoll(field);
+  if (i <= 15)
+    return std::nullopt;
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 bool reset_peak_rss() {

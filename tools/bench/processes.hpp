@@ -42,6 +42,10 @@ std::vector<char*> argv_of(std::vector<std::string>& args);
 /// VmHWM and VmRSS of a process (0: this one); nullopt if unreadable.
 std::optional<memory_figures> read_memory(int64_t pid, std::string process);
 
+/// User + system CPU seconds a process (0: this one) has used so far, from
+/// /proc/PID/stat; nullopt if unreadable.
+std::optional<double> read_cpu_s(int64_t pid);
+
 /// Restarts this process's VmHWM at its current RSS, so that the next read
 /// is the peak of one run; false if the kernel does not allow it.
 bool reset_peak_rss();

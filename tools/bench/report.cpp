@@ -75,6 +75,10 @@ nlohmann::json run_json(const run_result& r) {
     out["peak_rss_kib"] = r.memory->peak_rss_kib;
     out["rss_kib"] = r.memory->rss_kib;
   }
+  if (r.server_cpu_us_per_cycle)
+    out["server_cpu_us_per_cycle"] = *r.server_cpu_us_per_cycle;
+  if (r.bench_cpu_us_per_cycle)
+    out["bench_cpu_us_per_cycle"] = *r.bench_cpu_us_per_cycle;
   if (r.audit)
     out["audit"] = {{"acknowledged_commits", r.audit->acknowledged},
                     {"ledger_charges", r.audit->ledger_charges},
@@ -166,6 +170,33 @@ void print_memory(const std::vector<run_result>& runs) {
                   static_cast<long long>(r.memory->peak_rss_kib),
                   static_cast<long long>(r.memory->rss_kib));
     std::printf("\n");
+  }
+}
+
+/// CPU per cycle over the measured window, for the runs that know it: the
+/// server's and the bench's own (its clients run in it).
+void print_cpu(const std::vector<run_result>& runs) {
+  bool header = false;
+  for (const auto& r : runs) {
+    if (!r.server_cpu_us_per_cycle && !r.bench_cpu_us_per_cycle)
+      continue;
+    if (!header) {
+      std::printf("\nCPU per cycle in µs (user + system, measured window)\n");
+      std::printf("%-13s %7s %10s %10s\n", "mode", "clients", "server",
+                  "bench");
+      header = true;
+    }
+    auto cell = [](const std::optional<double>& x) {
+      char buf[32];
+      if (x)
+        std::snprintf(buf, sizeof buf, "%.0f", *x);
+      else
+        std::snprintf(buf, sizeof buf, "-");
+      return std::string{buf};
+    };
+    std::printf("%-13s %7zu %10s %10s\n", r.mode.c_str(), r.clients,
+                cell(r.server_cpu_us_per_cycle).c_str(),
+                cell(r.bench_cpu_us_per_cycle).c_str());
   }
 }
 
@@ -367,6 +398,7 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
     print_outcomes(runs);
     print_audits(runs);
     print_memory(runs);
+    print_cpu(runs);
   }
   if (!reference.empty())
     print_comparisons(reference, compare(runs, reference));
