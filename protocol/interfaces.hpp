@@ -18,11 +18,45 @@
 
 namespace chargeonce {
 
-/// The billing operations of one chat, as clients send them. Every
-/// operation names its chat: the server routes by it.
-using billing_actor = caf::typed_actor<
+/// The operations of one chat that no batch carries: an account's
+/// changes and the resolution of jobs of unknown outcome. Every operation
+/// names its chat: the server routes by it. Inside the server they keep
+/// these messages (actors/interfaces.hpp).
+using unbatched_actor = caf::typed_actor<
   /// Registers a chat; fails with already_exists or invalid_argument.
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
+  /// uncertain of a worker that names itself (`worker`, last), as
+  /// billing_actor's other worker forms.
+  caf::replies_to<atom::uncertain, chat_id, reservation_id, std::string,
+                  std::string>::with<reservation>,
+  /// A started job whose provider call timed out (chat, id, provider_ref):
+  /// outcome_unknown, its slot freed, its hold kept; a repeat with the same
+  /// provider_ref answers the same.
+  caf::replies_to<atom::uncertain, chat_id, reservation_id,
+                  std::string>::with<reservation>,
+  /// What the provider says of an uncertain job (chat, id, "succeeded" or
+  /// "failed", units: 1 or more, only with succeeded; 0 is
+  /// invalid_argument): charged as a commit of those units, or released.
+  /// Repeated, the first resolution; the other outcome is invalid_state,
+  /// after reconcile-timeout released it expired. The form without units
+  /// (the whole hold) is in api_actor and worker_actor; inside the server
+  /// this one carries it as units 0.
+  caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
+                  int32_t>::with<resolution>,
+  /// Adds purchased credits once per payment_id (chat, credits, payment_id);
+  /// a retry returns the first receipt and changes nothing.
+  caf::replies_to<atom::top_up, chat_id, int64_t,
+                  std::string>::with<top_up_receipt>,
+  /// Sets premium_until; premium is judged at reserve time only.
+  caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
+  /// Sets the given flags (started, blocked, banned).
+  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
+  /// Sets the chat's own limit of active jobs, or back to its plan's.
+  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
+
+/// The billing operations of one chat, as clients send them: the account's
+/// above, and the eight a batch may carry.
+using billing_actor = unbatched_actor::extend<
   /// Holds the price of one job (chat, kind, request_id) in a free slot;
   /// fails with busy (every slot taken), insufficient_messages,
   /// insufficient_images, not_found, chat_blocked, chat_banned,
@@ -65,22 +99,6 @@ using billing_actor = caf::typed_actor<
                   std::string>::with<receipt>,
   caf::replies_to<atom::fail, chat_id, reservation_id,
                   std::string>::with<reservation>,
-  caf::replies_to<atom::uncertain, chat_id, reservation_id, std::string,
-                  std::string>::with<reservation>,
-  /// A started job whose provider call timed out (chat, id, provider_ref):
-  /// outcome_unknown, its slot freed, its hold kept; a repeat with the same
-  /// provider_ref answers the same.
-  caf::replies_to<atom::uncertain, chat_id, reservation_id,
-                  std::string>::with<reservation>,
-  /// What the provider says of an uncertain job (chat, id, "succeeded" or
-  /// "failed", units: 1 or more, only with succeeded; 0 is
-  /// invalid_argument): charged as a commit of those units, or released.
-  /// Repeated, the first resolution; the other outcome is invalid_state,
-  /// after reconcile-timeout released it expired. The form without units
-  /// (the whole hold) is in api_actor and worker_actor; inside the server
-  /// this one carries it as units 0.
-  caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
-                  int32_t>::with<resolution>,
   /// Deletes the chat's only active reservation while queued. Once started:
   /// too_late under its kind's `refuse` policy; under `request`, marks it
   /// cancel_requested and answers it (a repeat answers the same). Fails
@@ -94,20 +112,10 @@ using billing_actor = caf::typed_actor<
   caf::replies_to<atom::status, chat_id>::with<chat_status>,
   /// A user update: records activity, registers an unknown chat on the free
   /// plan, opens the daily window or refills it when refill-interval passed.
-  caf::replies_to<atom::touch, chat_id>::with<chat_status>,
-  /// Adds purchased credits once per payment_id (chat, credits, payment_id);
-  /// a retry returns the first receipt and changes nothing.
-  caf::replies_to<atom::top_up, chat_id, int64_t,
-                  std::string>::with<top_up_receipt>,
-  /// Sets premium_until; premium is judged at reserve time only.
-  caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
-  /// Sets the given flags (started, blocked, banned).
-  caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
-  /// Sets the chat's own limit of active jobs, or back to its plan's.
-  caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>>;
+  caf::replies_to<atom::touch, chat_id>::with<chat_status>>;
 
-/// The server's published API: billing plus the event stream. A subscriber
-/// (local or remote) receives reservation_released, cancel_requested,
+/// The event stream and the reads of every chat. A subscriber (local or
+/// remote) receives reservation_released, cancel_requested,
 /// reconcile_needed and limits_refilled as requests (a handler returning
 /// void answers them), in event id order, from Postgres' events table: at
 /// least once, every server sending every event. queue_notice is a timer of
@@ -116,15 +124,12 @@ using billing_actor = caf::typed_actor<
 /// forgotten. `subscribe, who` starts after the newest event;
 /// `subscribe, who, after` first replays every kept event after id `after`
 /// (invalid_argument when `after` is beyond the newest id).
-using api_actor = billing_actor::extend<
+using support_actor = caf::typed_actor<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
   caf::replies_to<atom::subscribe, caf::actor, event_id>::with<bool>,
   /// resolve without units: "succeeded" charges the whole hold.
   caf::replies_to<atom::resolve, chat_id, reservation_id,
                   std::string>::with<resolution>,
-  /// commit of the whole hold by a worker that names itself.
-  caf::replies_to<atom::commit, chat_id, reservation_id,
-                  std::string>::with<receipt>,
   /// Jobs of unknown outcome of every chat after reservation id `after`,
   /// oldest id first, at most `limit` (1 to 1,000).
   caf::replies_to<atom::unresolved, reservation_id,
@@ -136,6 +141,12 @@ using api_actor = billing_actor::extend<
   /// A chat as support needs it: status, plan and why, window and next
   /// refill, deadlines, the last 10 history entries.
   caf::replies_to<atom::explain, chat_id>::with<chat_explanation>>;
+
+/// The server's published API: billing, the event stream and the reads.
+using api_actor = billing_actor::extend_with<support_actor>::extend<
+  /// commit of the whole hold by a worker that names itself.
+  caf::replies_to<atom::commit, chat_id, reservation_id,
+                  std::string>::with<receipt>>;
 
 /// Many operations in one message (client batching). Each is answered as if
 /// it had come alone, in the batch's order; one outside the endpoint's role
