@@ -1,0 +1,172 @@
+-- SPDX-License-Identifier: Apache-2.0
+-- Credit grants: every top-up becomes a grant with its own expiry and
+-- priority, and the balance pocket is the sum of what the chat's grants have
+-- left. Tables, types, indexes and the conversion of a 0.2 database's rows;
+-- the functions are in persistence/functions/12_grants.sql and the files it
+-- changes, which migrate() applies after this file.
+--
+-- pockets[3] (balance) stays, as the denormalized sum of the grants' `left`
+-- (credits - charged - expired - voided): every pocket rule of reserve,
+-- commit and the batch keeps reading one integer, and only the balance part
+-- of a hold is split over grants. Each hold records which grants it holds
+-- and how much of each (a hold belongs to what it was taken from: a grant
+-- that expires or is voided while a job holds part of it keeps that part
+-- until the job ends).
+
+-- Grants --------------------------------------------------------------------
+
+CREATE TABLE grants (
+  grant_id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  chat_id             bigint NOT NULL,
+  source              text NOT NULL DEFAULT 'purchase'
+                        CHECK (source IN ('purchase', 'promo', 'admin')),
+  credits             integer NOT NULL CHECK (credits > 0),
+  charged             integer NOT NULL DEFAULT 0 CHECK (charged >= 0),
+  expired             integer NOT NULL DEFAULT 0 CHECK (expired >= 0),
+  voided              integer NOT NULL DEFAULT 0 CHECK (voided >= 0),
+  -- Lower spends first.
+  priority            integer NOT NULL DEFAULT 100
+                        CHECK (priority BETWEEN 0 AND 1000),
+  expires_at          timestamptz NULL,  -- NULL: never
+  -- The relative expiry as the top-up gave it: a retried top-up is compared
+  -- with what it gave, not with the instant it resolved to.
+  expires_in_ms       bigint NULL,
+  payment_id          text NULL,         -- NULL: not a top-up (admin, 004)
+  created_at          timestamptz NOT NULL DEFAULT now(),
+  -- Set once, when its unheld credits expired (held ones expire as their
+  -- holds end).
+  expired_at          timestamptz NULL,
+  voided_at           timestamptz NULL,
+  -- When its credits_expiring event was written: once per grant.
+  expiring_noticed_at timestamptz NULL,
+  CONSTRAINT grants_amounts CHECK (charged + expired + voided <= credits)
+);
+
+-- A retried top-up finds its grant; one grant per payment.
+CREATE UNIQUE INDEX grants_payment_id ON grants (payment_id)
+  WHERE payment_id IS NOT NULL;
+
+-- A chat's grants (every hold split and status).
+CREATE INDEX grants_chat_id ON grants (chat_id, grant_id);
+
+-- The supervisor's expiry scan and expiring notices: only grants that may
+-- still expire.
+CREATE INDEX grants_due ON grants (expires_at)
+  WHERE expired_at IS NULL AND voided_at IS NULL AND expires_at IS NOT NULL;
+
+-- A hold on grants: the grants, in spending order, and the credits of each
+-- (aligned arrays).
+CREATE TYPE chargeonce_grant_hold AS (grant_ids bigint[], credits integer[]);
+
+-- The spending order as one value that sorts: priority, then the soonest
+-- expiry (none last), then the source (promo, admin, purchase), then
+-- creation (chargeonce_spending_order builds it).
+CREATE TYPE chargeonce_spending_key AS (
+  priority      integer,
+  never_expires boolean,
+  expires_at    timestamptz,
+  source_rank   integer,
+  created_at    timestamptz,
+  grant_id      bigint
+);
+
+-- What top-up and void-grant answer: 'ok' and the grant after the change
+-- (a retried top-up: the first grant; a top-up of 0.2, before grants: no
+-- grant_id, the ledger's row), or a refusal's name and message.
+CREATE TYPE chargeonce_grant_answer AS (
+  outcome       text,
+  message       text,
+  grant_id      bigint,
+  chat_id       bigint,
+  source        text,
+  credits       integer,
+  left_credits  integer,  -- credits - charged - expired - voided
+  held          integer,  -- what open holds hold of it
+  priority      integer,
+  expires_us    bigint,
+  expires_in_ms bigint,
+  payment_id    text,
+  created_us    bigint,
+  expired_us    bigint,
+  voided_us     bigint,
+  committed_us  bigint    -- the top-up's ledger row: the receipt's time
+);
+
+-- Holds ---------------------------------------------------------------------
+
+-- The balance part of a hold, per grant, in spending order: their sum is
+-- held[3].
+ALTER TABLE reservations
+  ADD COLUMN held_grants bigint[] NOT NULL DEFAULT '{}',
+  ADD COLUMN held_grant_credits integer[] NOT NULL DEFAULT '{}';
+
+ALTER TABLE uncertain_reservations
+  ADD COLUMN held_grants bigint[] NOT NULL DEFAULT '{}',
+  ADD COLUMN held_grant_credits integer[] NOT NULL DEFAULT '{}';
+
+-- The soonest expires_at of the chat's grants not yet expired nor voided
+-- (NULL: none): one column a writer reads under the chat's lock to know
+-- whether it must expire grants first.
+ALTER TABLE chats ADD COLUMN next_expiry timestamptz NULL;
+
+-- The ledger and events ------------------------------------------------------
+
+-- A charge names the grants it took from; a top_up, expire or void row its
+-- one grant. expire and void take a grant's unheld credits out of the
+-- balance (detail: which grant, and the reservation whose end released
+-- them); the reservation_id of a charge stays unique, so these rows name
+-- the reservation in detail only.
+ALTER TABLE ledger
+  ADD COLUMN grant_ids bigint[] NOT NULL DEFAULT '{}',
+  ADD COLUMN grant_credits integer[] NOT NULL DEFAULT '{}',
+  DROP CONSTRAINT ledger_entry_check,
+  ADD CONSTRAINT ledger_entry_check
+    CHECK (entry IN ('charge', 'top_up', 'refill', 'admin', 'expire',
+                     'void')),
+  DROP CONSTRAINT ledger_entry_shape,
+  ADD CONSTRAINT ledger_entry_shape CHECK (
+    (entry = 'charge' AND reservation_id IS NOT NULL AND kind IS NOT NULL
+      AND payment_id IS NULL AND detail IS NULL)
+    OR (entry = 'top_up' AND reservation_id IS NULL AND payment_id IS NOT NULL
+      AND credited_balance > 0 AND detail IS NULL)
+    OR (entry IN ('refill', 'admin') AND reservation_id IS NULL
+      AND payment_id IS NULL AND kind IS NULL AND credited_balance = 0
+      AND detail IS NOT NULL AND pockets IS NOT NULL)
+    OR (entry IN ('expire', 'void') AND reservation_id IS NULL
+      AND payment_id IS NULL AND kind IS NULL AND credited_balance = 0
+      AND cardinality(grant_ids) = 1 AND detail IS NOT NULL
+      AND pockets IS NOT NULL));
+
+ALTER TABLE events DROP CONSTRAINT events_event_check,
+  ADD CONSTRAINT events_event_check
+    CHECK (event IN ('reservation_released', 'limits_refilled',
+                     'cancel_requested', 'reconcile_needed',
+                     'credits_expired', 'credits_expiring'));
+
+-- Conversion ----------------------------------------------------------------
+
+-- Each chat's balance becomes one grant that never expires, and every open
+-- hold on balance a hold on that grant. A ledger row per chat says why
+-- (nothing changes: the balance was already there). Payment ids of earlier
+-- top-ups stay in the ledger's unique index: a retried old webhook still
+-- changes nothing, and names no grant.
+INSERT INTO grants (chat_id, source, credits)
+SELECT chat_id, 'purchase', pockets[3] FROM chats WHERE pockets[3] > 0
+ ORDER BY chat_id;
+
+UPDATE reservations r
+   SET held_grants = ARRAY[g.grant_id], held_grant_credits = ARRAY[r.held[3]]
+  FROM grants g
+ WHERE g.chat_id = r.chat_id AND r.held[3] > 0;
+
+UPDATE uncertain_reservations u
+   SET held_grants = ARRAY[g.grant_id], held_grant_credits = ARRAY[u.held[3]]
+  FROM grants g
+ WHERE g.chat_id = u.chat_id AND u.outcome IS NULL AND u.held[3] > 0;
+
+INSERT INTO ledger (entry, detail, chat_id, pockets, grant_ids,
+                    grant_credits)
+SELECT 'admin', 'balance became grant ' || g.grant_id, g.chat_id, c.pockets,
+       ARRAY[g.grant_id], ARRAY[g.credits]
+  FROM grants g JOIN chats c ON c.chat_id = g.chat_id
+ ORDER BY g.chat_id;
