@@ -58,11 +58,17 @@ BEGIN
   IF referenced IS NOT NULL THEN
     PERFORM chargeonce_chat_still_referenced('ledger', referenced);
   END IF;
+  SELECT min(g.chat_id) INTO referenced
+    FROM old_rows o JOIN grants g ON g.chat_id = o.chat_id;
+  IF referenced IS NOT NULL THEN
+    PERFORM chargeonce_chat_still_referenced('grants', referenced);
+  END IF;
   DELETE FROM reservations r USING old_rows o WHERE r.chat_id = o.chat_id;
   RETURN NULL;
 END $$;
 
--- Changing a chat's id: refused while a reservation or ledger row names it.
+-- Changing a chat's id: refused while a reservation, ledger or grant row
+-- names it.
 CREATE OR REPLACE FUNCTION chargeonce_chat_id_changed() RETURNS trigger
   LANGUAGE plpgsql AS $$
 BEGIN
@@ -70,6 +76,8 @@ BEGIN
     PERFORM chargeonce_chat_still_referenced('ledger', OLD.chat_id);
   ELSIF EXISTS (SELECT 1 FROM reservations WHERE chat_id = OLD.chat_id) THEN
     PERFORM chargeonce_chat_still_referenced('reservations', OLD.chat_id);
+  ELSIF EXISTS (SELECT 1 FROM grants WHERE chat_id = OLD.chat_id) THEN
+    PERFORM chargeonce_chat_still_referenced('grants', OLD.chat_id);
   END IF;
   RETURN NULL;
 END $$;
@@ -79,11 +87,27 @@ END $$;
 CREATE OR REPLACE FUNCTION chargeonce_chats_truncated() RETURNS trigger
   LANGUAGE plpgsql AS $$
 BEGIN
-  IF EXISTS (SELECT 1 FROM reservations) OR EXISTS (SELECT 1 FROM ledger) THEN
+  IF EXISTS (SELECT 1 FROM reservations) OR EXISTS (SELECT 1 FROM ledger)
+     OR EXISTS (SELECT 1 FROM grants) THEN
     RAISE foreign_key_violation USING
-      MESSAGE = 'cannot truncate chats while reservations or ledger hold '
-                'rows (truncate them first)',
+      MESSAGE = 'cannot truncate chats while reservations, ledger or grants '
+                'hold rows (truncate them first)',
       TABLE = 'chats', CONSTRAINT = 'chats_referenced';
   END IF;
   RETURN NULL;
 END $$;
+
+-- Grants name their chat as the ledger does (the triggers 001 made for
+-- reservations and ledger, made here for the table 004 added; CREATE OR
+-- REPLACE, like the functions, so that applying this file again changes
+-- nothing). A chat with grants is neither deleted nor renumbered (above).
+CREATE OR REPLACE TRIGGER grants_chat_reference BEFORE INSERT ON grants
+  FOR EACH ROW
+  WHEN (current_setting('chargeonce.references_checked', true)
+          IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION chargeonce_check_chat_reference();
+
+CREATE OR REPLACE TRIGGER grants_chat_changed
+  AFTER UPDATE OF chat_id ON grants FOR EACH ROW
+  WHEN (OLD.chat_id IS DISTINCT FROM NEW.chat_id)
+  EXECUTE FUNCTION chargeonce_check_chat_reference();

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: Apache-2.0
--- Reserve: the decision of how much, from which pocket and window, under the
--- chat row's lock.
+-- Reserve: the decision of how much, from which pocket and window, and from
+-- which grants, under the chat row's lock.
 --
 -- The live body of every function here: migrate() applies the function
 -- files after the versioned migrations, in one transaction, when they
@@ -19,6 +19,7 @@ DECLARE
   job_limit integer;
   free_slot integer;
   choice chargeonce_choice;
+  hold chargeonce_grant_hold := ROW('{}', '{}');
   v_units integer := coalesce(nullif(p_units, 0), 1);
 BEGIN
   IF spec IS NULL THEN
@@ -30,10 +31,19 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number
+         window_number, next_expiry
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- An expired grant pays nothing new: its credits leave the balance
+  -- before the decision reads it.
+  IF c.next_expiry <= now() THEN
+    PERFORM chargeonce_expire_grants(p_chat);
+    SELECT pockets, max_active_jobs,
+           coalesce(premium_until > now(), false) AS premium, blocked,
+           banned, window_number, next_expiry
+      INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
   IF o.r_id IS NOT NULL THEN
@@ -94,11 +104,16 @@ BEGIN
     RETURN chargeonce_refusal(spec ->> 'refusal',
       'chat ' || p_chat || ' cannot pay for ' || p_kind || (spec ->> 'why'));
   END IF;
+  -- Balance is the one pocket that spans grants: the hold records which.
+  IF choice.held[3] > 0 THEN
+    hold := chargeonce_hold_grants(p_chat, choice.held[3]);
+  END IF;
   INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                            units, held_units, window_number)
+                            units, held_units, window_number, held_grants,
+                            held_grant_credits)
     VALUES (p_chat, p_kind, chargeonce_queue(spec, c.premium),
             choice.held, p_request_id, free_slot, v_units, choice.held_units,
-            c.window_number)
+            c.window_number, hold.grant_ids, hold.credits)
     ON CONFLICT (chat_id, slot) DO NOTHING
     RETURNING * INTO r;
   IF NOT FOUND THEN

@@ -22,9 +22,10 @@ BEGIN
   IF coalesce(p_worker, '') = '' THEN
     RETURN NULL;
   END IF;
-  -- A commit writes the chat's pockets: the chat's row first, as every
-  -- writer takes them, then the reservation's.
-  IF p_op = 'commit' THEN
+  -- A commit writes the chat's pockets, and so may a fail (what it held of
+  -- an expired or voided grant): the chat's row first, as every writer
+  -- takes them, then the reservation's.
+  IF p_op IN ('commit', 'fail') THEN
     PERFORM 1 FROM chats WHERE chat_id = p_chat FOR UPDATE;
   END IF;
   SELECT status, worker INTO v_status, v_worker

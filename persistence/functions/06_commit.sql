@@ -1,6 +1,7 @@
 -- SPDX-License-Identifier: Apache-2.0
 -- Commit: exactly what the reservation held, in the window it was held in,
--- clamped at 0.
+-- clamped at 0; its balance part from the grants it held, in the hold's
+-- order.
 --
 -- The live body of every function here: migrate() applies the function
 -- files after the versioned migrations, in one transaction, when they
@@ -15,12 +16,19 @@ DECLARE
   l record;
   o chargeonce_outcome;
   nominal integer[];
+  taken integer[];
+  v_charged integer[];
   after integer[];
 BEGIN
-  SELECT pockets, window_number INTO c FROM chats
+  SELECT pockets, window_number, next_expiry INTO c FROM chats
    WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  IF c.next_expiry <= now() THEN
+    PERFORM chargeonce_expire_grants(p_chat);
+    SELECT pockets, window_number, next_expiry INTO c FROM chats
+     WHERE chat_id = p_chat;
   END IF;
   SELECT chat_id, kind, charged, committed_at, units, released, window_number
     INTO l
@@ -42,18 +50,34 @@ BEGIN
     -- A hold of a past window takes nothing more of the daily pockets:
     -- its window's unit paid, and the receipt says which window that was.
     nominal := chargeonce_captured(r.held, r.held_units, r.units, p_units);
+    v_charged := chargeonce_charged_in(nominal, r.window_number,
+                                     c.window_number, c.pockets);
+    -- The balance part is what its grants had (the clamp, grant by
+    -- grant); what the hold has over it on a grant that expired or was
+    -- voided leaves the balance in rows before this one.
+    IF cardinality(r.held_grants) > 0 THEN
+      taken := chargeonce_settle_hold(p_chat, r.held_grants,
+                                      r.held_grant_credits, nominal[3], p_id);
+      IF nominal[3] IS NOT NULL THEN
+        v_charged := chargeonce_pockets_set(v_charged, 3,
+          (SELECT sum(t)::integer FROM unnest(taken) AS t));
+      END IF;
+      SELECT pockets INTO c.pockets FROM chats WHERE chat_id = p_chat;
+    END IF;
     UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
-                       chargeonce_in_window(nominal, r.window_number,
-                                            c.window_number))
+                       chargeonce_pockets_charged(
+                         chargeonce_in_window(nominal, r.window_number,
+                                              c.window_number),
+                         v_charged))
       WHERE chat_id = p_chat RETURNING pockets INTO after;
     INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                        released, pockets, changed, window_number)
-      VALUES (p_id, p_chat, r.kind,
-              chargeonce_charged_in(nominal, r.window_number,
-                                    c.window_number, c.pockets),
+                        released, pockets, changed, window_number,
+                        grant_ids, grant_credits)
+      VALUES (p_id, p_chat, r.kind, v_charged,
               coalesce(nullif(p_units, 0), r.units),
               chargeonce_pockets_less(r.held, nominal), after,
-              chargeonce_pockets_change(c.pockets, after), r.window_number)
+              chargeonce_pockets_change(c.pockets, after), r.window_number,
+              coalesce(r.held_grants, '{}'), coalesce(taken, '{}'))
       RETURNING chat_id, kind, charged, committed_at, units, released,
                 window_number INTO l;
     DELETE FROM reservations WHERE id = p_id;

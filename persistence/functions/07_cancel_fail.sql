@@ -1,5 +1,7 @@
 -- SPDX-License-Identifier: Apache-2.0
--- Cancel and fail: a reservation that disappears, nothing to refund.
+-- Cancel and fail: a reservation that disappears, nothing to refund; what it
+-- held of a grant that expired or was voided meanwhile leaves the balance
+-- then.
 --
 -- The live body of every function here: migrate() applies the function
 -- files after the versioned migrations, in one transaction, when they
@@ -47,10 +49,17 @@ BEGIN
         'chat ' || p_chat || ' has no reservation');
     END IF;
   END IF;
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = target AND chat_id = p_chat AND status = 'queued'
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   DELETE FROM reservations
    WHERE id = target AND chat_id = p_chat AND status = 'queued'
   RETURNING * INTO r;
   IF FOUND THEN
+    PERFORM chargeonce_settle_hold(p_chat, r.held_grants,
+                                   r.held_grant_credits, 0, r.id);
     PERFORM chargeonce_remember_end(r, 'cancelled');
     RETURN chargeonce_with_reservation(r);
   END IF;
@@ -74,8 +83,17 @@ CREATE OR REPLACE FUNCTION chargeonce_fail(p_chat bigint, p_id bigint)
 DECLARE
   r reservations;
 BEGIN
+  -- A hold on grants may write the balance: the chat's row first, as
+  -- every writer takes them (held_grants never changes after reserve).
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = p_id AND chat_id = p_chat
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   DELETE FROM reservations WHERE id = p_id AND chat_id = p_chat RETURNING * INTO r;
   IF FOUND THEN
+    PERFORM chargeonce_settle_hold(p_chat, r.held_grants,
+                                   r.held_grant_credits, 0, r.id);
     PERFORM chargeonce_remember_end(r, 'failed');
     RETURN chargeonce_with_reservation(r);
   END IF;

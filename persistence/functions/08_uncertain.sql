@@ -23,10 +23,12 @@ BEGIN
     INSERT INTO uncertain_reservations (id, chat_id, kind, queue, held,
                                         held_units, units, request_id, slot,
                                         created_at, cancel_requested,
-                                        provider_ref, window_number)
+                                        provider_ref, window_number,
+                                        held_grants, held_grant_credits)
       VALUES (r.id, r.chat_id, r.kind, r.queue, r.held, r.held_units,
               r.units, r.request_id, r.slot, r.created_at,
-              r.cancel_requested, p_ref, r.window_number)
+              r.cancel_requested, p_ref, r.window_number, r.held_grants,
+              r.held_grant_credits)
       RETURNING * INTO u;
     RETURN chargeonce_with_uncertain(u);
   END IF;
@@ -58,16 +60,23 @@ DECLARE
   u uncertain_reservations;
   o chargeonce_outcome;
   nominal integer[];
+  taken integer[];
+  v_charged integer[];
   after integer[];
 BEGIN
   IF p_outcome NOT IN ('succeeded', 'failed') THEN
     RETURN chargeonce_resolution_refusal('invalid_argument',
       'outcome must be succeeded or failed, not ' || p_outcome);
   END IF;
-  SELECT pockets, window_number INTO c FROM chats
+  SELECT pockets, window_number, next_expiry INTO c FROM chats
    WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_resolution_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- Expired first, while the hold still counts as held (as commit).
+  IF chargeonce_expire_if_due(p_chat, c.next_expiry) THEN
+    SELECT pockets, window_number, next_expiry INTO c FROM chats
+     WHERE chat_id = p_chat;
   END IF;
   SELECT * INTO u FROM uncertain_reservations WHERE id = p_id FOR UPDATE;
   IF NOT FOUND OR u.chat_id <> p_chat THEN
@@ -93,6 +102,8 @@ BEGIN
     RETURN chargeonce_resolution_of(u);
   END IF;
   IF p_outcome = 'failed' THEN
+    PERFORM chargeonce_settle_hold(p_chat, u.held_grants,
+                                   u.held_grant_credits, 0, p_id);
     UPDATE uncertain_reservations
        SET outcome = 'failed', resolved_at = now(), charged = '{}',
            released = held, units_charged = 0
@@ -108,22 +119,35 @@ BEGIN
   -- As commit: a hold of a past window takes nothing more of the daily
   -- pockets.
   nominal := chargeonce_captured(u.held, u.held_units, u.units, p_units);
+  v_charged := chargeonce_charged_in(nominal, u.window_number, c.window_number,
+                                   c.pockets);
+  -- As commit: the balance part from the hold's grants.
+  IF cardinality(u.held_grants) > 0 THEN
+    taken := chargeonce_settle_hold(p_chat, u.held_grants,
+                                    u.held_grant_credits, nominal[3], p_id);
+    IF nominal[3] IS NOT NULL THEN
+      v_charged := chargeonce_pockets_set(v_charged, 3,
+        (SELECT sum(t)::integer FROM unnest(taken) AS t));
+    END IF;
+    SELECT pockets INTO c.pockets FROM chats WHERE chat_id = p_chat;
+  END IF;
   UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
-                     chargeonce_in_window(nominal, u.window_number,
-                                          c.window_number))
+                     chargeonce_pockets_charged(
+                       chargeonce_in_window(nominal, u.window_number,
+                                            c.window_number),
+                       v_charged))
    WHERE chat_id = p_chat RETURNING pockets INTO after;
   INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, released,
-                      pockets, changed, window_number)
-    VALUES (p_id, p_chat, u.kind,
-            chargeonce_charged_in(nominal, u.window_number, c.window_number,
-                                  c.pockets),
+                      pockets, changed, window_number, grant_ids,
+                      grant_credits)
+    VALUES (p_id, p_chat, u.kind, v_charged,
             coalesce(nullif(p_units, 0), u.units),
             chargeonce_pockets_less(u.held, nominal), after,
-            chargeonce_pockets_change(c.pockets, after), u.window_number);
+            chargeonce_pockets_change(c.pockets, after), u.window_number,
+            u.held_grants, coalesce(taken, '{}'));
   UPDATE uncertain_reservations
      SET outcome = 'succeeded', resolved_at = now(),
-         charged = chargeonce_charged_in(nominal, u.window_number,
-                                         c.window_number, c.pockets),
+         charged = v_charged,
          released = chargeonce_pockets_less(u.held, nominal),
          units_charged = coalesce(nullif(p_units, 0), u.units)
    WHERE id = p_id RETURNING * INTO u;
@@ -140,6 +164,14 @@ CREATE OR REPLACE FUNCTION chargeonce_release_unresolved(
 DECLARE
   u uncertain_reservations;
 BEGIN
+  -- Its hold may leave the balance (a grant expired or voided): the chat's
+  -- row first, as every writer takes them, and what was due expired while
+  -- the hold still counts.
+  IF EXISTS (SELECT 1 FROM uncertain_reservations
+              WHERE id = p_id AND chat_id = p_chat AND outcome IS NULL
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   UPDATE uncertain_reservations
      SET outcome = 'released', resolved_at = now(), charged = '{}',
          released = held, units_charged = 0
@@ -149,6 +181,8 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  PERFORM chargeonce_settle_hold(p_chat, u.held_grants, u.held_grant_credits,
+                                 0, p_id);
   PERFORM chargeonce_remember_uncertain_end(u, 'released');
   RETURN 'unresolved';
 END $$;

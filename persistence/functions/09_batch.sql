@@ -145,6 +145,7 @@ BEGIN
     seen AS MATERIALIZED (
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
+             coalesce(c.next_expiry <= now(), false) AS expiry_due,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
              a.slots,
@@ -188,10 +189,21 @@ BEGIN
        WHERE replay IS NULL AND NOT banned AND NOT blocked
          AND (job_limit = 1
               OR (request_id <> '' AND request_id NOT LIKE 'auto:%'))
-         AND choice IS NOT NULL),
+         AND choice IS NOT NULL AND NOT expiry_due),
+    -- A hold on balance records the grants it holds: the same split as
+    -- chargeonce_reserve's.
+    split AS (
+      SELECT granted.*,
+             CASE WHEN choice = 1 AND p1 = 3
+                    THEN chargeonce_hold_grants(chat, c1)
+                  WHEN choice = 2 AND p2 = 3
+                    THEN chargeonce_hold_grants(chat, c2)
+                  ELSE ROW('{}', '{}')::chargeonce_grant_hold END AS hold
+        FROM granted WHERE free_slot IS NOT NULL),
     inserted AS (
       INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                                units, held_units, window_number)
+                                units, held_units, window_number,
+                                held_grants, held_grant_credits)
       SELECT chat, k, chargeonce_queue(spec, premium),
              CASE choice WHEN 0 THEN '{}'
                          WHEN 1 THEN array_fill(NULL::integer, ARRAY[p1 - 1])
@@ -205,8 +217,8 @@ BEGIN
                                                            ELSE p2 END - 1])
                               || 1
              END,
-             chat_window
-        FROM granted WHERE free_slot IS NOT NULL ORDER BY chat
+             chat_window, (hold).grant_ids, (hold).credits
+        FROM split ORDER BY chat
       ON CONFLICT (chat_id, slot) DO NOTHING
       RETURNING *)
     SELECT array_agg(chargeonce_reservation_at(g.n::integer - 1,
@@ -258,9 +270,21 @@ BEGIN
          AND (cm.worker = '' OR cm.worker = r.worker)
          AND (cardinality(r.held) = 0
               OR r.held_units[cardinality(r.held_units)] = r.units)
+         AND (coalesce(r.held[3], 0) = 0 OR cardinality(r.held_grants) > 0)
       RETURNING cm.n, r.id, r.chat_id, r.kind, r.held, r.queue, r.request_id,
                 r.slot, r.created_at, r.lease_expires_at, r.units,
-                r.held_units, r.window_number, cardinality(r.held) AS p),
+                r.held_units, r.window_number, cardinality(r.held) AS p,
+                r.held_grants, r.held_grant_credits),
+    -- A whole commit of a hold on balance charges each grant its part
+    -- (chargeonce_settle_hold with nothing left over).
+    grants_charged AS (
+      UPDATE grants g SET charged = g.charged + parts.credits
+        FROM (SELECT h.grant_id, sum(h.credits)::integer AS credits
+                FROM taken t,
+                     unnest(t.held_grants, t.held_grant_credits)
+                       AS h(grant_id, credits)
+               GROUP BY h.grant_id) parts
+       WHERE g.grant_id = parts.grant_id),
     -- A hold on a daily pocket of a past window (its pocket is not in
     -- the hold's part in this window) is charged whole and takes
     -- nothing: its own window's unit paid.
@@ -292,14 +316,15 @@ BEGIN
        WHERE c.ctid = bf.chat_row),
     booked AS (
       INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                          released, pockets, changed, window_number)
+                          released, pockets, changed, window_number,
+                          grant_ids, grant_credits)
       SELECT id, chat_id, kind, charged, units, '{}', after,
              CASE WHEN coalesce(after[p], 0)
                        = coalesce(pockets_before[p], 0) THEN '{}'::integer[]
                   ELSE array_fill(NULL::integer, ARRAY[p - 1])
                        || coalesce(after[p], 0)
                           - coalesce(pockets_before[p], 0) END,
-             window_number
+             window_number, held_grants, held_grant_credits
         FROM before ORDER BY chat_id),
     remembered AS (
       INSERT INTO ended_reservations (id, chat_id, kind, status, queue, held,

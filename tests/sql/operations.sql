@@ -23,7 +23,9 @@ CREATE FUNCTION pg_temp.id_of(request_id text) RETURNS bigint
    WHERE chat_id = 1 AND request_id = $1
 $$;
 
-INSERT INTO chats (chat_id, pockets, started) VALUES (1, '{0,1,2}', true);
+-- Balance comes from grants (migrations/004_grants.sql): a top-up each.
+INSERT INTO chats (chat_id, pockets, started) VALUES (1, '{0,1}', true);
+SELECT chargeonce_top_up(1, 2, 'pay-1');
 
 SELECT is((pg_temp.reserve('job-1', 1)).r_held, '{NULL,1}'::integer[],
   'the first reserve holds the daily pocket, which expires first');
@@ -106,9 +108,11 @@ CREATE FUNCTION pg_temp.reserve_of(chat bigint, k text, request_id text,
   SELECT * FROM chargeonce_reserve(chat, k, request_id, units, 4, 4,
                                    (SELECT products FROM more_kinds))
 $$;
-INSERT INTO chats (chat_id, pockets, started) VALUES (3, '{0,1,9}', true);
+INSERT INTO chats (chat_id, pockets, started) VALUES (3, '{0,1}', true);
+SELECT chargeonce_top_up(3, 9, 'pay-3');
 INSERT INTO chats (chat_id, pockets, started, premium_until)
-  VALUES (4, '{0,0,2}', true, now() + interval '1 hour');
+  VALUES (4, '{0,0}', true, now() + interval '1 hour');
+SELECT chargeonce_top_up(4, 2, 'pay-4');
 SELECT is((pg_temp.reserve_of(3, 'voice', 'v-1', 1)).r_held,
   '{NULL,1}'::integer[], 'voice: the daily pocket at its price of 1 first');
 SELECT is((pg_temp.reserve_of(3, 'voice', 'v-2', 1)).r_held,
