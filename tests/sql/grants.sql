@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(108);
+SELECT plan(109);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -184,6 +184,9 @@ SELECT is((pg_temp.reserve(12, 2, 'e-1')).r_held, '{NULL,NULL,2}'::integer[],
   'two credits held from the grant that expires first');
 SELECT pg_temp.expire_now(soon) FROM g12;
 SELECT pg_temp.expire_now(other) FROM g12;
+SELECT is((chargeonce_hold_grants(12, 1)).grant_ids,
+  (SELECT ARRAY[never] FROM g12),
+  'the split skips an expired grant even before its expiry is written');
 SELECT is((pg_temp.reserve(12, 2, 'e-2')).outcome, 'insufficient_funds',
   'no new hold from an expired grant: one credit is left that never expires');
 SELECT is((SELECT count(*) FROM ledger WHERE chat_id = 12 AND entry = 'expire'),
