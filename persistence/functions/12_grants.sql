@@ -324,6 +324,68 @@ BEGIN
   RETURN taken;
 END $$;
 
+-- The sweep's release of a job past its lease or sweep-timeout (the
+-- deadline re-checked under the row lock), as one call: the reservation
+-- deleted, remembered as released (with a request id) and in
+-- released_reservations, and its hold settled, charging nothing. The
+-- reason, or NULL when a heartbeat or a commit came first. For
+-- store::release, whose own statement (release_statement_sql) does not
+-- settle grants.
+CREATE OR REPLACE FUNCTION chargeonce_release_swept(
+  p_chat bigint, p_id bigint, p_timeout_ms bigint)
+  RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  r reservations;
+  why text;
+BEGIN
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = p_id AND chat_id = p_chat
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
+  DELETE FROM reservations
+   WHERE id = p_id AND chat_id = p_chat
+     AND (created_at < now() - p_timeout_ms * interval '1 millisecond'
+          OR lease_expires_at < now())
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  why := CASE WHEN r.lease_expires_at < now() THEN 'lease_expired'
+              ELSE 'sweep_timeout' END;
+  PERFORM chargeonce_remember_end(r, 'released');
+  INSERT INTO released_reservations (id, chat_id, reason)
+    VALUES (r.id, r.chat_id, why);
+  PERFORM chargeonce_settle_hold(p_chat, r.held_grants, r.held_grant_credits,
+                                 0, r.id);
+  RETURN why;
+END $$;
+
+-- The part of the chat's balance that no grant has (pockets[3] less the
+-- grants' left) becomes one grant from `p_source` that never expires: for
+-- create_chat --balance (an admin grant), whose insert sets pockets[3]
+-- itself. Returns the grant, or NULL when nothing was missing. The caller
+-- holds the chat row (it just inserted it, or locked it).
+CREATE OR REPLACE FUNCTION chargeonce_grant_balance(p_chat bigint,
+                                                    p_source text DEFAULT
+                                                      'admin')
+  RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  missing integer;
+  id bigint;
+BEGIN
+  SELECT coalesce(c.pockets[3], 0)
+         - coalesce((SELECT sum(chargeonce_grant_left(g))
+                       FROM grants g WHERE g.chat_id = p_chat), 0)
+    INTO missing FROM chats c WHERE c.chat_id = p_chat;
+  IF coalesce(missing, 0) <= 0 THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO grants (chat_id, source, credits)
+    VALUES (p_chat, p_source, missing) RETURNING grant_id INTO id;
+  RETURN id;
+END $$;
+
 -- -- top-up and void -------------------------------------------------------------
 
 CREATE OR REPLACE FUNCTION chargeonce_grant_refusal(code text, msg text)

@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(109);
+SELECT plan(118);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -396,6 +396,33 @@ SELECT is((SELECT ROW(outcome, grant_id, credits)
 SELECT is((SELECT count(*) FROM grants WHERE chat_id = 16), 1::bigint,
   '... and makes no grant');
 SELECT is(pg_temp.violations(), NULL, 'conservation after top-ups');
+
+-- The sweep's release, and create_chat's balance ---------------------------------
+
+-- Chat 19 is made as create_chat --balance=6 makes it: pockets first, then
+-- the admin grant of what no grant has.
+INSERT INTO chats (chat_id, pockets, started) VALUES (19, '{0,0,6}', true);
+CREATE TEMP TABLE g19 AS SELECT chargeonce_grant_balance(19) AS admin;
+SELECT is((SELECT source || ' ' || credits || ' ' || (expires_at IS NULL)
+             FROM grants, g19 WHERE grant_id = admin),
+  'admin 6 true', 'a chat''s balance without grants becomes one admin grant');
+SELECT is(chargeonce_grant_balance(19), NULL,
+  '... once: then every credit has its grant');
+SELECT pg_temp.top(19, 4, 'w-soon', 10, NULL, 3600000);
+SELECT is((pg_temp.reserve(19, 3, 'w-1')).outcome, 'ok', 'a hold of three');
+SELECT is((pg_temp.reserve(19, 2, 'w-2')).outcome, 'ok', 'a hold of two');
+SELECT chargeonce_start(19, pg_temp.id_of(19, 'w-1'));
+SELECT chargeonce_heartbeat(19, pg_temp.id_of(19, 'w-1'), -1000);
+SELECT pg_temp.expire_now(grant_id) FROM grants WHERE payment_id = 'w-soon';
+SELECT is(chargeonce_release_swept(19, pg_temp.id_of(19, 'w-1'), 3600000),
+  'lease_expired', 'the sweep releases a job past its lease');
+SELECT is((SELECT expired FROM grants WHERE payment_id = 'w-soon'), 3,
+  '... what it held of the expired grant expires (the other job holds 1)');
+SELECT is(chargeonce_release_swept(19, pg_temp.id_of(19, 'w-2'), 3600000),
+  NULL, 'a job within its deadlines stays');
+SELECT is(pg_temp.balance(19), 7,
+  'balance: the admin grant and the 1 still held of the expired one');
+SELECT is(pg_temp.violations(), NULL, 'conservation after the sweep');
 
 -- The supervisor's scan and the expiring notice --------------------------------
 
