@@ -26,6 +26,40 @@ CREATE TYPE public.chargeonce_choice AS (
 
 
 --
+-- Name: chargeonce_grant_answer; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.chargeonce_grant_answer AS (
+	outcome text,
+	message text,
+	grant_id bigint,
+	chat_id bigint,
+	source text,
+	credits integer,
+	left_credits integer,
+	held integer,
+	priority integer,
+	expires_us bigint,
+	expires_in_ms bigint,
+	payment_id text,
+	created_us bigint,
+	expired_us bigint,
+	voided_us bigint,
+	committed_us bigint
+);
+
+
+--
+-- Name: chargeonce_grant_hold; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.chargeonce_grant_hold AS (
+	grant_ids bigint[],
+	credits integer[]
+);
+
+
+--
 -- Name: chargeonce_outcome; Type: TYPE; Schema: public; Owner: -
 --
 
@@ -82,6 +116,20 @@ CREATE TYPE public.chargeonce_resolution AS (
 	resolved_us bigint,
 	provider_ref text,
 	window_number bigint
+);
+
+
+--
+-- Name: chargeonce_spending_key; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.chargeonce_spending_key AS (
+	priority integer,
+	never_expires boolean,
+	expires_at timestamp with time zone,
+	source_rank integer,
+	created_at timestamp with time zone,
+	grant_id bigint
 );
 
 
@@ -190,6 +238,7 @@ BEGIN
     seen AS MATERIALIZED (
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
+             coalesce(c.next_expiry <= now(), false) AS expiry_due,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
              a.slots,
@@ -233,10 +282,21 @@ BEGIN
        WHERE replay IS NULL AND NOT banned AND NOT blocked
          AND (job_limit = 1
               OR (request_id <> '' AND request_id NOT LIKE 'auto:%'))
-         AND choice IS NOT NULL),
+         AND choice IS NOT NULL AND NOT expiry_due),
+    -- A hold on balance records the grants it holds: the same split as
+    -- chargeonce_reserve's.
+    split AS (
+      SELECT granted.*,
+             CASE WHEN choice = 1 AND p1 = 3
+                    THEN chargeonce_hold_grants(chat, c1)
+                  WHEN choice = 2 AND p2 = 3
+                    THEN chargeonce_hold_grants(chat, c2)
+                  ELSE ROW('{}', '{}')::chargeonce_grant_hold END AS hold
+        FROM granted WHERE free_slot IS NOT NULL),
     inserted AS (
       INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                                units, held_units, window_number)
+                                units, held_units, window_number,
+                                held_grants, held_grant_credits)
       SELECT chat, k, chargeonce_queue(spec, premium),
              CASE choice WHEN 0 THEN '{}'
                          WHEN 1 THEN array_fill(NULL::integer, ARRAY[p1 - 1])
@@ -250,8 +310,8 @@ BEGIN
                                                            ELSE p2 END - 1])
                               || 1
              END,
-             chat_window
-        FROM granted WHERE free_slot IS NOT NULL ORDER BY chat
+             chat_window, (hold).grant_ids, (hold).credits
+        FROM split ORDER BY chat
       ON CONFLICT (chat_id, slot) DO NOTHING
       RETURNING *)
     SELECT array_agg(chargeonce_reservation_at(g.n::integer - 1,
@@ -303,9 +363,21 @@ BEGIN
          AND (cm.worker = '' OR cm.worker = r.worker)
          AND (cardinality(r.held) = 0
               OR r.held_units[cardinality(r.held_units)] = r.units)
+         AND (coalesce(r.held[3], 0) = 0 OR cardinality(r.held_grants) > 0)
       RETURNING cm.n, r.id, r.chat_id, r.kind, r.held, r.queue, r.request_id,
                 r.slot, r.created_at, r.lease_expires_at, r.units,
-                r.held_units, r.window_number, cardinality(r.held) AS p),
+                r.held_units, r.window_number, cardinality(r.held) AS p,
+                r.held_grants, r.held_grant_credits),
+    -- A whole commit of a hold on balance charges each grant its part
+    -- (chargeonce_settle_hold with nothing left over).
+    grants_charged AS (
+      UPDATE grants g SET charged = g.charged + parts.credits
+        FROM (SELECT h.grant_id, sum(h.credits)::integer AS credits
+                FROM taken t,
+                     unnest(t.held_grants, t.held_grant_credits)
+                       AS h(grant_id, credits)
+               GROUP BY h.grant_id) parts
+       WHERE g.grant_id = parts.grant_id),
     -- A hold on a daily pocket of a past window (its pocket is not in
     -- the hold's part in this window) is charged whole and takes
     -- nothing: its own window's unit paid.
@@ -337,14 +409,15 @@ BEGIN
        WHERE c.ctid = bf.chat_row),
     booked AS (
       INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                          released, pockets, changed, window_number)
+                          released, pockets, changed, window_number,
+                          grant_ids, grant_credits)
       SELECT id, chat_id, kind, charged, units, '{}', after,
              CASE WHEN coalesce(after[p], 0)
                        = coalesce(pockets_before[p], 0) THEN '{}'::integer[]
                   ELSE array_fill(NULL::integer, ARRAY[p - 1])
                        || coalesce(after[p], 0)
                           - coalesce(pockets_before[p], 0) END,
-             window_number
+             window_number, held_grants, held_grant_credits
         FROM before ORDER BY chat_id),
     remembered AS (
       INSERT INTO ended_reservations (id, chat_id, kind, status, queue, held,
@@ -473,10 +546,17 @@ BEGIN
         'chat ' || p_chat || ' has no reservation');
     END IF;
   END IF;
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = target AND chat_id = p_chat AND status = 'queued'
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   DELETE FROM reservations
    WHERE id = target AND chat_id = p_chat AND status = 'queued'
   RETURNING * INTO r;
   IF FOUND THEN
+    PERFORM chargeonce_settle_hold(p_chat, r.held_grants,
+                                   r.held_grant_credits, 0, r.id);
     PERFORM chargeonce_remember_end(r, 'cancelled');
     RETURN chargeonce_with_reservation(r);
   END IF;
@@ -562,6 +642,8 @@ BEGIN
     PERFORM chargeonce_chat_still_referenced('ledger', OLD.chat_id);
   ELSIF EXISTS (SELECT 1 FROM reservations WHERE chat_id = OLD.chat_id) THEN
     PERFORM chargeonce_chat_still_referenced('reservations', OLD.chat_id);
+  ELSIF EXISTS (SELECT 1 FROM grants WHERE chat_id = OLD.chat_id) THEN
+    PERFORM chargeonce_chat_still_referenced('grants', OLD.chat_id);
   END IF;
   RETURN NULL;
 END $$;
@@ -599,6 +681,11 @@ BEGIN
   IF referenced IS NOT NULL THEN
     PERFORM chargeonce_chat_still_referenced('ledger', referenced);
   END IF;
+  SELECT min(g.chat_id) INTO referenced
+    FROM old_rows o JOIN grants g ON g.chat_id = o.chat_id;
+  IF referenced IS NOT NULL THEN
+    PERFORM chargeonce_chat_still_referenced('grants', referenced);
+  END IF;
   DELETE FROM reservations r USING old_rows o WHERE r.chat_id = o.chat_id;
   RETURN NULL;
 END $$;
@@ -612,10 +699,11 @@ CREATE FUNCTION public.chargeonce_chats_truncated() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-  IF EXISTS (SELECT 1 FROM reservations) OR EXISTS (SELECT 1 FROM ledger) THEN
+  IF EXISTS (SELECT 1 FROM reservations) OR EXISTS (SELECT 1 FROM ledger)
+     OR EXISTS (SELECT 1 FROM grants) THEN
     RAISE foreign_key_violation USING
-      MESSAGE = 'cannot truncate chats while reservations or ledger hold '
-                'rows (truncate them first)',
+      MESSAGE = 'cannot truncate chats while reservations, ledger or grants '
+                'hold rows (truncate them first)',
       TABLE = 'chats', CONSTRAINT = 'chats_referenced';
   END IF;
   RETURN NULL;
@@ -696,9 +784,10 @@ BEGIN
   IF coalesce(p_worker, '') = '' THEN
     RETURN NULL;
   END IF;
-  -- A commit writes the chat's pockets: the chat's row first, as every
-  -- writer takes them, then the reservation's.
-  IF p_op = 'commit' THEN
+  -- A commit writes the chat's pockets, and so may a fail (what it held of
+  -- an expired or voided grant): the chat's row first, as every writer
+  -- takes them, then the reservation's.
+  IF p_op IN ('commit', 'fail') THEN
     PERFORM 1 FROM chats WHERE chat_id = p_chat FOR UPDATE;
   END IF;
   SELECT status, worker INTO v_status, v_worker
@@ -734,12 +823,19 @@ DECLARE
   l record;
   o chargeonce_outcome;
   nominal integer[];
+  taken integer[];
+  v_charged integer[];
   after integer[];
 BEGIN
-  SELECT pockets, window_number INTO c FROM chats
+  SELECT pockets, window_number, next_expiry INTO c FROM chats
    WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  IF c.next_expiry <= now() THEN
+    PERFORM chargeonce_expire_grants(p_chat);
+    SELECT pockets, window_number, next_expiry INTO c FROM chats
+     WHERE chat_id = p_chat;
   END IF;
   SELECT chat_id, kind, charged, committed_at, units, released, window_number
     INTO l
@@ -761,18 +857,34 @@ BEGIN
     -- A hold of a past window takes nothing more of the daily pockets:
     -- its window's unit paid, and the receipt says which window that was.
     nominal := chargeonce_captured(r.held, r.held_units, r.units, p_units);
+    v_charged := chargeonce_charged_in(nominal, r.window_number,
+                                     c.window_number, c.pockets);
+    -- The balance part is what its grants had (the clamp, grant by
+    -- grant); what the hold has over it on a grant that expired or was
+    -- voided leaves the balance in rows before this one.
+    IF cardinality(r.held_grants) > 0 THEN
+      taken := chargeonce_settle_hold(p_chat, r.held_grants,
+                                      r.held_grant_credits, nominal[3], p_id);
+      IF nominal[3] IS NOT NULL THEN
+        v_charged := chargeonce_pockets_set(v_charged, 3,
+          (SELECT sum(t)::integer FROM unnest(taken) AS t));
+      END IF;
+      SELECT pockets INTO c.pockets FROM chats WHERE chat_id = p_chat;
+    END IF;
     UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
-                       chargeonce_in_window(nominal, r.window_number,
-                                            c.window_number))
+                       chargeonce_pockets_charged(
+                         chargeonce_in_window(nominal, r.window_number,
+                                              c.window_number),
+                         v_charged))
       WHERE chat_id = p_chat RETURNING pockets INTO after;
     INSERT INTO ledger (reservation_id, chat_id, kind, charged, units,
-                        released, pockets, changed, window_number)
-      VALUES (p_id, p_chat, r.kind,
-              chargeonce_charged_in(nominal, r.window_number,
-                                    c.window_number, c.pockets),
+                        released, pockets, changed, window_number,
+                        grant_ids, grant_credits)
+      VALUES (p_id, p_chat, r.kind, v_charged,
               coalesce(nullif(p_units, 0), r.units),
               chargeonce_pockets_less(r.held, nominal), after,
-              chargeonce_pockets_change(c.pockets, after), r.window_number)
+              chargeonce_pockets_change(c.pockets, after), r.window_number,
+              coalesce(r.held_grants, '{}'), coalesce(taken, '{}'))
       RETURNING chat_id, kind, charged, committed_at, units, released,
                 window_number INTO l;
     DELETE FROM reservations WHERE id = p_id;
@@ -857,6 +969,96 @@ END $$;
 
 
 --
+-- Name: chargeonce_expire_due(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_expire_due(p_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  due bigint[];
+  chat bigint;
+  n integer := 0;
+BEGIN
+  SELECT array_agg(DISTINCT g.chat_id) INTO due
+    FROM (SELECT chat_id FROM grants
+           WHERE expires_at <= now() AND expired_at IS NULL
+             AND voided_at IS NULL AND expires_at IS NOT NULL
+           ORDER BY expires_at LIMIT p_limit) g;
+  IF due IS NULL THEN
+    RETURN 0;
+  END IF;
+  FOR chat IN
+    SELECT chat_id FROM chats WHERE chat_id = ANY (due)
+     ORDER BY chat_id FOR UPDATE
+  LOOP
+    n := n + chargeonce_expire_grants(chat);
+  END LOOP;
+  RETURN n;
+END $$;
+
+
+--
+-- Name: chargeonce_expire_grants(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_expire_grants(p_chat bigint) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  g record;
+  n integer := 0;
+BEGIN
+  FOR g IN
+    SELECT x.grant_id, chargeonce_grant_left(x) AS left_credits,
+           coalesce(h.held, 0) AS held
+      FROM grants x
+      LEFT JOIN chargeonce_grants_held(p_chat) h ON h.grant_id = x.grant_id
+     WHERE x.chat_id = p_chat AND x.expires_at <= now()
+       AND x.expired_at IS NULL AND x.voided_at IS NULL
+     ORDER BY x.expires_at, x.grant_id
+     FOR UPDATE OF x
+  LOOP
+    UPDATE grants
+       SET expired = expired + GREATEST(0, g.left_credits - g.held),
+           expired_at = now()
+     WHERE grant_id = g.grant_id;
+    n := n + 1;
+    CONTINUE WHEN g.left_credits <= 0;
+    PERFORM chargeonce_grant_leaves(p_chat, g.grant_id,
+      GREATEST(0, g.left_credits - g.held), 'expire',
+      'grant ' || g.grant_id || ' expired'
+      || CASE WHEN g.held > 0 THEN ' (' || g.held || ' credits still held)'
+              ELSE '' END);
+    PERFORM chargeonce_publish('credits_expired', p_chat, NULL,
+      'grant ' || g.grant_id || ': '
+      || GREATEST(0, g.left_credits - g.held) || ' credits expired'
+      || CASE WHEN g.held > 0 THEN ', ' || g.held || ' held'
+              ELSE '' END);
+  END LOOP;
+  UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
+   WHERE chat_id = p_chat;
+  RETURN n;
+END $$;
+
+
+--
+-- Name: chargeonce_expire_if_due(bigint, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_expire_if_due(p_chat bigint, p_next_expiry timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_next_expiry <= now() THEN
+    PERFORM chargeonce_expire_grants(p_chat);
+    RETURN true;
+  END IF;
+  RETURN false;
+END $$;
+
+
+--
 -- Name: chargeonce_explain_missing(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -934,8 +1136,17 @@ CREATE FUNCTION public.chargeonce_fail(p_chat bigint, p_id bigint) RETURNS publi
 DECLARE
   r reservations;
 BEGIN
+  -- A hold on grants may write the balance: the chat's row first, as
+  -- every writer takes them (held_grants never changes after reserve).
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = p_id AND chat_id = p_chat
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   DELETE FROM reservations WHERE id = p_id AND chat_id = p_chat RETURNING * INTO r;
   IF FOUND THEN
+    PERFORM chargeonce_settle_hold(p_chat, r.held_grants,
+                                   r.held_grant_credits, 0, r.id);
     PERFORM chargeonce_remember_end(r, 'failed');
     RETURN chargeonce_with_reservation(r);
   END IF;
@@ -988,6 +1199,201 @@ BEGIN
 END $$;
 
 
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: grants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.grants (
+    grant_id bigint NOT NULL,
+    chat_id bigint NOT NULL,
+    source text DEFAULT 'purchase'::text NOT NULL,
+    credits integer NOT NULL,
+    charged integer DEFAULT 0 NOT NULL,
+    expired integer DEFAULT 0 NOT NULL,
+    voided integer DEFAULT 0 NOT NULL,
+    priority integer DEFAULT 100 NOT NULL,
+    expires_at timestamp with time zone,
+    expires_in_ms bigint,
+    payment_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expired_at timestamp with time zone,
+    voided_at timestamp with time zone,
+    expiring_noticed_at timestamp with time zone,
+    CONSTRAINT grants_amounts CHECK ((((charged + expired) + voided) <= credits)),
+    CONSTRAINT grants_charged_check CHECK ((charged >= 0)),
+    CONSTRAINT grants_credits_check CHECK ((credits > 0)),
+    CONSTRAINT grants_expired_check CHECK ((expired >= 0)),
+    CONSTRAINT grants_priority_check CHECK (((priority >= 0) AND (priority <= 1000))),
+    CONSTRAINT grants_source_check CHECK ((source = ANY (ARRAY['purchase'::text, 'promo'::text, 'admin'::text]))),
+    CONSTRAINT grants_voided_check CHECK ((voided >= 0))
+);
+
+
+--
+-- Name: chargeonce_grant_answer_of(public.grants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_answer_of(g public.grants) RETURNS public.chargeonce_grant_answer
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT ROW('ok', NULL, g.grant_id, g.chat_id, g.source, g.credits,
+             chargeonce_grant_left(g),
+             coalesce((SELECT h.held FROM chargeonce_grants_held(g.chat_id) h
+                        WHERE h.grant_id = g.grant_id), 0),
+             g.priority, chargeonce_us(g.expires_at), g.expires_in_ms,
+             g.payment_id, chargeonce_us(g.created_at),
+             chargeonce_us(g.expired_at), chargeonce_us(g.voided_at),
+             chargeonce_us(g.created_at))::chargeonce_grant_answer
+$$;
+
+
+--
+-- Name: chargeonce_grant_balance(bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_balance(p_chat bigint, p_source text DEFAULT 'admin'::text) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  missing integer;
+  id bigint;
+BEGIN
+  SELECT coalesce(c.pockets[3], 0)
+         - coalesce((SELECT sum(chargeonce_grant_left(g))
+                       FROM grants g WHERE g.chat_id = p_chat), 0)
+    INTO missing FROM chats c WHERE c.chat_id = p_chat;
+  IF coalesce(missing, 0) <= 0 THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO grants (chat_id, source, credits)
+    VALUES (p_chat, p_source, missing) RETURNING grant_id INTO id;
+  RETURN id;
+END $$;
+
+
+--
+-- Name: chargeonce_grant_end(public.grants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_end(g public.grants) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT CASE WHEN g.voided_at IS NOT NULL
+                   AND (g.expires_at IS NULL OR g.voided_at < g.expires_at)
+                THEN 'void'
+              WHEN g.expires_at <= now() THEN 'expire' END
+$$;
+
+
+--
+-- Name: chargeonce_grant_leaves(bigint, bigint, integer, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_leaves(p_chat bigint, p_grant bigint, p_credits integer, p_entry text, p_detail text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  before integer[];
+  after integer[];
+BEGIN
+  SELECT pockets INTO before FROM chats WHERE chat_id = p_chat;
+  after := chargeonce_pockets_set(before, 3,
+             GREATEST(0, coalesce(before[3], 0) - p_credits));
+  IF p_credits <> 0 THEN
+    UPDATE chats SET pockets = after WHERE chat_id = p_chat;
+  END IF;
+  INSERT INTO ledger (entry, chat_id, detail, pockets, changed, grant_ids,
+                      grant_credits)
+    VALUES (p_entry, p_chat, p_detail, after,
+            chargeonce_pockets_change(before, after), ARRAY[p_grant],
+            ARRAY[p_credits]);
+END $$;
+
+
+--
+-- Name: chargeonce_grant_left(public.grants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_left(g public.grants) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT g.credits - g.charged - g.expired - g.voided
+$$;
+
+
+--
+-- Name: chargeonce_grant_refusal(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_refusal(code text, msg text) RETURNS public.chargeonce_grant_answer
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+  o chargeonce_grant_answer;
+BEGIN
+  o.outcome := code;
+  o.message := msg;
+  RETURN o;
+END $$;
+
+
+--
+-- Name: chargeonce_grants_held(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grants_held(p_chat bigint) RETURNS TABLE(grant_id bigint, held integer)
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT h.grant_id, sum(h.credits)::integer
+    FROM (SELECT x.grant_id, x.credits
+            FROM reservations r,
+                 unnest(r.held_grants, r.held_grant_credits)
+                   AS x(grant_id, credits)
+           WHERE r.chat_id = p_chat
+          UNION ALL
+          SELECT x.grant_id, x.credits
+            FROM uncertain_reservations u,
+                 unnest(u.held_grants, u.held_grant_credits)
+                   AS x(grant_id, credits)
+           WHERE u.chat_id = p_chat AND u.outcome IS NULL) h
+   GROUP BY h.grant_id
+$$;
+
+
+--
+-- Name: chargeonce_grants_json(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grants_json(p_chat bigint) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(json_agg(json_build_object(
+           'id', x.grant_id, 'source', x.source, 'credits', x.credits,
+           'left', x.shown_left, 'held', x.held,
+           'expires_us', chargeonce_us(x.expires_at),
+           'priority', x.priority, 'payment_id', x.payment_id,
+           'created_us', chargeonce_us(x.created_at),
+           'expired', x.dead = 'expire', 'voided', x.dead = 'void')
+           ORDER BY x.spending)::text, '[]')
+    FROM (SELECT g.*, coalesce(h.held, 0) AS held,
+                 chargeonce_grant_end(g) AS dead,
+                 chargeonce_spending_order(g) AS spending,
+                 CASE WHEN chargeonce_grant_end(g) IS NULL
+                      THEN chargeonce_grant_left(g)
+                      ELSE LEAST(chargeonce_grant_left(g),
+                                 coalesce(h.held, 0)) END AS shown_left
+            FROM grants g
+            LEFT JOIN chargeonce_grants_held(p_chat) h
+              ON h.grant_id = g.grant_id
+           WHERE g.chat_id = p_chat) x
+   WHERE x.shown_left > 0
+$$;
+
+
 --
 -- Name: chargeonce_heartbeat(bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
@@ -1014,6 +1420,49 @@ END $$;
 
 
 --
+-- Name: chargeonce_hold_grants(bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_hold_grants(p_chat bigint, p_credits integer) RETURNS public.chargeonce_grant_hold
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  need integer := coalesce(p_credits, 0);
+  ids bigint[] := '{}';
+  amounts integer[] := '{}';
+  take integer;
+  g record;
+BEGIN
+  IF need <= 0 THEN
+    RETURN ROW('{}', '{}')::chargeonce_grant_hold;
+  END IF;
+  FOR g IN
+    SELECT x.grant_id, chargeonce_grant_left(x) - coalesce(h.held, 0) AS free
+      FROM grants x
+      LEFT JOIN chargeonce_grants_held(p_chat) h ON h.grant_id = x.grant_id
+     WHERE x.chat_id = p_chat AND x.voided_at IS NULL
+       AND (x.expires_at IS NULL OR x.expires_at > now())
+       AND chargeonce_grant_left(x) > 0
+     ORDER BY chargeonce_spending_order(x)
+  LOOP
+    take := LEAST(need, g.free);
+    IF take > 0 THEN
+      ids := ids || g.grant_id;
+      amounts := amounts || take;
+      need := need - take;
+    END IF;
+    EXIT WHEN need = 0;
+  END LOOP;
+  IF need > 0 THEN
+    RAISE EXCEPTION 'chat % holds % balance credits but its live grants '
+      'cover only %: pockets[3] and the grants disagree (a bug)', p_chat,
+      p_credits, p_credits - need;
+  END IF;
+  RETURN ROW(ids, amounts)::chargeonce_grant_hold;
+END $$;
+
+
+--
 -- Name: chargeonce_in_window(integer[], bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1035,6 +1484,69 @@ CREATE FUNCTION public.chargeonce_job_limit(own integer, premium boolean, free_m
     AS $$
   SELECT coalesce(own, CASE WHEN premium THEN premium_max ELSE free_max END)
 $$;
+
+
+--
+-- Name: chargeonce_lock_for_settle(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_lock_for_settle(p_chat bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  due timestamptz;
+BEGIN
+  SELECT next_expiry INTO due FROM chats WHERE chat_id = p_chat FOR UPDATE;
+  PERFORM chargeonce_expire_if_due(p_chat, due);
+END $$;
+
+
+--
+-- Name: chargeonce_next_expiry(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_next_expiry(p_chat bigint) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT min(expires_at) FROM grants
+   WHERE chat_id = p_chat AND expires_at IS NOT NULL AND expired_at IS NULL
+     AND voided_at IS NULL
+$$;
+
+
+--
+-- Name: chargeonce_notice_expiring(bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_notice_expiring(p_notice_ms bigint, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  n integer;
+BEGIN
+  WITH due AS (
+    SELECT grant_id FROM grants
+     WHERE expires_at <= now() + p_notice_ms * interval '1 millisecond'
+       AND expired_at IS NULL AND voided_at IS NULL
+       AND expires_at IS NOT NULL AND expiring_noticed_at IS NULL
+     ORDER BY expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
+  noticed AS (
+    UPDATE grants g SET expiring_noticed_at = now()
+      FROM due WHERE g.grant_id = due.grant_id
+    RETURNING g.*),
+  published AS (
+    INSERT INTO events (event, chat_id, detail)
+    SELECT 'credits_expiring', x.chat_id,
+           'grant ' || x.grant_id || ': ' || chargeonce_grant_left(x)
+           || ' credits expire at '
+           || to_char(x.expires_at AT TIME ZONE 'UTC',
+                      'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      FROM noticed x
+     WHERE chargeonce_grant_left(x) > 0
+     ORDER BY x.chat_id, x.grant_id)
+  SELECT count(*) INTO n FROM noticed;
+  RETURN n;
+END $$;
 
 
 --
@@ -1318,6 +1830,41 @@ $$;
 
 
 --
+-- Name: chargeonce_release_swept(bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_release_swept(p_chat bigint, p_id bigint, p_timeout_ms bigint) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  r reservations;
+  why text;
+BEGIN
+  IF EXISTS (SELECT 1 FROM reservations
+              WHERE id = p_id AND chat_id = p_chat
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
+  DELETE FROM reservations
+   WHERE id = p_id AND chat_id = p_chat
+     AND (created_at < now() - p_timeout_ms * interval '1 millisecond'
+          OR lease_expires_at < now())
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  why := CASE WHEN r.lease_expires_at < now() THEN 'lease_expired'
+              ELSE 'sweep_timeout' END;
+  PERFORM chargeonce_remember_end(r, 'released');
+  INSERT INTO released_reservations (id, chat_id, reason)
+    VALUES (r.id, r.chat_id, why);
+  PERFORM chargeonce_settle_hold(p_chat, r.held_grants, r.held_grant_credits,
+                                 0, r.id);
+  RETURN why;
+END $$;
+
+
+--
 -- Name: chargeonce_release_unresolved(bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1327,6 +1874,14 @@ CREATE FUNCTION public.chargeonce_release_unresolved(p_chat bigint, p_id bigint,
 DECLARE
   u uncertain_reservations;
 BEGIN
+  -- Its hold may leave the balance (a grant expired or voided): the chat's
+  -- row first, as every writer takes them, and what was due expired while
+  -- the hold still counts.
+  IF EXISTS (SELECT 1 FROM uncertain_reservations
+              WHERE id = p_id AND chat_id = p_chat AND outcome IS NULL
+                AND cardinality(held_grants) > 0) THEN
+    PERFORM chargeonce_lock_for_settle(p_chat);
+  END IF;
   UPDATE uncertain_reservations
      SET outcome = 'released', resolved_at = now(), charged = '{}',
          released = held, units_charged = 0
@@ -1336,14 +1891,12 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  PERFORM chargeonce_settle_hold(p_chat, u.held_grants, u.held_grant_credits,
+                                 0, p_id);
   PERFORM chargeonce_remember_uncertain_end(u, 'released');
   RETURN 'unresolved';
 END $$;
 
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: reservations; Type: TABLE; Schema: public; Owner: -
@@ -1366,6 +1919,8 @@ CREATE TABLE public.reservations (
     cancel_requested boolean DEFAULT false NOT NULL,
     window_number bigint DEFAULT 0 NOT NULL,
     worker text DEFAULT ''::text NOT NULL,
+    held_grants bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    held_grant_credits integer[] DEFAULT '{}'::integer[] NOT NULL,
     CONSTRAINT reservations_held CHECK (((array_ndims(held) = 1) AND (array_lower(held, 1) = 1) AND (array_ndims(held_units) = 1) AND (array_lower(held_units, 1) = 1))),
     CONSTRAINT reservations_slot_check CHECK (((slot >= 0) AND (slot <= 63))),
     CONSTRAINT reservations_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'in_progress'::text])))
@@ -1417,6 +1972,8 @@ CREATE TABLE public.uncertain_reservations (
     released integer[],
     units_charged integer,
     window_number bigint DEFAULT 0 NOT NULL,
+    held_grants bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    held_grant_credits integer[] DEFAULT '{}'::integer[] NOT NULL,
     CONSTRAINT uncertain_reservations_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'failed'::text, 'released'::text])))
 );
 
@@ -1508,6 +2065,7 @@ DECLARE
   job_limit integer;
   free_slot integer;
   choice chargeonce_choice;
+  hold chargeonce_grant_hold := ROW('{}', '{}');
   v_units integer := coalesce(nullif(p_units, 0), 1);
 BEGIN
   IF spec IS NULL THEN
@@ -1519,10 +2077,19 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number
+         window_number, next_expiry
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- An expired grant pays nothing new: its credits leave the balance
+  -- before the decision reads it.
+  IF c.next_expiry <= now() THEN
+    PERFORM chargeonce_expire_grants(p_chat);
+    SELECT pockets, max_active_jobs,
+           coalesce(premium_until > now(), false) AS premium, blocked,
+           banned, window_number, next_expiry
+      INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
   IF o.r_id IS NOT NULL THEN
@@ -1583,11 +2150,16 @@ BEGIN
     RETURN chargeonce_refusal(spec ->> 'refusal',
       'chat ' || p_chat || ' cannot pay for ' || p_kind || (spec ->> 'why'));
   END IF;
+  -- Balance is the one pocket that spans grants: the hold records which.
+  IF choice.held[3] > 0 THEN
+    hold := chargeonce_hold_grants(p_chat, choice.held[3]);
+  END IF;
   INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
-                            units, held_units, window_number)
+                            units, held_units, window_number, held_grants,
+                            held_grant_credits)
     VALUES (p_chat, p_kind, chargeonce_queue(spec, c.premium),
             choice.held, p_request_id, free_slot, v_units, choice.held_units,
-            c.window_number)
+            c.window_number, hold.grant_ids, hold.credits)
     ON CONFLICT (chat_id, slot) DO NOTHING
     RETURNING * INTO r;
   IF NOT FOUND THEN
@@ -1635,16 +2207,23 @@ DECLARE
   u uncertain_reservations;
   o chargeonce_outcome;
   nominal integer[];
+  taken integer[];
+  v_charged integer[];
   after integer[];
 BEGIN
   IF p_outcome NOT IN ('succeeded', 'failed') THEN
     RETURN chargeonce_resolution_refusal('invalid_argument',
       'outcome must be succeeded or failed, not ' || p_outcome);
   END IF;
-  SELECT pockets, window_number INTO c FROM chats
+  SELECT pockets, window_number, next_expiry INTO c FROM chats
    WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_resolution_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- Expired first, while the hold still counts as held (as commit).
+  IF chargeonce_expire_if_due(p_chat, c.next_expiry) THEN
+    SELECT pockets, window_number, next_expiry INTO c FROM chats
+     WHERE chat_id = p_chat;
   END IF;
   SELECT * INTO u FROM uncertain_reservations WHERE id = p_id FOR UPDATE;
   IF NOT FOUND OR u.chat_id <> p_chat THEN
@@ -1670,6 +2249,8 @@ BEGIN
     RETURN chargeonce_resolution_of(u);
   END IF;
   IF p_outcome = 'failed' THEN
+    PERFORM chargeonce_settle_hold(p_chat, u.held_grants,
+                                   u.held_grant_credits, 0, p_id);
     UPDATE uncertain_reservations
        SET outcome = 'failed', resolved_at = now(), charged = '{}',
            released = held, units_charged = 0
@@ -1685,28 +2266,102 @@ BEGIN
   -- As commit: a hold of a past window takes nothing more of the daily
   -- pockets.
   nominal := chargeonce_captured(u.held, u.held_units, u.units, p_units);
+  v_charged := chargeonce_charged_in(nominal, u.window_number, c.window_number,
+                                   c.pockets);
+  -- As commit: the balance part from the hold's grants.
+  IF cardinality(u.held_grants) > 0 THEN
+    taken := chargeonce_settle_hold(p_chat, u.held_grants,
+                                    u.held_grant_credits, nominal[3], p_id);
+    IF nominal[3] IS NOT NULL THEN
+      v_charged := chargeonce_pockets_set(v_charged, 3,
+        (SELECT sum(t)::integer FROM unnest(taken) AS t));
+    END IF;
+    SELECT pockets INTO c.pockets FROM chats WHERE chat_id = p_chat;
+  END IF;
   UPDATE chats SET pockets = chargeonce_pockets_take(pockets,
-                     chargeonce_in_window(nominal, u.window_number,
-                                          c.window_number))
+                     chargeonce_pockets_charged(
+                       chargeonce_in_window(nominal, u.window_number,
+                                            c.window_number),
+                       v_charged))
    WHERE chat_id = p_chat RETURNING pockets INTO after;
   INSERT INTO ledger (reservation_id, chat_id, kind, charged, units, released,
-                      pockets, changed, window_number)
-    VALUES (p_id, p_chat, u.kind,
-            chargeonce_charged_in(nominal, u.window_number, c.window_number,
-                                  c.pockets),
+                      pockets, changed, window_number, grant_ids,
+                      grant_credits)
+    VALUES (p_id, p_chat, u.kind, v_charged,
             coalesce(nullif(p_units, 0), u.units),
             chargeonce_pockets_less(u.held, nominal), after,
-            chargeonce_pockets_change(c.pockets, after), u.window_number);
+            chargeonce_pockets_change(c.pockets, after), u.window_number,
+            u.held_grants, coalesce(taken, '{}'));
   UPDATE uncertain_reservations
      SET outcome = 'succeeded', resolved_at = now(),
-         charged = chargeonce_charged_in(nominal, u.window_number,
-                                         c.window_number, c.pockets),
+         charged = v_charged,
          released = chargeonce_pockets_less(u.held, nominal),
          units_charged = coalesce(nullif(p_units, 0), u.units)
    WHERE id = p_id RETURNING * INTO u;
   PERFORM chargeonce_remember_uncertain_end(u, 'committed');
   RETURN chargeonce_resolution_of(u);
 END $$;
+
+
+--
+-- Name: chargeonce_settle_hold(bigint, bigint[], integer[], integer, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_settle_hold(p_chat bigint, p_grants bigint[], p_credits integer[], p_charge integer, p_reservation bigint) RETURNS integer[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  need integer := GREATEST(0, coalesce(p_charge, 0));
+  taken integer[] := '{}';
+  g grants;
+  take integer;
+  rest integer;
+  how text;
+BEGIN
+  FOR i IN 1 .. coalesce(cardinality(p_grants), 0) LOOP
+    SELECT * INTO g FROM grants
+     WHERE grant_id = p_grants[i] AND chat_id = p_chat FOR UPDATE;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'reservation % holds grant % that chat % does not '
+        'have (a bug)', p_reservation, p_grants[i], p_chat;
+    END IF;
+    take := GREATEST(0, LEAST(need, p_credits[i], chargeonce_grant_left(g)));
+    rest := GREATEST(0, LEAST(p_credits[i], chargeonce_grant_left(g)) - take);
+    need := need - take;
+    how := CASE WHEN rest > 0 THEN chargeonce_grant_end(g) END;
+    IF take > 0 OR how IS NOT NULL THEN
+      UPDATE grants
+         SET charged = charged + take,
+             voided = voided + CASE WHEN how = 'void' THEN rest ELSE 0 END,
+             expired = expired + CASE WHEN how = 'expire' THEN rest ELSE 0 END,
+             expired_at = CASE WHEN how = 'expire'
+                               THEN coalesce(expired_at, now())
+                               ELSE expired_at END
+       WHERE grant_id = g.grant_id;
+    END IF;
+    IF how IS NOT NULL THEN
+      PERFORM chargeonce_grant_leaves(p_chat, g.grant_id, rest, how,
+        'grant ' || g.grant_id || CASE how WHEN 'void' THEN ' voided'
+                                           ELSE ' expired' END
+        || ': released by reservation ' || p_reservation);
+    END IF;
+    taken := taken || take;
+  END LOOP;
+  RETURN taken;
+END $$;
+
+
+--
+-- Name: chargeonce_spending_order(public.grants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_spending_order(g public.grants) RETURNS public.chargeonce_spending_key
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT ROW(g.priority, g.expires_at IS NULL, g.expires_at,
+             CASE g.source WHEN 'promo' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END,
+             g.created_at, g.grant_id)::chargeonce_spending_key
+$$;
 
 
 --
@@ -1776,6 +2431,129 @@ END $$;
 
 
 --
+-- Name: chargeonce_top_up(bigint, integer, text, timestamp with time zone, bigint, integer, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_top_up(p_chat bigint, p_credits integer, p_payment_id text, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_expires_in_ms bigint DEFAULT NULL::bigint, p_priority integer DEFAULT NULL::integer, p_source text DEFAULT NULL::text) RETURNS public.chargeonce_grant_answer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_priority integer := coalesce(p_priority, 100);
+  v_source text := coalesce(p_source, 'purchase');
+  why text := chargeonce_top_up_invalid(p_credits, p_expires_at,
+                                        p_expires_in_ms, p_priority, p_source);
+  c record;
+  g grants;
+  l record;
+  o chargeonce_grant_answer;
+BEGIN
+  IF why IS NOT NULL THEN
+    RETURN chargeonce_grant_refusal('invalid_argument', why);
+  END IF;
+  SELECT pockets, next_expiry INTO c FROM chats
+   WHERE chat_id = p_chat FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN chargeonce_grant_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- Under the chat lock, a retry of the same purchase sees the first.
+  SELECT * INTO g FROM grants WHERE payment_id = p_payment_id;
+  IF FOUND THEN
+    IF g.chat_id <> p_chat OR g.credits <> p_credits THEN
+      RETURN chargeonce_grant_refusal('invalid_argument',
+        'payment_id ' || p_payment_id || ' was already used for '
+        || g.credits || ' credits of chat ' || g.chat_id);
+    END IF;
+    IF g.priority <> v_priority OR g.source <> v_source
+       OR g.expires_in_ms IS DISTINCT FROM p_expires_in_ms
+       OR (p_expires_in_ms IS NULL
+           AND g.expires_at IS DISTINCT FROM p_expires_at) THEN
+      RETURN chargeonce_grant_refusal('invalid_argument',
+        'payment_id ' || p_payment_id || ' was already used for a grant '
+        || 'with priority ' || g.priority || ', source ' || g.source
+        || CASE WHEN g.expires_in_ms IS NOT NULL
+                THEN ', expires_in ' || g.expires_in_ms || ' ms'
+                WHEN g.expires_at IS NOT NULL
+                THEN ', expires_at ' || g.expires_at
+                ELSE ', no expiry' END);
+    END IF;
+    RETURN chargeonce_grant_answer_of(g);
+  END IF;
+  -- A top-up of 0.2 (before grants) names no grant: its ledger row answers.
+  SELECT chat_id, credited_balance, committed_at INTO l
+    FROM ledger WHERE payment_id = p_payment_id;
+  IF FOUND THEN
+    IF l.chat_id <> p_chat OR l.credited_balance <> p_credits THEN
+      RETURN chargeonce_grant_refusal('invalid_argument',
+        'payment_id ' || p_payment_id || ' was already used for '
+        || l.credited_balance || ' credits of chat ' || l.chat_id);
+    END IF;
+    o.outcome := 'ok';
+    o.chat_id := l.chat_id;
+    o.credits := l.credited_balance;
+    o.payment_id := p_payment_id;
+    o.committed_us := chargeonce_us(l.committed_at);
+    RETURN o;
+  END IF;
+  IF p_expires_at <= now() THEN
+    RETURN chargeonce_grant_refusal('invalid_argument',
+      'expires_at ' || p_expires_at || ' is not in the future');
+  END IF;
+  IF chargeonce_expire_if_due(p_chat, c.next_expiry) THEN
+    SELECT pockets, next_expiry INTO c FROM chats WHERE chat_id = p_chat;
+  END IF;
+  IF coalesce(c.pockets[3], 0)::bigint + p_credits > 2147483647 THEN
+    RETURN chargeonce_grant_refusal('invalid_argument',
+      'balance of chat ' || p_chat || ' would overflow');
+  END IF;
+  INSERT INTO grants (chat_id, source, credits, priority, expires_at,
+                      expires_in_ms, payment_id)
+    VALUES (p_chat, v_source, p_credits, v_priority,
+            coalesce(p_expires_at,
+                     now() + p_expires_in_ms * interval '1 millisecond'),
+            p_expires_in_ms, p_payment_id)
+    ON CONFLICT (payment_id) WHERE payment_id IS NOT NULL DO NOTHING
+    RETURNING * INTO g;
+  IF NOT FOUND THEN
+    -- The same payment_id committed for another chat in the meantime.
+    RETURN chargeonce_grant_refusal('invalid_argument',
+      'payment_id ' || p_payment_id || ' was already used for another chat');
+  END IF;
+  UPDATE chats
+     SET pockets = chargeonce_pockets_set(pockets, 3,
+                     coalesce(pockets[3], 0) + p_credits),
+         next_expiry = LEAST(next_expiry, g.expires_at)
+   WHERE chat_id = p_chat RETURNING pockets INTO c.pockets;
+  INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, pockets,
+                      grant_ids, grant_credits)
+    VALUES ('top_up', p_chat, p_payment_id, p_credits, c.pockets,
+            ARRAY[g.grant_id], ARRAY[p_credits]);
+  RETURN chargeonce_grant_answer_of(g);
+END $$;
+
+
+--
+-- Name: chargeonce_top_up_invalid(integer, timestamp with time zone, bigint, integer, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_top_up_invalid(p_credits integer, p_expires_at timestamp with time zone, p_expires_in_ms bigint, p_priority integer, p_source text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT CASE
+    WHEN coalesce(p_credits, 0) <= 0
+      THEN 'credits must be positive, not ' || coalesce(p_credits::text, 'none')
+    WHEN p_expires_at IS NOT NULL AND p_expires_in_ms IS NOT NULL
+      THEN 'a top-up gives expires_at or expires_in, not both'
+    WHEN p_expires_in_ms <= 0
+      THEN 'expires_in must be positive, not ' || p_expires_in_ms || ' ms'
+    WHEN p_priority NOT BETWEEN 0 AND 1000
+      THEN 'priority must be 0 to 1000, not ' || p_priority
+    WHEN p_source NOT IN ('purchase', 'promo', 'admin')
+      THEN 'source must be purchase, promo or admin, not ' || p_source
+  END
+$$;
+
+
+--
 -- Name: chargeonce_uncertain(bigint, bigint, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1793,10 +2571,12 @@ BEGIN
     INSERT INTO uncertain_reservations (id, chat_id, kind, queue, held,
                                         held_units, units, request_id, slot,
                                         created_at, cancel_requested,
-                                        provider_ref, window_number)
+                                        provider_ref, window_number,
+                                        held_grants, held_grant_credits)
       VALUES (r.id, r.chat_id, r.kind, r.queue, r.held, r.held_units,
               r.units, r.request_id, r.slot, r.created_at,
-              r.cancel_requested, p_ref, r.window_number)
+              r.cancel_requested, p_ref, r.window_number, r.held_grants,
+              r.held_grant_credits)
       RETURNING * INTO u;
     RETURN chargeonce_with_uncertain(u);
   END IF;
@@ -1828,6 +2608,56 @@ END $$;
 CREATE FUNCTION public.chargeonce_us(t timestamp with time zone) RETURNS bigint
     LANGUAGE sql STABLE
     AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
+
+
+--
+-- Name: chargeonce_void_grant(bigint, bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_void_grant(p_chat bigint, p_grant bigint, p_payment_id text DEFAULT NULL::text) RETURNS public.chargeonce_grant_answer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  due timestamptz;
+  g grants;
+  held integer;
+  gone integer;
+BEGIN
+  IF (p_grant IS NULL) = (p_payment_id IS NULL) THEN
+    RETURN chargeonce_grant_refusal('invalid_argument',
+      'void-grant names a grant or a payment_id, one of them');
+  END IF;
+  SELECT next_expiry INTO due FROM chats WHERE chat_id = p_chat FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN chargeonce_grant_refusal('not_found', 'unknown chat ' || p_chat);
+  END IF;
+  -- Expired first if it was due: credits expire or are voided, not both.
+  PERFORM chargeonce_expire_if_due(p_chat, due);
+  SELECT * INTO g FROM grants
+   WHERE chat_id = p_chat
+     AND (grant_id = p_grant OR payment_id = p_payment_id)
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN chargeonce_grant_refusal('not_found',
+      'chat ' || p_chat || ' has no grant '
+      || coalesce(p_grant::text, 'of payment_id ' || p_payment_id));
+  END IF;
+  IF g.voided_at IS NOT NULL THEN
+    RETURN chargeonce_grant_answer_of(g);
+  END IF;
+  held := coalesce((SELECT h.held FROM chargeonce_grants_held(p_chat) h
+                     WHERE h.grant_id = g.grant_id), 0);
+  gone := GREATEST(0, chargeonce_grant_left(g) - held);
+  UPDATE grants SET voided = voided + gone, voided_at = now()
+   WHERE grant_id = g.grant_id RETURNING * INTO g;
+  PERFORM chargeonce_grant_leaves(p_chat, g.grant_id, gone, 'void',
+    'grant ' || g.grant_id || ' voided'
+    || CASE WHEN held > 0 THEN ' (' || held || ' credits still held)'
+            ELSE '' END);
+  UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
+   WHERE chat_id = p_chat;
+  RETURN chargeonce_grant_answer_of(g);
+END $$;
 
 
 --
@@ -1939,6 +2769,7 @@ CREATE TABLE public.chats (
     max_active_jobs integer,
     pockets integer[] DEFAULT '{}'::integer[] NOT NULL,
     window_number bigint DEFAULT 0 NOT NULL,
+    next_expiry timestamp with time zone,
     CONSTRAINT chats_max_active_jobs_check CHECK (((max_active_jobs >= 1) AND (max_active_jobs <= 64))),
     CONSTRAINT chats_pockets CHECK (((array_ndims(pockets) = 1) AND (array_lower(pockets, 1) = 1) AND (0 <= ALL (pockets))))
 );
@@ -1991,7 +2822,7 @@ CREATE TABLE public.events (
     reservation_id bigint,
     detail text,
     at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT events_event_check CHECK ((event = ANY (ARRAY['reservation_released'::text, 'limits_refilled'::text, 'cancel_requested'::text, 'reconcile_needed'::text])))
+    CONSTRAINT events_event_check CHECK ((event = ANY (ARRAY['reservation_released'::text, 'limits_refilled'::text, 'cancel_requested'::text, 'reconcile_needed'::text, 'credits_expired'::text, 'credits_expiring'::text])))
 );
 
 
@@ -2001,6 +2832,20 @@ CREATE TABLE public.events (
 
 ALTER TABLE public.events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: grants_grant_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.grants ALTER COLUMN grant_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.grants_grant_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2029,11 +2874,13 @@ CREATE TABLE public.ledger (
     pockets integer[],
     changed integer[] DEFAULT '{}'::integer[] NOT NULL,
     detail text,
+    grant_ids bigint[] DEFAULT '{}'::bigint[] NOT NULL,
+    grant_credits integer[] DEFAULT '{}'::integer[] NOT NULL,
     CONSTRAINT ledger_changed CHECK (((array_ndims(changed) = 1) AND (array_lower(changed, 1) = 1))),
     CONSTRAINT ledger_charged CHECK (((array_ndims(charged) = 1) AND (array_lower(charged, 1) = 1))),
     CONSTRAINT ledger_credited_balance_check CHECK ((credited_balance >= 0)),
-    CONSTRAINT ledger_entry_check CHECK ((entry = ANY (ARRAY['charge'::text, 'top_up'::text, 'refill'::text, 'admin'::text]))),
-    CONSTRAINT ledger_entry_shape CHECK ((((entry = 'charge'::text) AND (reservation_id IS NOT NULL) AND (kind IS NOT NULL) AND (payment_id IS NULL) AND (detail IS NULL)) OR ((entry = 'top_up'::text) AND (reservation_id IS NULL) AND (payment_id IS NOT NULL) AND (credited_balance > 0) AND (detail IS NULL)) OR ((entry = ANY (ARRAY['refill'::text, 'admin'::text])) AND (reservation_id IS NULL) AND (payment_id IS NULL) AND (kind IS NULL) AND (credited_balance = 0) AND (detail IS NOT NULL) AND (pockets IS NOT NULL)))),
+    CONSTRAINT ledger_entry_check CHECK ((entry = ANY (ARRAY['charge'::text, 'top_up'::text, 'refill'::text, 'admin'::text, 'expire'::text, 'void'::text]))),
+    CONSTRAINT ledger_entry_shape CHECK ((((entry = 'charge'::text) AND (reservation_id IS NOT NULL) AND (kind IS NOT NULL) AND (payment_id IS NULL) AND (detail IS NULL)) OR ((entry = 'top_up'::text) AND (reservation_id IS NULL) AND (payment_id IS NOT NULL) AND (credited_balance > 0) AND (detail IS NULL)) OR ((entry = ANY (ARRAY['refill'::text, 'admin'::text])) AND (reservation_id IS NULL) AND (payment_id IS NULL) AND (kind IS NULL) AND (credited_balance = 0) AND (detail IS NOT NULL) AND (pockets IS NOT NULL)) OR ((entry = ANY (ARRAY['expire'::text, 'void'::text])) AND (reservation_id IS NULL) AND (payment_id IS NULL) AND (kind IS NULL) AND (credited_balance = 0) AND (cardinality(grant_ids) = 1) AND (detail IS NOT NULL) AND (pockets IS NOT NULL)))),
     CONSTRAINT ledger_pockets CHECK (((array_ndims(pockets) = 1) AND (array_lower(pockets, 1) = 1)))
 );
 
@@ -2144,6 +2991,14 @@ ALTER TABLE ONLY public.events
 
 
 --
+-- Name: grants grants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_pkey PRIMARY KEY (grant_id);
+
+
+--
 -- Name: ledger ledger_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2224,6 +3079,27 @@ CREATE UNIQUE INDEX events_id ON public.events USING btree (id) WHERE (id IS NOT
 --
 
 CREATE INDEX events_unnumbered ON public.events USING btree (seq) WHERE (id IS NULL);
+
+
+--
+-- Name: grants_chat_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX grants_chat_id ON public.grants USING btree (chat_id, grant_id);
+
+
+--
+-- Name: grants_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX grants_due ON public.grants USING btree (expires_at) WHERE ((expired_at IS NULL) AND (voided_at IS NULL) AND (expires_at IS NOT NULL));
+
+
+--
+-- Name: grants_payment_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX grants_payment_id ON public.grants USING btree (payment_id) WHERE (payment_id IS NOT NULL);
 
 
 --
@@ -2336,6 +3212,20 @@ CREATE TRIGGER chats_deleted AFTER DELETE ON public.chats REFERENCING OLD TABLE 
 --
 
 CREATE TRIGGER chats_truncated BEFORE TRUNCATE ON public.chats FOR EACH STATEMENT EXECUTE FUNCTION public.chargeonce_chats_truncated();
+
+
+--
+-- Name: grants grants_chat_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER grants_chat_changed AFTER UPDATE OF chat_id ON public.grants FOR EACH ROW WHEN ((old.chat_id IS DISTINCT FROM new.chat_id)) EXECUTE FUNCTION public.chargeonce_check_chat_reference();
+
+
+--
+-- Name: grants grants_chat_reference; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER grants_chat_reference BEFORE INSERT ON public.grants FOR EACH ROW WHEN ((current_setting('chargeonce.references_checked'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION public.chargeonce_check_chat_reference();
 
 
 --
