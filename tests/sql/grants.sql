@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(118);
+SELECT plan(123);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -272,6 +272,29 @@ SELECT is((SELECT expired || '/' || charged FROM grants, g13
 SELECT is((SELECT count(*) FROM ledger WHERE chat_id = 13 AND entry = 'expire'),
   5::bigint, 'one row for the expiry and one per released hold');
 SELECT is(pg_temp.violations(), NULL, 'conservation after released holds');
+
+-- An uncertain job resolved succeeded after its grant expired commits from
+-- it, as commit does: what it captures is charged, the rest expires.
+SELECT pg_temp.chat(23);
+SELECT pg_temp.top(23, 4, 'u-soon', NULL, NULL, 3600000),
+       pg_temp.top(23, 2, 'u-never');
+SELECT pg_temp.reserve(23, 3, 'u-1');
+SELECT chargeonce_start(23, pg_temp.id_of(23, 'u-1'));
+SELECT chargeonce_uncertain(23, pg_temp.id_of(23, 'u-1'), 'ref-3');
+SELECT pg_temp.expire_now(grant_id) FROM grants WHERE payment_id = 'u-soon';
+SELECT is((chargeonce_resolve(23, pg_temp.id_of(23, 'u-1'), 'succeeded',
+                              2)).charged,
+  '{NULL,NULL,2}'::integer[],
+  'resolved succeeded for 2 of 3 units after its grant expired');
+SELECT is((SELECT charged || '/' || expired FROM grants
+            WHERE payment_id = 'u-soon'), '2/2',
+  '... charged from that grant; the released unit expires with its rest');
+SELECT is((SELECT ROW(grant_ids, grant_credits)::chargeonce_grant_hold
+             FROM ledger WHERE reservation_id = pg_temp.id_of(23, 'u-1')),
+  (SELECT ROW(ARRAY[grant_id], '{2}')::chargeonce_grant_hold FROM grants
+    WHERE payment_id = 'u-soon'), '... and the charge row names it');
+SELECT is(pg_temp.balance(23), 2, 'balance: the grant that never expires');
+SELECT is(pg_temp.violations(), NULL, 'conservation after a resolve');
 
 -- Void -------------------------------------------------------------------------
 
