@@ -146,10 +146,11 @@ ALTER TABLE events DROP CONSTRAINT events_event_check,
 -- Conversion ----------------------------------------------------------------
 
 -- Each chat's balance becomes one grant that never expires, and every open
--- hold on balance a hold on that grant. A ledger row per chat says why
--- (nothing changes: the balance was already there). Payment ids of earlier
--- top-ups stay in the ledger's unique index: a retried old webhook still
--- changes nothing, and names no grant.
+-- hold on balance a hold on that grant. No ledger row: no pocket changes,
+-- and the chains of 0.2 convert to the same ledger (persistence.migrations
+-- compares them). Payment ids of earlier top-ups stay in the ledger's
+-- unique index: a retried old webhook still changes nothing, and names no
+-- grant.
 INSERT INTO grants (chat_id, source, credits)
 SELECT chat_id, 'purchase', pockets[3] FROM chats WHERE pockets[3] > 0
  ORDER BY chat_id;
@@ -163,10 +164,3 @@ UPDATE uncertain_reservations u
    SET held_grants = ARRAY[g.grant_id], held_grant_credits = ARRAY[u.held[3]]
   FROM grants g
  WHERE g.chat_id = u.chat_id AND u.outcome IS NULL AND u.held[3] > 0;
-
-INSERT INTO ledger (entry, detail, chat_id, pockets, grant_ids,
-                    grant_credits)
-SELECT 'admin', 'balance became grant ' || g.grant_id, g.chat_id, c.pockets,
-       ARRAY[g.grant_id], ARRAY[g.credits]
-  FROM grants g JOIN chats c ON c.chat_id = g.chat_id
- ORDER BY g.chat_id;
