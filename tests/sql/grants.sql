@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(123);
+SELECT plan(126);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -446,6 +446,17 @@ SELECT is(chargeonce_release_swept(19, pg_temp.id_of(19, 'w-2'), 3600000),
 SELECT is(pg_temp.balance(19), 7,
   'balance: the admin grant and the 1 still held of the expired one');
 SELECT is(pg_temp.violations(), NULL, 'conservation after the sweep');
+
+-- A chat whose grants have no ledger row yet keeps its grants as it keeps
+-- its ledger: neither deleted nor renumbered under them.
+INSERT INTO chats (chat_id, pockets) VALUES (24, '{0,0,3}');
+SELECT chargeonce_grant_balance(24);
+SELECT throws_ok('DELETE FROM chats WHERE chat_id = 24', '23503', NULL,
+  'a chat with grants is not deleted');
+SELECT throws_ok('UPDATE chats SET chat_id = 25 WHERE chat_id = 24', '23503',
+  NULL, 'a chat with grants is not renumbered');
+SELECT throws_ok('INSERT INTO grants (chat_id, credits) VALUES (26, 1)',
+  '23503', NULL, 'a grant of a chat that does not exist is refused');
 
 -- The supervisor's scan and the expiring notice --------------------------------
 
