@@ -56,8 +56,8 @@ CREATE OR REPLACE FUNCTION chargeonce_next_expiry(p_chat bigint)
 $$;
 
 -- How a grant's credits leave the balance when nobody holds them: 'void'
--- or 'expire' (whichever came first: a grant voided before its expiry is
--- voided, one voided after it had expired), NULL while it is live.
+-- or 'expire', whichever came first (a grant voided before its expiry is
+-- voided; one voided after it has expired), NULL while it is live.
 CREATE OR REPLACE FUNCTION chargeonce_grant_end(g grants) RETURNS text
   LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN g.voided_at IS NOT NULL
