@@ -284,8 +284,9 @@ BEGIN
               OR (request_id <> '' AND request_id NOT LIKE 'auto:%'))
          AND choice IS NOT NULL AND NOT expiry_due),
     -- A hold on balance records the grants it holds: the same split as
-    -- chargeonce_reserve's.
-    split AS (
+    -- chargeonce_reserve's. Materialized: the insert reads two fields of
+    -- the split, which would otherwise run it twice per reserve.
+    split AS MATERIALIZED (
       SELECT granted.*,
              CASE WHEN choice = 1 AND p1 = 3
                     THEN chargeonce_hold_grants(chat, c1)
@@ -859,12 +860,14 @@ BEGIN
     nominal := chargeonce_captured(r.held, r.held_units, r.units, p_units);
     v_charged := chargeonce_charged_in(nominal, r.window_number,
                                      c.window_number, c.pockets);
-    -- The balance part is what its grants had (the clamp, grant by
-    -- grant); what the hold has over it on a grant that expired or was
+    -- The balance part, clamped at what the pocket has, is charged from
+    -- the hold's grants in the hold's order (each at most what it has
+    -- left); what the hold has over it on a grant that expired or was
     -- voided leaves the balance in rows before this one.
     IF cardinality(r.held_grants) > 0 THEN
       taken := chargeonce_settle_hold(p_chat, r.held_grants,
-                                      r.held_grant_credits, nominal[3], p_id);
+                                      r.held_grant_credits, v_charged[3],
+                                      p_id);
       IF nominal[3] IS NOT NULL THEN
         v_charged := chargeonce_pockets_set(v_charged, 3,
           (SELECT sum(t)::integer FROM unnest(taken) AS t));
@@ -2271,7 +2274,7 @@ BEGIN
   -- As commit: the balance part from the hold's grants.
   IF cardinality(u.held_grants) > 0 THEN
     taken := chargeonce_settle_hold(p_chat, u.held_grants,
-                                    u.held_grant_credits, nominal[3], p_id);
+                                    u.held_grant_credits, v_charged[3], p_id);
     IF nominal[3] IS NOT NULL THEN
       v_charged := chargeonce_pockets_set(v_charged, 3,
         (SELECT sum(t)::integer FROM unnest(taken) AS t));

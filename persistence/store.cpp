@@ -84,6 +84,9 @@ caf::expected<chat_status> store::create_chat(const chat_spec& spec) {
         return caf::make_error(ec::already_exists, "chat "
                                                      + std::to_string(spec.chat)
                                                      + " already exists");
+      // The opening balance is one grant (source admin), as every credit of
+      // the balance pocket is some grant's.
+      tx.exec_params("SELECT chargeonce_grant_balance($1)", spec.chat);
       record_opening(tx, spec.chat, "admin", "create_chat");
       return read_status(tx, spec.chat, impl_->opts, impl_->ordinals);
     });

@@ -137,18 +137,14 @@ inline reservation to_reservation(const pqxx::row& r,
   return x;
 }
 
-/// The CTE `kept` that remembers the rows of the CTE `gone` (reservations
-/// just deleted) that have a request id, as ended `how`: the sweep's
-/// statement form of chargeonce_remember_end (functions/03_rows.sql).
-inline std::string remember_ended(const char* how) {
-  return std::string{"kept AS (INSERT INTO ended_reservations (id, chat_id, "
-                     "kind, status, queue, held, request_id, slot, "
-                     "created_at, lease_expires_at, units, held_units, "
-                     "window_number) SELECT id, chat_id, kind, '"}
-         + how
-         + "', queue, held, request_id, slot, created_at, lease_expires_at, "
-           "units, held_units, window_number FROM gone "
-           "WHERE request_id <> '')";
+/// The refusal a function's answer row carries (its `outcome` and
+/// `message`): our code by name; a name this binary does not know comes
+/// from a function newer than it.
+inline caf::error refusal_of(const pqxx::row& r) {
+  auto code = ec::storage_unavailable;
+  if (!from_string(r["outcome"].as<std::string>(), code))
+    code = ec::storage_unavailable;
+  return caf::make_error(code, r["message"].as<std::string>());
 }
 
 /// The text of release_statement (store_sweep.cpp).

@@ -102,61 +102,24 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
                                             const std::string& payment_id) {
   if (auto err = validate_top_up(chat, credits, payment_id))
     return err;
+  // A grant that never expires, at the default priority: the top-up of 0.2
+  // (functions/12_grants.sql, chargeonce_top_up).
   return impl_->run<top_up_receipt>(
     "top_up", chat, 0, [&](pqxx::work& tx) -> caf::expected<top_up_receipt> {
-      auto locked = tx.exec_params(
-        "SELECT chargeonce_amount(pockets, 'balance') FROM chats "
-        "WHERE chat_id = $1 FOR UPDATE",
-        chat);
-      if (locked.empty())
-        return caf::make_error(ec::not_found,
-                               "unknown chat " + std::to_string(chat));
-      // Under the chat lock, a retry of the same purchase sees the first.
-      auto first =
-        tx.exec_params("SELECT chat_id, credited_balance, "
-                       "(extract(epoch FROM committed_at) * 1000000)::bigint "
-                       "FROM ledger WHERE payment_id = $1",
-                       payment_id);
-      if (!first.empty()) {
-        top_up_receipt x{first[0][0].as<int64_t>(), payment_id,
-                         first[0][1].as<int32_t>(),
-                         from_unix_micros(first[0][2].as<int64_t>())};
-        if (x.chat != chat || x.credits != credits)
-          return caf::make_error(
-            ec::invalid_argument,
-            "payment_id " + payment_id + " was already used for "
-              + std::to_string(x.credits) + " credits of chat "
-              + std::to_string(x.chat));
-        return x;
-      }
-      if (locked[0][0].as<int64_t>() + credits
-          > std::numeric_limits<int32_t>::max())
-        return caf::make_error(ec::invalid_argument, "balance of chat "
-                                                       + std::to_string(chat)
-                                                       + " would overflow");
-      auto after =
-        tx.exec_params("UPDATE chats SET pockets = chargeonce_pockets_set("
-                       "pockets, $3, coalesce(pockets[$3], 0) + $2::integer) "
-                       "WHERE chat_id = $1 RETURNING pockets::text",
-                       chat, credits, impl_->ordinals.ordinal(pocket::balance));
-      try {
-        auto written = tx.exec_params(
-          "INSERT INTO ledger (entry, chat_id, payment_id, credited_balance, "
-          "pockets) VALUES ('top_up', $1, $2, $3, $4::integer[]) "
-          "RETURNING (extract(epoch FROM committed_at) * 1000000)::bigint",
-          chat, payment_id, credits, after[0][0].c_str());
-        spdlog::info("top_up chat={} payment_id={} credits={}", chat,
-                     payment_id, credits);
-        return top_up_receipt{chat, payment_id, static_cast<int32_t>(credits),
-                              from_unix_micros(written[0][0].as<int64_t>())};
-      } catch (const pqxx::sql_error& e) {
-        // The same payment_id committed for another chat in the meantime.
-        if (e.sqlstate() != unique_violation_sqlstate)
-          throw;
-        return caf::make_error(ec::invalid_argument,
-                               "payment_id " + payment_id
-                                 + " was already used for another chat");
-      }
+      auto rs = tx.exec_params(
+        "SELECT outcome, message, chat_id, credits, committed_us, grant_id "
+        "FROM chargeonce_top_up($1, $2::integer, $3)",
+        chat, credits, payment_id);
+      const auto& r = rs[0];
+      if (r["outcome"].as<std::string>() != "ok")
+        return refusal_of(r);
+      spdlog::info("top_up chat={} payment_id={} credits={} grant={}", chat,
+                   payment_id, credits,
+                   r["grant_id"].is_null() ? int64_t{0}
+                                           : r["grant_id"].as<int64_t>());
+      return top_up_receipt{r["chat_id"].as<int64_t>(), payment_id,
+                            r["credits"].as<int32_t>(),
+                            from_unix_micros(r["committed_us"].as<int64_t>())};
     });
 }
 

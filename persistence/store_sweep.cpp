@@ -60,16 +60,10 @@ store::sweep_chunk(const sweep_cursor& after, uint32_t limit) {
 }
 
 std::string detail::release_statement_sql() {
-  // A job with a request id is also remembered as released, so that a
-  // retried reserve finds it instead of holding again.
-  return "WITH gone AS (DELETE FROM reservations WHERE id = $1 AND chat_id = "
-         "$2 AND (created_at < now() - $3 * interval '1 millisecond' "
-         "OR lease_expires_at < now()) RETURNING *, "
-         "CASE WHEN lease_expires_at < now() THEN 'lease_expired' "
-         "ELSE 'sweep_timeout' END AS reason), "
-         + remember_ended("released")
-         + " INSERT INTO released_reservations (id, chat_id, reason) "
-           "SELECT id, chat_id, reason FROM gone RETURNING reason";
+  // The reason, or NULL when the job is not past its deadline: a job with
+  // a request id is also remembered as released, and its hold's grants
+  // are settled (functions/12_grants.sql).
+  return "SELECT chargeonce_release_swept($2, $1, $3)";
 }
 
 caf::expected<reservation_released> store::release(chat_id chat,
@@ -84,7 +78,7 @@ caf::expected<reservation_released> store::release(chat_id chat,
       // Deadline re-checked under the row lock: a heartbeat or a commit that
       // came first wins, and the row is left alone.
       auto rs = tx.exec_prepared(release_statement, id, chat, timeout_ms);
-      if (!rs.empty())
+      if (!rs.empty() && !rs[0][0].is_null())
         return reservation_released{chat, id, rs[0][0].as<std::string>()};
       // Not active: perhaps a job of unknown outcome past reconcile-timeout
       // (a second statement only when the first found nothing).

@@ -7,17 +7,6 @@
 
 namespace chargeonce::persistence {
 
-namespace {
-
-caf::error refusal(const pqxx::row& r) {
-  auto code = ec::storage_unavailable;
-  if (!from_string(r["outcome"].as<std::string>(), code))
-    code = ec::storage_unavailable; // a function newer than this binary
-  return caf::make_error(code, r["message"].as<std::string>());
-}
-
-} // namespace
-
 caf::expected<reservation> store::uncertain(chat_id chat, reservation_id id,
                                             const std::string& provider_ref,
                                             const std::string& worker) {
@@ -32,7 +21,7 @@ caf::expected<reservation> store::uncertain(chat_id chat, reservation_id id,
       auto rs = tx.exec_params("SELECT * FROM chargeonce_uncertain($1, $2, $3)",
                                chat, id, provider_ref);
       if (rs[0]["outcome"].as<std::string>() != "ok")
-        return refusal(rs[0]);
+        return refusal_of(rs[0]);
       auto x = reservation_of(rs[0], impl_->ordinals);
       // The same transaction: what the function just wrote (rare, so a
       // second round trip).
@@ -58,7 +47,7 @@ caf::expected<resolution> store::resolve(chat_id chat, reservation_id id,
                        id, outcome, units);
       const auto& r = rs[0];
       if (r["outcome"].as<std::string>() != "ok")
-        return refusal(r);
+        return refusal_of(r);
       resolution x;
       x.reservation = id;
       x.chat = chat;

@@ -124,7 +124,7 @@ BEGIN
   -- As commit: the balance part from the hold's grants.
   IF cardinality(u.held_grants) > 0 THEN
     taken := chargeonce_settle_hold(p_chat, u.held_grants,
-                                    u.held_grant_credits, nominal[3], p_id);
+                                    u.held_grant_credits, v_charged[3], p_id);
     IF nominal[3] IS NOT NULL THEN
       v_charged := chargeonce_pockets_set(v_charged, 3,
         (SELECT sum(t)::integer FROM unnest(taken) AS t));

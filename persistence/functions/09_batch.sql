@@ -191,8 +191,9 @@ BEGIN
               OR (request_id <> '' AND request_id NOT LIKE 'auto:%'))
          AND choice IS NOT NULL AND NOT expiry_due),
     -- A hold on balance records the grants it holds: the same split as
-    -- chargeonce_reserve's.
-    split AS (
+    -- chargeonce_reserve's. Materialized: the insert reads two fields of
+    -- the split, which would otherwise run it twice per reserve.
+    split AS MATERIALIZED (
       SELECT granted.*,
              CASE WHEN choice = 1 AND p1 = 3
                     THEN chargeonce_hold_grants(chat, c1)

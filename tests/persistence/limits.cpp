@@ -342,6 +342,38 @@ TEST_SUITE("limits") {
     CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE entry = 'top_up'"
                         + std::string{" AND chat_id = "} + std::to_string(chat))
           == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM grants WHERE chat_id = "
+                        + std::to_string(chat))
+          == 1);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "every credit of the balance is a grant's: a top-up "
+                    "makes a purchase grant that never expires, a chat "
+                    "created with a balance an admin grant, and a reserve "
+                    "holds from them") {
+    auto topped = test::fresh_chat();
+    touch(topped);
+    REQUIRE(db.top_up(topped, 5, "grant-" + std::to_string(topped)));
+    auto created = test::fresh_chat();
+    pockets opening;
+    opening.set(pocket::balance, 3);
+    REQUIRE(db.create_chat({created, opening, caf::none, caf::none}));
+    auto grant_of = [](chat_id chat) {
+      return test::sql(
+        "SELECT source || ' ' || credits || ' ' || priority || ' ' || "
+        "(expires_at IS NULL) FROM grants WHERE chat_id = "
+        + std::to_string(chat));
+    };
+    CHECK(grant_of(topped) == "purchase 5 100 true");
+    CHECK(grant_of(created) == "admin 3 100 true");
+    auto held = db.reserve(created, kind::image, "");
+    REQUIRE(held);
+    CHECK(held->held.get(pocket::balance) > 0);
+    CHECK(test::sql("SELECT held_grant_credits::text FROM reservations "
+                    "WHERE id = "
+                    + std::to_string(held->id))
+          == "{" + std::to_string(held->held.get(pocket::balance)) + "}");
   }
 
   TEST_CASE_FIXTURE(

@@ -83,6 +83,20 @@ void insert_stuck_reservations(chat_id base, int64_t n,
       "created_at) SELECT g, 'image', 'in_progress', '{NULL,NULL,1}', "
       "'image_generation', now() - interval '"
       + age + "' FROM generate_series(" + range + ") g");
+  grant_balances("chat_id BETWEEN " + std::to_string(base) + " AND "
+                 + std::to_string(base + n - 1));
+}
+
+void grant_balances(const std::string& chats) {
+  // As migration 004 converts a 0.2 database: one grant per balance, and
+  // each hold on balance attributed to it.
+  sql("SELECT count(chargeonce_grant_balance(chat_id)) FROM chats WHERE "
+      + chats);
+  sql("UPDATE reservations r SET held_grants = ARRAY[g.grant_id], "
+      "held_grant_credits = ARRAY[r.held[3]] FROM grants g WHERE "
+      "g.chat_id = r.chat_id AND coalesce(r.held[3], 0) > 0 AND "
+      "cardinality(r.held_grants) = 0 AND r."
+      + chats);
 }
 
 namespace {

@@ -40,6 +40,12 @@ tally(std::vector<std::future<caf::expected<reservation>>>& results);
 /// (an SQL interval, e.g. "1 hour") by a worker that died.
 void insert_stuck_reservations(chat_id base, int64_t n, const std::string& age);
 
+/// Gives the chats that `chats` selects (an SQL condition on chat_id) a
+/// grant for the balance no grant has yet, and attributes their holds on
+/// balance to it: for rows a test inserts by hand, since every credit of
+/// the balance pocket is some grant's.
+void grant_balances(const std::string& chats);
+
 /// Runs one statement in a transaction of its own, on this thread's
 /// connection to the test database (not the connection of any store);
 /// returns the first field of the first row as text ("" when there is

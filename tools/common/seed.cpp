@@ -29,6 +29,14 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
                      "pockets FROM chats WHERE chat_id > $1 AND chat_id <= "
                      "$1::bigint + $2::bigint ORDER BY chat_id",
                      first, count);
+      // Every credit of the balance pocket is some grant's: one that never
+      // expires per chat, as create-chat --balance makes it.
+      tx.exec_params("INSERT INTO grants (chat_id, source, credits) "
+                     "SELECT chat_id, 'admin', pockets[3] FROM chats "
+                     "WHERE chat_id > $1 AND chat_id <= $1::bigint + "
+                     "$2::bigint AND coalesce(pockets[3], 0) > 0 "
+                     "ORDER BY chat_id",
+                     first, count);
       tx.commit();
     }
     pqxx::nontransaction tx{conn};
@@ -50,7 +58,7 @@ caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count) {
     pqxx::connection conn{dsn};
     pqxx::work tx{conn};
     for (auto table : {"ledger", "released_reservations", "ended_reservations",
-                       "reservations", "chats"})
+                       "reservations", "grants", "chats"})
       tx.exec_params(std::string{"DELETE FROM "} + table
                        + " WHERE chat_id > $1 AND chat_id <= $2",
                      first, first + count);
@@ -61,7 +69,7 @@ caf::error drop_chats(const std::string& dsn, chat_id first, int64_t count) {
     // each run measured a slower database than the one before.
     pqxx::nontransaction vacuum{conn};
     vacuum.exec("VACUUM (ANALYZE) ledger, released_reservations, "
-                "ended_reservations, reservations, chats");
+                "ended_reservations, reservations, grants, chats");
   } catch (const std::exception& e) {
     return caf::make_error(ec::storage_unavailable,
                            std::string{"dropping chats: "} + e.what());
