@@ -30,6 +30,7 @@ const char* const invariant_names[invariant_count] = {
   "15_acknowledged_reservation_kept",
   "16_one_worker_per_job",
   "17_paid_by_its_window",
+  "18_balance_is_its_grants",
 };
 
 namespace {
@@ -120,6 +121,7 @@ public:
     reservations_kept();
     one_worker_per_job();
     paid_by_its_window();
+    balance_is_its_grants();
     for (const auto& l : snap_.ledger)
       ++out_.ledger_entries[l.entry];
     return std::move(out_);
@@ -696,6 +698,20 @@ private:
 
   // -- 13: each ledger row starts where the chat's row before it ended, and
   //        the last ends at the chat's pockets ------------------------------
+
+  // -- 18: the balance pocket is what the chat's grants have left ---------
+
+  void balance_is_its_grants() {
+    for (const auto& c : snap_.chats) {
+      check(18);
+      auto balance = c.available.get(pocket::balance);
+      if (balance != c.grants_left)
+        fail(18, c.chat, 0,
+             "balance is " + std::to_string(balance)
+               + ", its grants have " + std::to_string(c.grants_left)
+               + " left");
+    }
+  }
 
   void ledger_chain() {
     std::map<chat_id, const persistence::audit_ledger_row*> last;

@@ -47,6 +47,9 @@ struct chaos_options {
   bool self_test_uncertain_charged = false;
   bool self_test_uncertain_left = false;
   bool self_test_ledger_chain = false;
+  /// Charges one credit of a grant without the balance pocket: the check
+  /// that the balance is what its grants have left must see it.
+  bool self_test_grant_left = false;
   /// Deletes one event before the audit (or, without any, writes one no
   /// change made): the check of an event with each change must see it.
   bool self_test_lost_event = false;

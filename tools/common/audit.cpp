@@ -27,13 +27,16 @@ std::string micros_of(const std::string& column) {
 
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out, pocket_ordinals& ordinals) {
-  auto rs = tx.exec_params("SELECT chat_id, pockets::text, window_number "
-                           "FROM chats WHERE chat_id > $1 AND chat_id <= $2 "
-                           "ORDER BY chat_id",
-                           first, first + count);
+  auto rs = tx.exec_params(
+    "SELECT chat_id, pockets::text, window_number, (SELECT coalesce(sum("
+    "g.credits - g.charged - g.expired - g.voided), 0) FROM grants g WHERE "
+    "g.chat_id = c.chat_id) FROM chats c WHERE chat_id > $1 AND chat_id <= "
+    "$2 ORDER BY chat_id",
+    first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(audit_chat{
-      r[0].as<int64_t>(), ordinals.read(r[1].c_str()), r[2].as<int64_t>()});
+    out.chats.push_back(audit_chat{r[0].as<int64_t>(),
+                                   ordinals.read(r[1].c_str()),
+                                   r[2].as<int64_t>(), r[3].as<int64_t>()});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -380,6 +383,27 @@ caf::error forge_window_paid_twice(const std::string& dsn, chat_id first,
     return caf::none;
   } catch (...) {
     return failed("forging a charge that two windows paid");
+  }
+}
+
+caf::error forge_grant_left(const std::string& dsn, chat_id first,
+                            int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto forged = tx.exec_params(
+      "UPDATE grants SET charged = charged + 1 WHERE grant_id = (SELECT "
+      "grant_id FROM grants WHERE chat_id > $1 AND chat_id <= $2 AND "
+      "credits - charged - expired - voided > 0 ORDER BY grant_id LIMIT 1) "
+      "RETURNING grant_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no grant of the range has "
+                                            "credits left");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a grant's charge");
   }
 }
 

@@ -20,6 +20,9 @@ struct audit_chat {
   chat_id chat = 0;
   pockets available;
   int64_t window = 0; ///< its window number: one more at every refill
+  /// What its grants have left (credits - charged - expired - voided):
+  /// the balance pocket, grant by grant.
+  int64_t grants_left = 0;
 };
 
 /// One ledger row: a charge (reservation set), a top-up (payment_id set),
@@ -149,6 +152,12 @@ caf::error forge_pocket_move(const std::string& dsn, chat_id first,
 /// "before". Every change and every current pocket stays as it was: only the
 /// check of the ledger's chain sees it. ec::not_found when no chat has two
 /// rows.
+/// Charges one credit of the first grant in the range that has any left
+/// without touching the balance pocket: the balance then says more than
+/// its grants, which the audit must report.
+caf::error forge_grant_left(const std::string& dsn, chat_id first,
+                            int64_t count);
+
 caf::error forge_ledger_after(const std::string& dsn, chat_id first,
                               int64_t count);
 

@@ -288,11 +288,21 @@ struct history {
   /// initial pockets unless a test says otherwise.
   std::map<chat_id, pockets> opened;
 
+  /// What a chat's grants have left where a test forges it; elsewhere its
+  /// balance, as the server keeps them.
+  std::map<chat_id, int64_t> grants_left;
+
   /// The snapshot as the server writes it: each chat's ledger opens with
   /// create-chat's row, and a row that names no pockets after it gets the
   /// ones its change leads to (a test that sets them forges them).
   persistence::audit_snapshot chained() const {
     persistence::audit_snapshot out = snap;
+    for (auto& c : out.chats) {
+      auto forged = grants_left.find(c.chat);
+      c.grants_left = forged != grants_left.end()
+                        ? forged->second
+                        : c.available.get(pocket::balance);
+    }
     out.ledger.clear();
     std::map<chat_id, pockets> now;
     for (const auto& [chat, amounts] : initial) {
@@ -362,6 +372,7 @@ const std::string event_with_each_change = invariant_names[13];
 const std::string reservation_kept = invariant_names[14];
 const std::string one_worker_per_job = invariant_names[15];
 const std::string paid_by_its_window = invariant_names[16];
+const std::string balance_is_its_grants = invariant_names[17];
 
 /// Whether a violation of `invariant` says `text`.
 bool says(const audit_result& result, const std::string& invariant,
@@ -388,6 +399,18 @@ TEST_SUITE("chaos.audit") {
     }
     CHECK(result.violations_total == 0);
     CHECK(result.violations.empty());
+  }
+
+  TEST_CASE("18: a balance that is not what the chat's grants have left is "
+            "caught, either way") {
+    history less;
+    less.grants_left[chat_a] = 7; // balance 8: a grant charged behind it
+    CHECK(less.failed() == balance_is_its_grants);
+    CHECK(says(less.run(), balance_is_its_grants,
+               "balance is 8, its grants have 7 left"));
+    history more;
+    more.grants_left[chat_c] = 1; // balance 0: credits no pocket shows
+    CHECK(more.failed() == balance_is_its_grants);
   }
 
   TEST_CASE("16: a job whose start was acknowledged to two workers is "
