@@ -707,9 +707,8 @@ private:
       auto balance = c.available.get(pocket::balance);
       if (balance != c.grants_left)
         fail(18, c.chat, 0,
-             "balance is " + std::to_string(balance)
-               + ", its grants have " + std::to_string(c.grants_left)
-               + " left");
+             "balance is " + std::to_string(balance) + ", its grants have "
+               + std::to_string(c.grants_left) + " left");
     }
   }
 

@@ -434,9 +434,8 @@ std::string forge(const chaos_options& o, const setup& s, recorder& rec,
           [&] { return persistence::forge_over_capture(s.dsn, first, count); });
   attempt(o.self_test_ledger_chain, "forge a ledger row's pockets",
           [&] { return persistence::forge_ledger_after(s.dsn, first, count); });
-  attempt(o.self_test_grant_left, "charge a grant behind the balance", [&] {
-    return persistence::forge_grant_left(s.dsn, first, count);
-  });
+  attempt(o.self_test_grant_left, "charge a grant behind the balance",
+          [&] { return persistence::forge_grant_left(s.dsn, first, count); });
   attempt(o.self_test_lost_event, "lose an event",
           [&] { return persistence::forge_lost_event(s.dsn, first, count); });
   attempt(o.self_test_second_start, "start a job by a second worker",
