@@ -239,6 +239,7 @@ BEGIN
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
              coalesce(c.next_expiry <= now(), false) AS expiry_due,
+             c.sole_grant,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
              a.slots,
@@ -289,9 +290,9 @@ BEGIN
     split AS MATERIALIZED (
       SELECT granted.*,
              CASE WHEN choice = 1 AND p1 = 3
-                    THEN chargeonce_hold_grants(chat, c1)
+                    THEN chargeonce_hold_grants(chat, c1, sole_grant)
                   WHEN choice = 2 AND p2 = 3
-                    THEN chargeonce_hold_grants(chat, c2)
+                    THEN chargeonce_hold_grants(chat, c2, sole_grant)
                   ELSE ROW('{}', '{}')::chargeonce_grant_hold END AS hold
         FROM granted WHERE free_slot IS NOT NULL),
     inserted AS (
@@ -371,14 +372,13 @@ BEGIN
                 r.held_grants, r.held_grant_credits),
     -- A whole commit of a hold on balance charges each grant its part
     -- (chargeonce_settle_hold with nothing left over).
+    -- No two parts name one grant: the batch's chats are distinct, a
+    -- grant is its chat's, and a hold names each grant once.
     grants_charged AS (
-      UPDATE grants g SET charged = g.charged + parts.credits
-        FROM (SELECT h.grant_id, sum(h.credits)::integer AS credits
-                FROM taken t,
-                     unnest(t.held_grants, t.held_grant_credits)
-                       AS h(grant_id, credits)
-               GROUP BY h.grant_id) parts
-       WHERE g.grant_id = parts.grant_id),
+      UPDATE grants g SET charged = g.charged + h.credits
+        FROM taken t, unnest(t.held_grants, t.held_grant_credits)
+                        AS h(grant_id, credits)
+       WHERE g.grant_id = h.grant_id),
     -- A hold on a daily pocket of a past window (its pocket is not in
     -- the hold's part in this window) is charged whole and takes
     -- nothing: its own window's unit paid.
@@ -1233,7 +1233,8 @@ CREATE TABLE public.grants (
     CONSTRAINT grants_priority_check CHECK (((priority >= 0) AND (priority <= 1000))),
     CONSTRAINT grants_source_check CHECK ((source = ANY (ARRAY['purchase'::text, 'promo'::text, 'admin'::text]))),
     CONSTRAINT grants_voided_check CHECK ((voided >= 0))
-);
+)
+WITH (fillfactor='70');
 
 
 --
@@ -1293,6 +1294,20 @@ $$;
 
 
 --
+-- Name: chargeonce_grant_ended(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE chats SET sole_grant = chargeonce_sole_grant(NEW.chat_id)
+   WHERE chat_id = NEW.chat_id;
+  RETURN NULL;
+END $$;
+
+
+--
 -- Name: chargeonce_grant_leaves(bigint, bigint, integer, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1341,6 +1356,21 @@ BEGIN
   o.outcome := code;
   o.message := msg;
   RETURN o;
+END $$;
+
+
+--
+-- Name: chargeonce_grants_added(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grants_added() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE chats c SET sole_grant = chargeonce_sole_grant(c.chat_id)
+    FROM (SELECT DISTINCT chat_id FROM added_grants) a
+   WHERE c.chat_id = a.chat_id;
+  RETURN NULL;
 END $$;
 
 
@@ -1423,10 +1453,10 @@ END $$;
 
 
 --
--- Name: chargeonce_hold_grants(bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: chargeonce_hold_grants(bigint, integer, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.chargeonce_hold_grants(p_chat bigint, p_credits integer) RETURNS public.chargeonce_grant_hold
+CREATE FUNCTION public.chargeonce_hold_grants(p_chat bigint, p_credits integer, p_sole_grant bigint DEFAULT NULL::bigint) RETURNS public.chargeonce_grant_hold
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
@@ -1438,6 +1468,9 @@ DECLARE
 BEGIN
   IF need <= 0 THEN
     RETURN ROW('{}', '{}')::chargeonce_grant_hold;
+  END IF;
+  IF p_sole_grant IS NOT NULL THEN
+    RETURN ROW(ARRAY[p_sole_grant], ARRAY[need])::chargeonce_grant_hold;
   END IF;
   FOR g IN
     SELECT x.grant_id, chargeonce_grant_left(x) - coalesce(h.held, 0) AS free
@@ -2080,7 +2113,7 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number, next_expiry
+         window_number, next_expiry, sole_grant
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
@@ -2091,7 +2124,7 @@ BEGIN
     PERFORM chargeonce_expire_grants(p_chat);
     SELECT pockets, max_active_jobs,
            coalesce(premium_until > now(), false) AS premium, blocked,
-           banned, window_number, next_expiry
+           banned, window_number, next_expiry, sole_grant
       INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
@@ -2155,7 +2188,7 @@ BEGIN
   END IF;
   -- Balance is the one pocket that spans grants: the hold records which.
   IF choice.held[3] > 0 THEN
-    hold := chargeonce_hold_grants(p_chat, choice.held[3]);
+    hold := chargeonce_hold_grants(p_chat, choice.held[3], c.sole_grant);
   END IF;
   INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
                             units, held_units, window_number, held_grants,
@@ -2352,6 +2385,20 @@ BEGIN
   END LOOP;
   RETURN taken;
 END $$;
+
+
+--
+-- Name: chargeonce_sole_grant(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_sole_grant(p_chat bigint) RETURNS bigint
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT CASE WHEN count(*) = 1 THEN min(g.grant_id) END
+    FROM grants g
+   WHERE g.chat_id = p_chat AND g.expired_at IS NULL AND g.voided_at IS NULL
+     AND chargeonce_grant_left(g) > 0
+$$;
 
 
 --
@@ -2773,6 +2820,7 @@ CREATE TABLE public.chats (
     pockets integer[] DEFAULT '{}'::integer[] NOT NULL,
     window_number bigint DEFAULT 0 NOT NULL,
     next_expiry timestamp with time zone,
+    sole_grant bigint,
     CONSTRAINT chats_max_active_jobs_check CHECK (((max_active_jobs >= 1) AND (max_active_jobs <= 64))),
     CONSTRAINT chats_pockets CHECK (((array_ndims(pockets) = 1) AND (array_lower(pockets, 1) = 1) AND (0 <= ALL (pockets))))
 );
@@ -3229,6 +3277,20 @@ CREATE TRIGGER grants_chat_changed AFTER UPDATE OF chat_id ON public.grants FOR 
 --
 
 CREATE TRIGGER grants_chat_reference BEFORE INSERT ON public.grants FOR EACH ROW WHEN ((current_setting('chargeonce.references_checked'::text, true) IS DISTINCT FROM 'on'::text)) EXECUTE FUNCTION public.chargeonce_check_chat_reference();
+
+
+--
+-- Name: grants grants_sole_grant_added; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER grants_sole_grant_added AFTER INSERT ON public.grants REFERENCING NEW TABLE AS added_grants FOR EACH STATEMENT EXECUTE FUNCTION public.chargeonce_grants_added();
+
+
+--
+-- Name: grants grants_sole_grant_ended; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER grants_sole_grant_ended AFTER UPDATE OF expired_at, voided_at ON public.grants FOR EACH ROW WHEN (((old.expired_at IS DISTINCT FROM new.expired_at) OR (old.voided_at IS DISTINCT FROM new.voided_at))) EXECUTE FUNCTION public.chargeonce_grant_ended();
 
 
 --

@@ -31,7 +31,7 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number, next_expiry
+         window_number, next_expiry, sole_grant
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
@@ -42,7 +42,7 @@ BEGIN
     PERFORM chargeonce_expire_grants(p_chat);
     SELECT pockets, max_active_jobs,
            coalesce(premium_until > now(), false) AS premium, blocked,
-           banned, window_number, next_expiry
+           banned, window_number, next_expiry, sole_grant
       INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
@@ -106,7 +106,7 @@ BEGIN
   END IF;
   -- Balance is the one pocket that spans grants: the hold records which.
   IF choice.held[3] > 0 THEN
-    hold := chargeonce_hold_grants(p_chat, choice.held[3]);
+    hold := chargeonce_hold_grants(p_chat, choice.held[3], c.sole_grant);
   END IF;
   INSERT INTO reservations (chat_id, kind, queue, held, request_id, slot,
                             units, held_units, window_number, held_grants,

@@ -146,6 +146,7 @@ BEGIN
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
              coalesce(c.next_expiry <= now(), false) AS expiry_due,
+             c.sole_grant,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
              a.slots,
@@ -196,9 +197,9 @@ BEGIN
     split AS MATERIALIZED (
       SELECT granted.*,
              CASE WHEN choice = 1 AND p1 = 3
-                    THEN chargeonce_hold_grants(chat, c1)
+                    THEN chargeonce_hold_grants(chat, c1, sole_grant)
                   WHEN choice = 2 AND p2 = 3
-                    THEN chargeonce_hold_grants(chat, c2)
+                    THEN chargeonce_hold_grants(chat, c2, sole_grant)
                   ELSE ROW('{}', '{}')::chargeonce_grant_hold END AS hold
         FROM granted WHERE free_slot IS NOT NULL),
     inserted AS (
@@ -278,14 +279,13 @@ BEGIN
                 r.held_grants, r.held_grant_credits),
     -- A whole commit of a hold on balance charges each grant its part
     -- (chargeonce_settle_hold with nothing left over).
+    -- No two parts name one grant: the batch's chats are distinct, a
+    -- grant is its chat's, and a hold names each grant once.
     grants_charged AS (
-      UPDATE grants g SET charged = g.charged + parts.credits
-        FROM (SELECT h.grant_id, sum(h.credits)::integer AS credits
-                FROM taken t,
-                     unnest(t.held_grants, t.held_grant_credits)
-                       AS h(grant_id, credits)
-               GROUP BY h.grant_id) parts
-       WHERE g.grant_id = parts.grant_id),
+      UPDATE grants g SET charged = g.charged + h.credits
+        FROM taken t, unnest(t.held_grants, t.held_grant_credits)
+                        AS h(grant_id, credits)
+       WHERE g.grant_id = h.grant_id),
     -- A hold on a daily pocket of a past window (its pocket is not in
     -- the hold's part in this window) is charged whole and takes
     -- nothing: its own window's unit paid.

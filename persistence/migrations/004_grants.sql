@@ -40,7 +40,7 @@ CREATE TABLE grants (
   -- When its credits_expiring event was written: once per grant.
   expiring_noticed_at timestamptz NULL,
   CONSTRAINT grants_amounts CHECK (charged + expired + voided <= credits)
-);
+) WITH (fillfactor = 70);  -- every commit updates its grants: room for HOT
 
 -- A retried top-up finds its grant; one grant per payment.
 CREATE UNIQUE INDEX grants_payment_id ON grants (payment_id)
@@ -109,6 +109,13 @@ ALTER TABLE uncertain_reservations
 -- whether it must expire grants first.
 ALTER TABLE chats ADD COLUMN next_expiry timestamptz NULL;
 
+-- The chat's one grant that can still give credits (neither expired nor
+-- voided, something left), NULL when it has none or several: while it is
+-- set, every other grant of the chat has nothing unheld to give, so a hold
+-- on balance is all its own and needs no split over the grants (the common
+-- case, one purchase). Kept by triggers on grants (functions/12_grants.sql).
+ALTER TABLE chats ADD COLUMN sole_grant bigint NULL;
+
 -- The ledger and events ------------------------------------------------------
 
 -- A charge names the grants it took from; a top_up, expire or void row its
@@ -154,6 +161,10 @@ ALTER TABLE events DROP CONSTRAINT events_event_check,
 INSERT INTO grants (chat_id, source, credits)
 SELECT chat_id, 'purchase', pockets[3] FROM chats WHERE pockets[3] > 0
  ORDER BY chat_id;
+
+UPDATE chats c SET sole_grant = g.grant_id
+  FROM grants g
+ WHERE g.chat_id = c.chat_id;
 
 UPDATE reservations r
    SET held_grants = ARRAY[g.grant_id], held_grant_credits = ARRAY[r.held[3]]

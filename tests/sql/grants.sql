@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(126);
+SELECT plan(137);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -68,7 +68,9 @@ $$;
 -- Conservation, per grant and per chat; NULL when it holds: each grant's
 -- credits = charged + expired + voided + left with left >= what its open
 -- holds hold of it, each chat's pockets[3] = the sum of its grants' left,
--- and each open hold's grant parts sum to its held[3].
+-- and each open hold's grant parts sum to its held[3]. And the fast path's
+-- premise: while a chat names a sole grant, it is a live grant of the
+-- chat's, and no other live grant of the chat has credits nobody holds.
 CREATE FUNCTION pg_temp.violations() RETURNS text LANGUAGE sql AS $$
   SELECT string_agg(v, '; ') FROM (
     SELECT 'grant ' || g.grant_id || ' holds more than it has' AS v
@@ -97,6 +99,23 @@ CREATE FUNCTION pg_temp.violations() RETURNS text LANGUAGE sql AS $$
              WHERE outcome IS NULL) r
      WHERE coalesce(held[3], 0)
            <> coalesce((SELECT sum(x) FROM unnest(held_grant_credits) x), 0)
+    UNION ALL
+    SELECT 'chat ' || c.chat_id || ': sole grant ' || c.sole_grant
+           || ', but grant ' || g.grant_id || ' has credits nobody holds'
+      FROM chats c
+      JOIN grants g ON g.chat_id = c.chat_id AND g.grant_id <> c.sole_grant
+      LEFT JOIN LATERAL (SELECT h.held FROM chargeonce_grants_held(c.chat_id) h
+                          WHERE h.grant_id = g.grant_id) h ON true
+     WHERE chargeonce_grant_end(g) IS NULL
+       AND chargeonce_grant_left(g) - coalesce(h.held, 0) > 0
+    UNION ALL
+    SELECT 'chat ' || c.chat_id || ': sole grant ' || c.sole_grant
+           || ' is not one of its live grants'
+      FROM chats c
+     WHERE c.sole_grant IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM grants g WHERE g.grant_id = c.sole_grant
+                          AND g.chat_id = c.chat_id AND g.expired_at IS NULL
+                          AND g.voided_at IS NULL)
   ) x
 $$;
 
@@ -554,6 +573,44 @@ SELECT is((SELECT outcome FROM pg_temp.batch('{reserve,reserve}', '{20,21}',
 SELECT is((SELECT count(*) FROM ledger WHERE chat_id = 21 AND entry = 'expire'),
   1::bigint, '... with its expire row');
 SELECT is(pg_temp.violations(), NULL, 'conservation after the batch');
+
+-- The sole grant -------------------------------------------------------------
+
+SELECT pg_temp.chat(30);
+SELECT is((SELECT sole_grant FROM chats WHERE chat_id = 30), NULL::bigint,
+  'a chat without grants has no sole grant');
+CREATE TEMP TABLE g30 AS SELECT pg_temp.top(30, 5, 'z-first') AS first;
+SELECT is((SELECT sole_grant FROM chats WHERE chat_id = 30),
+  (SELECT first FROM g30), 'its first top-up is its sole grant');
+SELECT is(chargeonce_hold_grants(30, 3, (SELECT first FROM g30)),
+  chargeonce_hold_grants(30, 3),
+  'the sole grant''s hold is the split over all grants');
+ALTER TABLE g30 ADD COLUMN second bigint;
+UPDATE g30 SET second = pg_temp.top(30, 5, 'z-second', NULL, 'promo');
+SELECT is((SELECT sole_grant FROM chats WHERE chat_id = 30), NULL::bigint,
+  'a second grant with credits: none is sole');
+SELECT is((chargeonce_void_grant(30, (SELECT second FROM g30))).outcome, 'ok',
+  'the promo is voided');
+SELECT is((SELECT sole_grant FROM chats WHERE chat_id = 30),
+  (SELECT first FROM g30), 'the grant left alive is sole again');
+SELECT pg_temp.expire_now(first) FROM g30;
+ALTER TABLE g30 ADD COLUMN third bigint;
+UPDATE g30 SET third = pg_temp.top(30, 2, 'z-third');
+SELECT is((SELECT sole_grant FROM chats WHERE chat_id = 30),
+  (SELECT third FROM g30),
+  'a top-up expires the due grant first: the new one is sole');
+SELECT is((pg_temp.reserve(30, 2, 'z-1')).outcome, 'ok',
+  'a reserve of the sole grant''s two credits');
+SELECT is(pg_temp.hold_of(30, 'z-1'),
+  (SELECT ROW(ARRAY[third], ARRAY[2])::chargeonce_grant_hold FROM g30),
+  '... holds them of it');
+SELECT is(pg_temp.violations(), NULL, 'conservation after the sole grant');
+-- The fast path trusts the column: a forged one is what violations() and
+-- the chaos auditor report.
+UPDATE chats SET sole_grant = (SELECT second FROM g30) WHERE chat_id = 30;
+SELECT isnt(pg_temp.violations(), NULL,
+  'a sole grant that is not the one live grant is a violation');
+UPDATE chats SET sole_grant = chargeonce_sole_grant(30) WHERE chat_id = 30;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -31,6 +31,7 @@ const char* const invariant_names[invariant_count] = {
   "16_one_worker_per_job",
   "17_paid_by_its_window",
   "18_balance_is_its_grants",
+  "19_sole_grant_alone",
 };
 
 namespace {
@@ -122,6 +123,7 @@ public:
     one_worker_per_job();
     paid_by_its_window();
     balance_is_its_grants();
+    sole_grant_alone();
     for (const auto& l : snap_.ledger)
       ++out_.ledger_entries[l.entry];
     return std::move(out_);
@@ -709,6 +711,20 @@ private:
         fail(18, c.chat, 0,
              "balance is " + std::to_string(balance) + ", its grants have "
                + std::to_string(c.grants_left) + " left");
+    }
+  }
+
+  // -- 19: a chat's sole grant is its one live grant with credits nobody
+  //        holds (a hold on balance takes it without looking at the others)
+
+  void sole_grant_alone() {
+    for (const auto& c : snap_.chats) {
+      check(19);
+      if (c.sole_grant_rivals > 0)
+        fail(19, c.chat, 0,
+             std::to_string(c.sole_grant_rivals)
+               + " grant(s) contradict its sole grant: another live grant "
+                 "with credits nobody holds, or a grant not its own");
     }
   }
 

@@ -56,7 +56,7 @@ audit_result audit(const recorder& rec,
                    const persistence::audit_snapshot& snapshot,
                    const audit_limits& limits);
 
-inline constexpr size_t invariant_count = 18;
+inline constexpr size_t invariant_count = 19;
 
 /// Invariant names, as the summary and the JSON show them.
 extern const char* const invariant_names[invariant_count];

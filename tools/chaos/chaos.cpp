@@ -436,6 +436,8 @@ std::string forge(const chaos_options& o, const setup& s, recorder& rec,
           [&] { return persistence::forge_ledger_after(s.dsn, first, count); });
   attempt(o.self_test_grant_left, "charge a grant behind the balance",
           [&] { return persistence::forge_grant_left(s.dsn, first, count); });
+  attempt(o.self_test_sole_grant, "name another chat's grant as sole",
+          [&] { return persistence::forge_sole_grant(s.dsn, first, count); });
   attempt(o.self_test_lost_event, "lose an event",
           [&] { return persistence::forge_lost_event(s.dsn, first, count); });
   attempt(o.self_test_second_start, "start a job by a second worker",
@@ -482,7 +484,7 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
                    || o.self_test_lost_commit || o.self_test_lost_event
                    || o.self_test_second_start || o.self_test_window_paid_twice
-                   || o.self_test_grant_left;
+                   || o.self_test_grant_left || o.self_test_sole_grant;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog, planted_chat};
   auto summary = summarize(facts, rec, result);

@@ -22,7 +22,7 @@ const char* const usage_text =
                         [--self-test-uncertain-charged]
                         [--self-test-uncertain-left]
                         [--self-test-ledger-chain] [--self-test-lost-event]
-                        [--self-test-grant-left]
+                        [--self-test-grant-left] [--self-test-sole-grant]
                         [--self-test-lost-commit]
                         [--self-test-second-start]
                         [--self-test-window-paid-twice]
@@ -85,6 +85,9 @@ against its record of every request and answer.
   --self-test-grant-left   charge one credit of a grant, the balance
                pocket untouched: the check that the balance is what the
                chat's grants have left must see it
+  --self-test-sole-grant   name another chat's grant as the sole grant of
+               a chat: the check that a chat's sole grant is its one live
+               grant with credits nobody holds must see it
   --self-test-lost-event   delete one event before the audit (in a run
                without any, write one that no change made): the check that
                each change has its one event must see it
@@ -266,6 +269,10 @@ chaos_options parse_options(int argc, char** argv) {
       o.self_test_grant_left = true;
       continue;
     }
+    if (arg == "--self-test-sole-grant") {
+      o.self_test_sole_grant = true;
+      continue;
+    }
     if (arg == "--self-test-lost-event") {
       o.self_test_lost_event = true;
       continue;
@@ -323,7 +330,7 @@ chaos_options parse_options(int argc, char** argv) {
       && (o.self_test_pocket_move || o.self_test_over_capture
           || o.self_test_uncertain_left || o.self_test_ledger_chain
           || o.self_test_lost_event || o.self_test_window_paid_twice
-          || o.self_test_grant_left))
+          || o.self_test_grant_left || o.self_test_sole_grant))
     throw usage_error("with --postgres-ha only the forgeries keyed by a "
                       "reservation id (--self-test-violation, "
                       "--self-test-cancel-charged, "

@@ -50,6 +50,7 @@ struct chaos_options {
   /// Charges one credit of a grant without the balance pocket: the check
   /// that the balance is what its grants have left must see it.
   bool self_test_grant_left = false;
+  bool self_test_sole_grant = false;
   /// Deletes one event before the audit (or, without any, writes one no
   /// change made): the check of an event with each change must see it.
   bool self_test_lost_event = false;

@@ -27,16 +27,34 @@ std::string micros_of(const std::string& column) {
 
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out, pocket_ordinals& ordinals) {
+  // Written out here, not through the server's functions: the auditor
+  // reads the rows as they are. A grant is live until it expired (written
+  // or due) or was voided; what holds hold of it is in the holds' arrays.
   auto rs = tx.exec_params(
+    "WITH held AS (SELECT x.grant_id, sum(x.credits) AS held FROM ("
+    "  SELECT held_grants, held_grant_credits FROM reservations"
+    "  UNION ALL SELECT held_grants, held_grant_credits"
+    "  FROM uncertain_reservations WHERE outcome IS NULL) r,"
+    "  unnest(r.held_grants, r.held_grant_credits) AS x(grant_id, credits)"
+    "  GROUP BY x.grant_id) "
     "SELECT chat_id, pockets::text, window_number, (SELECT coalesce(sum("
     "g.credits - g.charged - g.expired - g.voided), 0) FROM grants g WHERE "
-    "g.chat_id = c.chat_id) FROM chats c WHERE chat_id > $1 AND chat_id <= "
-    "$2 ORDER BY chat_id",
+    "g.chat_id = c.chat_id), CASE WHEN c.sole_grant IS NULL THEN 0 ELSE "
+    "(SELECT count(*) FROM grants g LEFT JOIN held h USING (grant_id) "
+    "  WHERE g.chat_id = c.chat_id AND g.grant_id <> c.sole_grant"
+    "    AND g.expired_at IS NULL AND g.voided_at IS NULL"
+    "    AND (g.expires_at IS NULL OR g.expires_at > now())"
+    "    AND g.credits - g.charged - g.expired - g.voided"
+    "        > coalesce(h.held, 0))"
+    " + CASE WHEN EXISTS (SELECT 1 FROM grants g WHERE g.grant_id = "
+    "  c.sole_grant AND g.chat_id = c.chat_id AND g.expired_at IS NULL"
+    "  AND g.voided_at IS NULL) THEN 0 ELSE 1 END END "
+    "FROM chats c WHERE chat_id > $1 AND chat_id <= $2 ORDER BY chat_id",
     first, first + count);
   for (const auto& r : rs)
-    out.chats.push_back(audit_chat{r[0].as<int64_t>(),
-                                   ordinals.read(r[1].c_str()),
-                                   r[2].as<int64_t>(), r[3].as<int64_t>()});
+    out.chats.push_back(
+      audit_chat{r[0].as<int64_t>(), ordinals.read(r[1].c_str()),
+                 r[2].as<int64_t>(), r[3].as<int64_t>(), r[4].as<int64_t>()});
 }
 
 void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -404,6 +422,31 @@ caf::error forge_grant_left(const std::string& dsn, chat_id first,
     return caf::none;
   } catch (...) {
     return failed("forging a grant's charge");
+  }
+}
+
+caf::error forge_sole_grant(const std::string& dsn, chat_id first,
+                            int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // Another chat's grant: the first chat's holds on balance would be
+    // taken from it.
+    auto forged = tx.exec_params(
+      "UPDATE chats c SET sole_grant = (SELECT grant_id FROM grants g "
+      "WHERE g.chat_id <> c.chat_id ORDER BY grant_id LIMIT 1) "
+      "WHERE chat_id = (SELECT min(chat_id) FROM chats WHERE chat_id > $1 "
+      "AND chat_id <= $2 AND sole_grant IS NOT NULL) "
+      "AND EXISTS (SELECT 1 FROM grants g WHERE g.chat_id <> c.chat_id) "
+      "RETURNING chat_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no chat of the range has a sole "
+                                            "grant, or no other chat a grant");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a chat's sole grant");
   }
 }
 

@@ -23,6 +23,11 @@ struct audit_chat {
   /// What its grants have left (credits - charged - expired - voided):
   /// the balance pocket, grant by grant.
   int64_t grants_left = 0;
+  /// What contradicts its sole grant (chats.sole_grant, the fast path of a
+  /// hold on balance): its other live grants with credits nobody holds,
+  /// and one more when the sole grant is not the chat's or has ended
+  /// (expired or voided, as written). 0 without one.
+  int64_t sole_grant_rivals = 0;
 };
 
 /// One ledger row: a charge (reservation set), a top-up (payment_id set),
@@ -156,6 +161,12 @@ caf::error forge_pocket_move(const std::string& dsn, chat_id first,
 /// without touching the balance pocket: the balance then says more than
 /// its grants, which the audit must report.
 caf::error forge_grant_left(const std::string& dsn, chat_id first,
+                            int64_t count);
+
+/// Names another chat's grant as the sole grant of the first chat in the
+/// range that has one: its holds on balance would be taken from a grant
+/// not its own, which the audit must report.
+caf::error forge_sole_grant(const std::string& dsn, chat_id first,
                             int64_t count);
 
 caf::error forge_ledger_after(const std::string& dsn, chat_id first,

@@ -14,28 +14,30 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
     pqxx::connection conn{dsn};
     {
       pqxx::work tx{conn};
-      tx.exec_params("INSERT INTO chats (chat_id, pockets) "
+      // Every credit of the balance pocket is some grant's: one that never
+      // expires per chat, as create-chat --balance makes it. The grants go
+      // first, so that each chat row is written once, with its sole grant
+      // (the grants' trigger finds no chat to update yet); the rows are
+      // made here together, so the per-row reference check can be skipped.
+      tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
+      tx.exec_params("INSERT INTO grants (chat_id, source, credits) "
+                     "SELECT $1::bigint + g, 'admin', $3::integer "
+                     "FROM generate_series(1::bigint, $2::bigint) AS g "
+                     "WHERE $3::integer > 0 ORDER BY g",
+                     first, count, balance);
+      tx.exec_params("INSERT INTO chats (chat_id, pockets, sole_grant) "
                      "SELECT $1::bigint + g, "
                      "chargeonce_pockets_set('{}', "
-                     "chargeonce_pocket('balance'), $3::integer) "
+                     "chargeonce_pocket('balance'), $3::integer), "
+                     "chargeonce_sole_grant($1::bigint + g) "
                      "FROM generate_series(1::bigint, $2::bigint) AS g",
                      first, count, balance);
-      // Each chat's ledger opens with what it was seeded with; the chats
-      // were just inserted, so the per-row reference check can be skipped.
-      tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
+      // Each chat's ledger opens with what it was seeded with.
       tx.exec_params("INSERT INTO ledger (entry, detail, chat_id, changed, "
                      "pockets) SELECT 'admin', 'seed', chat_id, "
                      "chargeonce_pockets_change('{}', pockets), "
                      "pockets FROM chats WHERE chat_id > $1 AND chat_id <= "
                      "$1::bigint + $2::bigint ORDER BY chat_id",
-                     first, count);
-      // Every credit of the balance pocket is some grant's: one that never
-      // expires per chat, as create-chat --balance makes it.
-      tx.exec_params("INSERT INTO grants (chat_id, source, credits) "
-                     "SELECT chat_id, 'admin', pockets[3] FROM chats "
-                     "WHERE chat_id > $1 AND chat_id <= $1::bigint + "
-                     "$2::bigint AND coalesce(pockets[3], 0) > 0 "
-                     "ORDER BY chat_id",
                      first, count);
       tx.commit();
     }

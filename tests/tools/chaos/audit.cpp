@@ -292,6 +292,9 @@ struct history {
   /// balance, as the server keeps them.
   std::map<chat_id, int64_t> grants_left;
 
+  /// Grants that contradict a chat's sole grant, where a test forges them.
+  std::map<chat_id, int64_t> sole_grant_rivals;
+
   /// The snapshot as the server writes it: each chat's ledger opens with
   /// create-chat's row, and a row that names no pockets after it gets the
   /// ones its change leads to (a test that sets them forges them).
@@ -302,6 +305,9 @@ struct history {
       c.grants_left = forged != grants_left.end()
                         ? forged->second
                         : c.available.get(pocket::balance);
+      auto rivals = sole_grant_rivals.find(c.chat);
+      c.sole_grant_rivals =
+        rivals != sole_grant_rivals.end() ? rivals->second : 0;
     }
     out.ledger.clear();
     std::map<chat_id, pockets> now;
@@ -373,6 +379,7 @@ const std::string reservation_kept = invariant_names[14];
 const std::string one_worker_per_job = invariant_names[15];
 const std::string paid_by_its_window = invariant_names[16];
 const std::string balance_is_its_grants = invariant_names[17];
+const std::string sole_grant_alone = invariant_names[18];
 
 /// Whether a violation of `invariant` says `text`.
 bool says(const audit_result& result, const std::string& invariant,
@@ -411,6 +418,13 @@ TEST_SUITE("chaos.audit") {
     history more;
     more.grants_left[chat_c] = 1; // balance 0: credits no pocket shows
     CHECK(more.failed() == balance_is_its_grants);
+  }
+
+  TEST_CASE("19: a sole grant with a rival is caught") {
+    history h;
+    h.sole_grant_rivals[chat_b] = 1;
+    CHECK(h.failed() == sole_grant_alone);
+    CHECK(says(h.run(), sole_grant_alone, "1 grant(s) contradict"));
   }
 
   TEST_CASE("16: a job whose start was acknowledged to two workers is "

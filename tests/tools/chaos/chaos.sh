@@ -122,7 +122,7 @@ status=0
   --self-test-uncertain-charged --self-test-uncertain-left \
   --self-test-over-capture --self-test-ledger-chain \
   --self-test-second-start --self-test-window-paid-twice \
-  --self-test-grant-left \
+  --self-test-grant-left --self-test-sole-grant \
   --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
   >"$tmp/forged.txt" || status=$?
 took "the forged run"
@@ -160,6 +160,8 @@ check "the ledger row that does not start where the one before ended" \
   "$(seen 13_ledger_chain "starts at")" "$tmp/forged.json"
 check "the grant charged behind the balance is reported" \
   "$(seen 18_balance_is_its_grants "its grants have")" "$tmp/forged.json"
+check "the sole grant that is not the chat's is reported" \
+  "$(seen 19_sole_grant_alone "contradict its sole grant")" "$tmp/forged.json"
 check "the lost event is reported" "$(seen 14_event_with_each_change)" \
   "$tmp/forged.json"
 check "the job started by a second worker is reported" \
