@@ -319,9 +319,10 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
                                              self->state.id, id);
     },
     [self](atom::top_up op, chat_id, int64_t credits,
-           const std::string& payment_id) {
+           const std::string& payment_id, const grant_terms& terms) {
       return serialize<top_up_receipt>(self, "top_up", 0, no_hook, op,
-                                       self->state.id, credits, payment_id);
+                                       self->state.id, credits, payment_id,
+                                       terms);
     },
     [self](atom::premium op, chat_id, caf::timestamp until) {
       return serialize<chat_status>(self, "set_premium", 0, no_hook, op,

@@ -232,7 +232,13 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
     },
     [self, api](atom::top_up op, chat_id chat, int64_t credits,
                 const std::string& payment_id) {
-      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id);
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
+                                   grant_terms{});
+    },
+    [self, api](atom::top_up op, chat_id chat, int64_t credits,
+                const std::string& payment_id, const grant_terms& terms) {
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
+                                   terms);
     },
     [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
       return relay<chat_status>(self, api, op, chat, until);
@@ -405,7 +411,13 @@ admin_actor::behavior_type make_admin(admin_actor::pointer self,
     },
     [self, api](atom::top_up op, chat_id chat, int64_t credits,
                 const std::string& payment_id) {
-      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id);
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
+                                   grant_terms{});
+    },
+    [self, api](atom::top_up op, chat_id chat, int64_t credits,
+                const std::string& payment_id, const grant_terms& terms) {
+      return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
+                                   terms);
     },
     [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
       return relay<chat_status>(self, api, op, chat, until);

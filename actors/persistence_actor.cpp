@@ -487,10 +487,10 @@ make_persistence(self_ptr self, persistence::store_options opts,
         self, "count", 0, 0, [](store& db) { return db.count_active(); });
     },
     [self](atom::top_up, chat_id chat, int64_t credits,
-           const std::string& payment_id) {
+           const std::string& payment_id, const grant_terms& terms) {
       return enqueue_alone<top_up_receipt>(
-        self, "top_up", chat, 0, [chat, credits, payment_id](store& db) {
-          return db.top_up(chat, credits, payment_id);
+        self, "top_up", chat, 0, [chat, credits, payment_id, terms](store& db) {
+          return db.top_up(chat, credits, payment_id, terms);
         });
     },
     [self](atom::premium, chat_id chat, caf::timestamp until) {

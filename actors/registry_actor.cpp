@@ -212,10 +212,10 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
                                            chat, op, chat, id);
     },
     [self](atom::top_up op, chat_id chat, int64_t credits,
-           const std::string& payment_id) {
-      return to_chat<top_up_receipt>(self,
-                                     validate_top_up(chat, credits, payment_id),
-                                     chat, op, chat, credits, payment_id);
+           const std::string& payment_id, const grant_terms& terms) {
+      return to_chat<top_up_receipt>(
+        self, validate_top_up(chat, credits, payment_id, terms), chat, op, chat,
+        credits, payment_id, terms);
     },
     [self](atom::premium op, chat_id chat, caf::timestamp until) {
       return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat,

@@ -250,6 +250,14 @@ caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
     operation_type::top_up, chat, atom::top_up_v, chat, credits, payment_id);
 }
 
+caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
+                                             const std::string& payment_id,
+                                             const grant_terms& terms) {
+  return impl_->call_admin<top_up_receipt>(operation_type::top_up, chat,
+                                           atom::top_up_v, chat, credits,
+                                           payment_id, terms);
+}
+
 caf::expected<chat_status> client::set_premium(chat_id chat,
                                                caf::timestamp until) {
   return impl_->call_admin<chat_status>(operation_type::set_premium, chat,

@@ -174,6 +174,10 @@ public:
   caf::expected<chat_status> create(const chat_spec& spec);
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
                                        const std::string& payment_id);
+  /// A top-up whose grant has `terms`: an expiry, a priority, a source.
+  caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
+                                       const std::string& payment_id,
+                                       const grant_terms& terms);
   caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until);
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);
   /// The chat's own limit of active jobs; none: its plan's again.

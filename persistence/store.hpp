@@ -177,10 +177,12 @@ public:
   /// touches reservations.
   caf::expected<chat_status> touch(chat_id chat);
 
-  /// Adds credits to the purchased balance and writes a ledger row, once
-  /// per payment_id: a retry returns the first receipt.
+  /// Adds credits to the balance as a grant with `terms` and writes a
+  /// ledger row, once per payment_id: a retry with the same terms returns
+  /// the first receipt, other terms are invalid_argument.
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
-                                       const std::string& payment_id);
+                                       const std::string& payment_id,
+                                       const grant_terms& terms = {});
 
   caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until);
 

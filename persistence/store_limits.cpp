@@ -98,28 +98,54 @@ caf::expected<chat_status> store::touch(chat_id chat) {
     });
 }
 
+namespace {
+
+/// A top-up's answer (chargeonce_grant_answer) as its receipt. A top-up of
+/// 0.2 names no grant: the terms of then.
+top_up_receipt receipt_of(const pqxx::row& r, const std::string& payment_id) {
+  top_up_receipt out{r["chat_id"].as<int64_t>(), payment_id,
+                     r["credits"].as<int32_t>(),
+                     from_unix_micros(r["committed_us"].as<int64_t>())};
+  if (r["grant_id"].is_null())
+    return out;
+  out.grant_id = r["grant_id"].as<int64_t>();
+  out.source = r["source"].as<std::string>();
+  out.priority = r["priority"].as<int32_t>();
+  out.expires_at = optional_micros(r["expires_us"]);
+  out.expires_in_ms =
+    r["expires_in_ms"].is_null() ? 0 : r["expires_in_ms"].as<int64_t>();
+  return out;
+}
+
+} // namespace
+
 caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
-                                            const std::string& payment_id) {
-  if (auto err = validate_top_up(chat, credits, payment_id))
+                                            const std::string& payment_id,
+                                            const grant_terms& terms) {
+  if (auto err = validate_top_up(chat, credits, payment_id, terms))
     return err;
-  // A grant that never expires, at the default priority: the top-up of 0.2
-  // (functions/12_grants.sql, chargeonce_top_up).
+  // functions/12_grants.sql, chargeonce_top_up: NULL terms are its
+  // defaults, and a retry compares the terms as given.
+  auto expires_us = terms.expires_at ? to_unix_micros(*terms.expires_at) : 0;
   return impl_->run<top_up_receipt>(
     "top_up", chat, 0, [&](pqxx::work& tx) -> caf::expected<top_up_receipt> {
       auto rs = tx.exec_params(
-        "SELECT outcome, message, chat_id, credits, committed_us, grant_id "
-        "FROM chargeonce_top_up($1, $2::integer, $3)",
-        chat, credits, payment_id);
+        "SELECT outcome, message, chat_id, credits, committed_us, grant_id, "
+        "source, priority, expires_us, expires_in_ms "
+        "FROM chargeonce_top_up($1, $2::integer, $3, CASE WHEN $4 THEN "
+          + micros_to_timestamptz("$5::bigint")
+          + " END, nullif($6::bigint, 0), $7::integer, $8)",
+        chat, credits, payment_id, static_cast<bool>(terms.expires_at),
+        expires_us, terms.expires_in_ms, terms.priority, terms.source);
       const auto& r = rs[0];
       if (r["outcome"].as<std::string>() != "ok")
         return refusal_of(r);
-      spdlog::info("top_up chat={} payment_id={} credits={} grant={}", chat,
-                   payment_id, credits,
-                   r["grant_id"].is_null() ? int64_t{0}
-                                           : r["grant_id"].as<int64_t>());
-      return top_up_receipt{r["chat_id"].as<int64_t>(), payment_id,
-                            r["credits"].as<int32_t>(),
-                            from_unix_micros(r["committed_us"].as<int64_t>())};
+      auto out = receipt_of(r, payment_id);
+      spdlog::info("top_up chat={} payment_id={} credits={} grant={} "
+                   "source={} priority={}",
+                   chat, payment_id, credits, out.grant_id, out.source,
+                   out.priority);
+      return out;
     });
 }
 

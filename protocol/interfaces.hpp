@@ -43,10 +43,14 @@ using unbatched_actor = caf::typed_actor<
   /// this one carries it as units 0.
   caf::replies_to<atom::resolve, chat_id, reservation_id, std::string,
                   int32_t>::with<resolution>,
-  /// Adds purchased credits once per payment_id (chat, credits, payment_id);
-  /// a retry returns the first receipt and changes nothing.
-  caf::replies_to<atom::top_up, chat_id, int64_t,
-                  std::string>::with<top_up_receipt>,
+  /// Adds credits once per payment_id (chat, credits, payment_id, terms):
+  /// a grant with the terms' expiry, priority and source. A retry with the
+  /// same terms (a relative expiry as given, not its resolved instant)
+  /// returns the first receipt and changes nothing; other terms or credits
+  /// are invalid_argument. The form without terms is in billing_actor and
+  /// admin_actor; inside the server this one carries it with the defaults.
+  caf::replies_to<atom::top_up, chat_id, int64_t, std::string,
+                  grant_terms>::with<top_up_receipt>,
   /// Sets premium_until; premium is judged at reserve time only.
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   /// Sets the given flags (started, blocked, banned).
@@ -57,6 +61,10 @@ using unbatched_actor = caf::typed_actor<
 /// The billing operations of one chat, as clients send them: the account's
 /// above, and the eight a batch may carry.
 using billing_actor = unbatched_actor::extend<
+  /// A top-up whose grant never expires, at priority 100, a purchase: the
+  /// top-up of 0.2.
+  caf::replies_to<atom::top_up, chat_id, int64_t,
+                  std::string>::with<top_up_receipt>,
   /// Holds the price of one job (chat, kind, request_id) in a free slot;
   /// fails with busy (every slot taken), insufficient_messages,
   /// insufficient_images, not_found, chat_blocked, chat_banned,
@@ -211,6 +219,8 @@ using admin_actor = caf::typed_actor<
   caf::replies_to<atom::create, chat_spec>::with<chat_status>,
   caf::replies_to<atom::top_up, chat_id, int64_t,
                   std::string>::with<top_up_receipt>,
+  caf::replies_to<atom::top_up, chat_id, int64_t, std::string,
+                  grant_terms>::with<top_up_receipt>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
   caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>,

@@ -119,10 +119,19 @@ nlohmann::json to_json(const chat_status& x) {
 }
 
 nlohmann::json to_json(const top_up_receipt& x) {
-  return {{"chat", x.chat},
-          {"payment_id", x.payment_id},
-          {"credits", x.credits},
-          {"purchased_at", format_iso8601(x.purchased_at)}};
+  nlohmann::json out{{"chat", x.chat},
+                     {"payment_id", x.payment_id},
+                     {"credits", x.credits},
+                     {"purchased_at", format_iso8601(x.purchased_at)},
+                     {"source", x.source},
+                     {"priority", x.priority},
+                     {"expires_at", optional_time(x.expires_at)}};
+  // A top-up of 0.2 made no grant.
+  out["grant_id"] =
+    x.grant_id != 0 ? nlohmann::json(x.grant_id) : nlohmann::json(nullptr);
+  out["expires_in_ms"] = x.expires_in_ms != 0 ? nlohmann::json(x.expires_in_ms)
+                                              : nlohmann::json(nullptr);
+  return out;
 }
 
 nlohmann::json to_json(const queue_notice& x) {

@@ -87,5 +87,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::event_record))
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::event_page))
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, core, "core")
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_terms))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

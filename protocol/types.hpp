@@ -172,6 +172,13 @@ typename Inspector::result_type inspect(Inspector& f, chat_spec& x) {
 /// What one job may cost at most, in its kind's units (reserve's `units`).
 inline constexpr int32_t units_max = 1'000'000;
 
+/// A grant's place in the spending order: lower spends first.
+inline constexpr int32_t grant_priority_min = 0;
+inline constexpr int32_t grant_priority_max = 1000;
+inline constexpr int32_t grant_priority_default = 100;
+/// The longest relative expiry a top-up takes: 100 years, in milliseconds.
+inline constexpr int64_t grant_expires_in_ms_max = 3'155'760'000'000;
+
 /// One job's hold: the price decided at enqueue, paid at commit. Active
 /// while queued or in progress; a reserve retried with an ended job's
 /// request id gets it back with its final status and ended_at.
@@ -337,18 +344,43 @@ typename Inspector::result_type inspect(Inspector& f, active_count& x) {
   return f(caf::meta::type_name("active_count"), x.free, x.premium);
 }
 
-/// The ledger entry of one purchase; a retried top-up returns the same one.
+/// A top-up's grant beyond its credits: when it expires (never, at an
+/// instant, or a time after the top-up) and where it stands in the spending
+/// order. The defaults are the top-up of 0.2: a purchase that never
+/// expires, at priority 100.
+struct grant_terms {
+  caf::optional<caf::timestamp> expires_at;  ///< in the future
+  int64_t expires_in_ms = 0;                 ///< 0: none; not with expires_at
+  int32_t priority = grant_priority_default; ///< 0..1000, lower spends first
+  std::string source = "purchase";           ///< purchase, promo or admin
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_terms& x) {
+  return f(caf::meta::type_name("grant_terms"), x.expires_at, x.expires_in_ms,
+           x.priority, x.source);
+}
+
+/// The ledger entry of one purchase and the grant it made; a retried top-up
+/// returns the same one. A top-up made before grants (0.2) names no grant
+/// (grant_id 0) and shows the terms of then.
 struct top_up_receipt {
   chat_id chat = 0;
   std::string payment_id;
-  int32_t credits = 0; ///< added to the purchased balance
+  int32_t credits = 0; ///< added to the balance
   caf::timestamp purchased_at;
+  int64_t grant_id = 0;
+  std::string source = "purchase";
+  int32_t priority = grant_priority_default;
+  caf::optional<caf::timestamp> expires_at = caf::none; ///< none: never
+  int64_t expires_in_ms = 0; ///< as the top-up gave it; 0: not relative
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, top_up_receipt& x) {
   return f(caf::meta::type_name("top_up_receipt"), x.chat, x.payment_id,
-           x.credits, x.purchased_at);
+           x.credits, x.purchased_at, x.grant_id, x.source, x.priority,
+           x.expires_at, x.expires_in_ms);
 }
 
 } // namespace chargeonce

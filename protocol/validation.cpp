@@ -174,6 +174,32 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
   return caf::none;
 }
 
+caf::error validate_top_up(chat_id chat, int64_t credits,
+                           const std::string& payment_id,
+                           const grant_terms& terms) {
+  if (auto err = validate_top_up(chat, credits, payment_id))
+    return err;
+  if (terms.priority < grant_priority_min
+      || terms.priority > grant_priority_max)
+    return caf::make_error(ec::invalid_argument,
+                           "priority must be between 0 and 1000, got "
+                             + std::to_string(terms.priority));
+  if (terms.source != "purchase" && terms.source != "promo"
+      && terms.source != "admin")
+    return caf::make_error(ec::invalid_argument,
+                           "source must be purchase, promo or admin");
+  if (terms.expires_at && terms.expires_in_ms != 0)
+    return caf::make_error(ec::invalid_argument,
+                           "a grant expires at an instant or after a "
+                           "duration, not both");
+  if (terms.expires_in_ms < 0 || terms.expires_in_ms > grant_expires_in_ms_max)
+    return caf::make_error(ec::invalid_argument,
+                           "expires_in must be between 1 ms and 100 years, "
+                           "got "
+                             + std::to_string(terms.expires_in_ms) + " ms");
+  return caf::none;
+}
+
 caf::error validate_uncertain(chat_id chat, reservation_id id,
                               const std::string& provider_ref) {
   if (auto err = validate_reservation(chat, id))

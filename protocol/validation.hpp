@@ -68,6 +68,14 @@ caf::error validate_job_limit(const caf::optional<int32_t>& limit);
 caf::error validate_top_up(chat_id chat, int64_t credits,
                            const std::string& payment_id);
 
+/// validate_top_up, and the grant's terms: a priority of 0 to 1000, a
+/// source of purchase, promo or admin, at most one of expires_at and
+/// expires_in (1 ms to 100 years). Postgres checks that expires_at is in
+/// the future, by its clock.
+caf::error validate_top_up(chat_id chat, int64_t credits,
+                           const std::string& payment_id,
+                           const grant_terms& terms);
+
 /// A provider_ref of 1 to provider_ref_max_bytes bytes of UTF-8 without NUL.
 caf::error validate_uncertain(chat_id chat, reservation_id id,
                               const std::string& provider_ref);

@@ -2,9 +2,11 @@
 #include "main/cli/commands.hpp"
 
 #include "main/cli/watch.hpp"
+#include "main/flags/duration.hpp"
 #include "protocol/validation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 namespace chargeonce::cli {
@@ -207,14 +209,39 @@ action prepare_set_limits(const flag_map& flags) {
   };
 }
 
+/// The grant's terms of a top-up: --expires-in=DURATION (30d) or
+/// --expires-at=ISO8601, --priority=N, --source=purchase|promo|admin. The
+/// server names what is out of range.
+grant_terms grant_terms_flags(const flag_map& flags) {
+  grant_terms out;
+  out.expires_at = time_flag(flags, "expires-at");
+  if (auto i = flags.find("expires-in"); i != flags.end()) {
+    if (out.expires_at)
+      throw usage_error("give --expires-in or --expires-at, not both");
+    auto x =
+      parse_duration("expires-in", i->second, std::chrono::milliseconds{1},
+                     std::chrono::milliseconds{grant_expires_in_ms_max});
+    if (x % std::chrono::milliseconds{1} != std::chrono::nanoseconds{0})
+      throw usage_error("--expires-in counts whole milliseconds, got '"
+                        + i->second + "'");
+    out.expires_in_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(x).count();
+  }
+  out.priority = int_flag<int32_t>(flags, "priority", grant_priority_default);
+  if (auto i = flags.find("source"); i != flags.end())
+    out.source = i->second;
+  return out;
+}
+
 action prepare_top_up(const flag_map& flags) {
   auto chat = chat_flag(flags);
   // int64: an amount beyond the balance's range reaches the server, which
   // names the limit, instead of failing to parse here.
   auto credits = int_flag<int64_t>(flags, "credits");
   auto payment_id = flags.at("payment-id");
+  auto terms = grant_terms_flags(flags);
   return [=](session& s) {
-    return print_result(s, s.api.top_up(chat, credits, payment_id));
+    return print_result(s, s.api.top_up(chat, credits, payment_id, terms));
   };
 }
 
@@ -346,9 +373,12 @@ std::vector<command> make_commands() {
      chat_only([](api& c, chat_id ch) { return c.touch(ch); })},
     {"top-up",
      {chat, {"credits", "N"}, {"payment-id", "S"}},
-     {},
+     {{"expires-in", "DURATION"},
+      {"expires-at", "ISO8601"},
+      {"priority", "N"},
+      {"source", "S"}},
      role::admin,
-     "adds purchased credits, once per payment id",
+     "adds credits as a grant, once per payment id",
      prepare_top_up},
     {"set-premium",
      {chat, {"until", "ISO8601"}},

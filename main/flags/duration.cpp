@@ -12,7 +12,7 @@ namespace chargeonce {
 
 const char* const duration_forms =
   "a number of seconds (90) or a number with a unit, as the server takes "
-  "durations: 1500ms, 90s, 3min, 1h (also ns, us)";
+  "durations: 1500ms, 90s, 3min, 1h, 30d (also ns, us)";
 
 namespace {
 
@@ -21,11 +21,15 @@ using std::chrono::nanoseconds;
 struct unit {
   std::string_view suffix;
   nanoseconds size;
+  /// CAF's own parser takes it: duration_text() writes only these, so that
+  /// what it prints the server's options take too.
+  bool caf = true;
 };
 
 /// CAF's timespan suffixes (caf/detail/parser/read_timespan.hpp), largest
-/// first for duration_text(); the empty suffix is ours.
-constexpr std::array<unit, 7> units{{
+/// first for duration_text(); the empty suffix and days are ours.
+constexpr std::array<unit, 8> units{{
+  {"d", std::chrono::hours{24}, false},
   {"h", std::chrono::hours{1}},
   {"min", std::chrono::minutes{1}},
   {"s", std::chrono::seconds{1}},
@@ -97,7 +101,7 @@ std::string duration_text(nanoseconds x) {
   if (x == nanoseconds{0})
     return "0s";
   for (const auto& u : units)
-    if (!u.suffix.empty() && x % u.size == nanoseconds{0})
+    if (!u.suffix.empty() && u.caf && x % u.size == nanoseconds{0})
       return std::to_string(x / u.size) + std::string{u.suffix};
   return std::to_string(x.count()) + "ns"; // not reached: 1 ns divides all
 }

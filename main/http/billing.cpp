@@ -223,12 +223,23 @@ void create_chat(exchange& x) {
 
 void top_up(exchange& x) {
   auto chat = path_chat(x);
-  auto body = body_object(x, {"credits", "payment_id"});
-  // The full int64 range reaches the registry, which names the legal range.
+  auto body = body_object(x, {"credits", "payment_id", "expires_at",
+                              "expires_in_ms", "priority", "source"});
+  // The full int64 range reaches the registry, which names the legal range
+  // (of the credits and the grant's terms alike).
   auto credits = int_field(body, "credits", int64_min, int64_max);
   auto payment_id = string_field(body, "payment_id");
+  grant_terms terms;
+  terms.expires_at = time_field(body, "expires_at", false);
+  // 0 is the wire's "none": here, where null says none, it is refused.
+  terms.expires_in_ms =
+    nullable_int_field(body, "expires_in_ms", 1, grant_expires_in_ms_max, false)
+      .value_or(0);
+  terms.priority = static_cast<int32_t>(int_field(
+    body, "priority", INT32_MIN, INT32_MAX, int64_t{grant_priority_default}));
+  terms.source = string_field(body, "source", std::string{"purchase"});
   ask<top_up_receipt>(x, x.be.admin, 200, atom::top_up_v, chat, credits,
-                      payment_id);
+                      payment_id, terms);
 }
 
 void set_premium(exchange& x) {

@@ -281,6 +281,34 @@ TEST_SUITE("cli") {
           == 0);
   }
 
+  TEST_CASE("top-up's --expires-in takes the duration forms with days, "
+            "whole milliseconds, and not together with --expires-at") {
+    auto top_up = [](const std::string& extra) {
+      return run({"--server=127.0.0.1:1", "top-up", "--chat=1", "--credits=5",
+                  "--payment-id=p", extra});
+    };
+    auto r = top_up("--expires-in=30x");
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("{\"error\":\"usage\",\"message\":\"--expires-in "
+                      "takes ",
+                      0)
+          == 0);
+    r = top_up("--expires-in=1500us");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("whole milliseconds") != std::string::npos);
+    r = top_up("--expires-in=0s");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("must be between 1ms and") != std::string::npos);
+    r = run({"--server=127.0.0.1:1", "top-up", "--chat=1", "--credits=5",
+             "--payment-id=p", "--expires-in=30d",
+             "--expires-at=2999-01-01T00:00:00Z"});
+    CHECK(r.status == 2);
+    CHECK(r.out.find("not both") != std::string::npos);
+    // Well formed, it gets as far as connecting (port 1 refuses).
+    r = top_up("--expires-in=30d");
+    CHECK(r.out.find("\"usage\"") == std::string::npos);
+  }
+
   TEST_CASE("--units of reserve and commit is 1 or more, an integer") {
     for (auto cmd :
          {std::vector<std::string>{"reserve", "--chat=1", "--kind=image"},

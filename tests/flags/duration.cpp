@@ -81,6 +81,16 @@ TEST_SUITE("flags") {
     }
   }
 
+  TEST_CASE("days are ours, as bare seconds are: read here, never written "
+            "by duration_text, which the server parses") {
+    CHECK(parse("30d") == hours{720});
+    CHECK(parse("1d") == hours{24});
+    CHECK_FALSE(server_reads("30d"));
+    CHECK(duration_text(hours{720}) == "720h");
+    CHECK_FALSE(refusal("1.5d").empty());
+    CHECK_FALSE(refusal("010d").empty());
+  }
+
   TEST_CASE("a bare number, which the server refuses, is seconds here") {
     CHECK_FALSE(server_reads("90"));
     CHECK(parse("90") == seconds{90});

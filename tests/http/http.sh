@@ -196,6 +196,33 @@ check 422 invalid_argument POST "$T" "$ad" '{"credits":0,"payment_id":"b3"}'
 check 422 invalid_argument POST "$T" "$ad" '{"credits":99999999999999999999,"payment_id":"b4"}'
 check 422 invalid_argument POST "$T" "$ad" '{"credits":5}'
 check 422 invalid_argument POST "$T" "$ad" '{"credits":5,"payment_id":""}'
+# A grant's terms, on a chat of their own (the balance of $chat is checked
+# below): each out of range or contradictory one is refused.
+g=$(random_chat) G=/v1/chats/$g/top-ups
+check 201 - POST /v1/chats "$ad" "{\"chat\":$g}"
+check 422 invalid_argument POST "$G" "$ad" '{"credits":5,"payment_id":"g1","expires_in_ms":0}'
+check 422 invalid_argument POST "$G" "$ad" '{"credits":5,"payment_id":"g1","priority":1001}'
+check 422 invalid_argument POST "$G" "$ad" '{"credits":5,"payment_id":"g1","source":"gift"}'
+check 422 invalid_argument POST "$G" "$ad" '{"credits":5,"payment_id":"g1","expiresIn":5}'
+check 422 invalid_argument POST "$G" "$ad" \
+  '{"credits":5,"payment_id":"g1","expires_in_ms":1000,"expires_at":"2999-01-01T00:00:00Z"}'
+check 422 invalid_argument POST "$G" "$ad" \
+  '{"credits":5,"payment_id":"g1","expires_at":"2001-01-01T00:00:00Z"}'
+# A promo grant that expires in 30 days, spent before the default priority.
+check 200 - POST "$G" "$ad" \
+  '{"credits":2,"payment_id":"g-promo","expires_in_ms":2592000000,"priority":10,"source":"promo"}'
+[[ $(field '[.source, .priority, .expires_in_ms, (.grant_id | type), (.expires_at | type)] | @csv') \
+  == '"promo",10,2592000000,"number","string"' ]] || die "the promo top-up answered $out"
+promo_grant=$(field .grant_id)
+check 200 - POST "$G" "$ad" \
+  '{"credits":2,"payment_id":"g-promo","expires_in_ms":2592000000,"priority":10,"source":"promo"}'
+[[ $(field .grant_id) == "$promo_grant" ]] || die "a retried top-up made another grant: $out"
+check 422 invalid_argument POST "$G" "$ad" \
+  '{"credits":2,"payment_id":"g-promo","expires_in_ms":2592000000,"priority":11,"source":"promo"}'
+check 200 - POST "$G" "$ad" '{"credits":1,"payment_id":"g-plain"}'
+[[ $(field '[.source, .priority, .expires_at, .expires_in_ms] | @csv') == '"purchase",100,,' ]] \
+  || die "a top-up without terms answered $out"
+ok "top-ups with a grant's terms, retried, and refused"
 check 422 invalid_argument POST /v1/chats "$ad" '{"chat":"1"}'
 check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"balance\":-1}"
 check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"daily_images\":2147483648}"

@@ -435,6 +435,77 @@ TEST_SUITE("limits") {
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
+                    "a top-up's grant has the terms it names; a retry with "
+                    "the same terms returns the first receipt, one with "
+                    "other terms is refused and changes nothing") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    auto pay = "terms-" + std::to_string(chat);
+    grant_terms promo;
+    promo.expires_in_ms = 30LL * 86'400'000;
+    promo.priority = 10;
+    promo.source = "promo";
+    auto first = db.top_up(chat, 4, pay, promo);
+    REQUIRE(first);
+    CHECK(first->grant_id > 0);
+    CHECK(first->source == "promo");
+    CHECK(first->priority == 10);
+    CHECK(first->expires_in_ms == promo.expires_in_ms);
+    REQUIRE(first->expires_at);
+    // Resolved in Postgres time from the top-up: 30 days after it.
+    auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *first->expires_at - first->purchased_at);
+    CHECK(after.count() == promo.expires_in_ms);
+    auto retry = db.top_up(chat, 4, pay, promo);
+    REQUIRE(retry);
+    CHECK(retry->grant_id == first->grant_id);
+    CHECK(retry->expires_at == first->expires_at);
+    auto other = promo;
+    other.priority = 11;
+    CHECK(db.top_up(chat, 4, pay, other).error() == ec::invalid_argument);
+    CHECK(db.top_up(chat, 4, pay).error() == ec::invalid_argument);
+    CHECK(test::sql_int("SELECT count(*) FROM grants WHERE chat_id = "
+                        + std::to_string(chat))
+          == 1);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 4);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
+                    "a top-up's bad terms are refused and change nothing") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    auto pay = "bad-terms-" + std::to_string(chat);
+    auto refused = [&](const grant_terms& t) {
+      auto x = db.top_up(chat, 3, pay, t);
+      return !x && x.error() == ec::invalid_argument;
+    };
+    grant_terms t;
+    t.priority = -1;
+    CHECK(refused(t));
+    t.priority = 1001;
+    CHECK(refused(t));
+    t = {};
+    t.source = "gift";
+    CHECK(refused(t));
+    t = {};
+    t.expires_in_ms = -5;
+    CHECK(refused(t));
+    t.expires_in_ms = grant_expires_in_ms_max + 1;
+    CHECK(refused(t));
+    t = {};
+    t.expires_at = caf::make_timestamp() + std::chrono::hours{1};
+    t.expires_in_ms = 1000;
+    CHECK(refused(t));
+    t = {};
+    t.expires_at = caf::make_timestamp() - std::chrono::seconds{1};
+    CHECK(refused(t)); // not in the future
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 0);
+    CHECK(test::sql_int("SELECT count(*) FROM grants WHERE chat_id = "
+                        + std::to_string(chat))
+          == 0);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
                     "set-flags sets only the flags given; blocked and banned "
                     "chats cannot reserve") {
     auto chat = test::fresh_chat();

@@ -124,6 +124,26 @@ TEST_SUITE("json") {
       to_json(top_up_receipt{42, "pay-1", 10, from_unix_micros(0)});
     CHECK(top_up_js["payment_id"] == "pay-1");
     CHECK(top_up_js["credits"] == 10);
+    // The fields of 0.2 keep their values; a receipt of then names no grant.
+    CHECK(top_up_js["chat"] == 42);
+    CHECK(top_up_js["purchased_at"] == "1970-01-01T00:00:00.000000Z");
+    CHECK(top_up_js["grant_id"].is_null());
+    CHECK(top_up_js["source"] == "purchase");
+    CHECK(top_up_js["priority"] == 100);
+    CHECK(top_up_js["expires_at"].is_null());
+    CHECK(top_up_js["expires_in_ms"].is_null());
+    top_up_receipt promo{42, "pay-2", 3, from_unix_micros(0)};
+    promo.grant_id = 7;
+    promo.source = "promo";
+    promo.priority = 5;
+    promo.expires_at = from_unix_micros(86'400'000'000);
+    promo.expires_in_ms = 86'400'000;
+    auto promo_js = to_json(promo);
+    CHECK(promo_js["grant_id"] == 7);
+    CHECK(promo_js["source"] == "promo");
+    CHECK(promo_js["priority"] == 5);
+    CHECK(promo_js["expires_at"] == "1970-01-02T00:00:00.000000Z");
+    CHECK(promo_js["expires_in_ms"] == 86'400'000);
   }
 
 } // TEST_SUITE

@@ -52,6 +52,39 @@ TEST_SUITE("validation") {
     }
   }
 
+  TEST_CASE("a top-up's grant terms: priority 0 to 1000, a known source, "
+            "one expiry at most, a relative one of 1 ms to 100 years") {
+    CHECK_FALSE(validate_top_up(1, 5, "p", grant_terms{}));
+    grant_terms t;
+    t.priority = 0;
+    t.source = "promo";
+    t.expires_in_ms = grant_expires_in_ms_max;
+    CHECK_FALSE(validate_top_up(1, 5, "p", t));
+    t.priority = 1000;
+    t.source = "admin";
+    t.expires_in_ms = 0;
+    t.expires_at = caf::make_timestamp();
+    CHECK_FALSE(validate_top_up(1, 5, "p", t));
+    auto bad = [](auto change) {
+      grant_terms x;
+      change(x);
+      return validate_top_up(1, 5, "p", x) == ec::invalid_argument;
+    };
+    CHECK(bad([](grant_terms& x) { x.priority = -1; }));
+    CHECK(bad([](grant_terms& x) { x.priority = 1001; }));
+    CHECK(bad([](grant_terms& x) { x.source = "gift"; }));
+    CHECK(bad([](grant_terms& x) { x.source = ""; }));
+    CHECK(bad([](grant_terms& x) { x.expires_in_ms = -1; }));
+    CHECK(bad(
+      [](grant_terms& x) { x.expires_in_ms = grant_expires_in_ms_max + 1; }));
+    CHECK(bad([](grant_terms& x) {
+      x.expires_in_ms = 1;
+      x.expires_at = caf::make_timestamp();
+    }));
+    // The top-up's own checks come first.
+    CHECK(validate_top_up(1, 0, "p", grant_terms{}) == ec::invalid_argument);
+  }
+
   TEST_CASE("negative pocket amounts are refused") {
     CHECK_FALSE(validate_spec(chat_spec{5, {0, 0, 0}, caf::none, caf::none}));
     CHECK(validate_spec(chat_spec{5, {-1, 0, 0}, caf::none, caf::none})

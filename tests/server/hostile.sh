@@ -567,6 +567,12 @@ bad=(
 --payment-id=hostile-v-$chat_v"
   "admin top-up --chat=$chat_v --credits=-3 --payment-id=hostile-v-$chat_v"
   "admin top-up --chat=$chat_v --credits=1 --payment-id=$long_id"
+  "admin top-up --chat=$chat_v --credits=1 --payment-id=hostile-v-$chat_v \
+--priority=1001"
+  "admin top-up --chat=$chat_v --credits=1 --payment-id=hostile-v-$chat_v \
+--source=gift"
+  "admin top-up --chat=$chat_v --credits=1 --payment-id=hostile-v-$chat_v \
+--expires-at=2001-01-01T00:00:00Z"
   "admin create-chat --chat=$chat_w --balance=-1"
   "admin create-chat --chat=$chat_w --daily-images=-2"
   "admin create-chat --chat=0 --balance=1"
@@ -592,6 +598,16 @@ cli_expect 0 admin top-up --chat="$chat_v" --credits=1 \
 expect_out "top-up with the refused payment id" '.credits == 1'
 cli_expect 0 gateway status --chat="$chat_v"
 expect_out "chat $chat_v after one top-up" '.balance == 6'
+# A promo grant that expires in 30 days ('d': days, the CLI's form).
+cli_expect 0 admin top-up --chat="$chat_v" --credits=2 \
+  --payment-id="hostile-g-$chat_v" --expires-in=30d --priority=5 --source=promo
+expect_out "a promo grant's top-up" '.source == "promo" and .priority == 5
+  and .expires_in_ms == 2592000000 and (.expires_at | type) == "string"
+  and .grant_id > 0'
+cli_expect 2 admin top-up --chat="$chat_v" --credits=2 \
+  --payment-id="hostile-g2-$chat_v" --expires-in=30d \
+  --expires-at=2999-01-01T00:00:00Z
+expect_out "--expires-in with --expires-at" '.error == "usage"'
 note "chat $chat_v unchanged, chat $chat_w not created, payment id unused"
 canary "out-of-range values"
 

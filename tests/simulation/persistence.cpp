@@ -313,7 +313,8 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
                                        return w->unresolved(after, limit);
                                      });
     },
-    [=](atom::top_up, chat_id c, int64_t credits, const std::string& pid) {
+    [=](atom::top_up, chat_id c, int64_t credits, const std::string& pid,
+        const grant_terms&) {
       return submit<top_up_receipt>(
         self, c, [=] { return w->top_up(c, credits, pid, now()); });
     },

@@ -288,10 +288,34 @@ final class Client
         return ChatStatus::fromArray($this->call(Operation::CreateChat, 'POST', '/v1/chats', $body));
     }
 
-    /** Adds purchased credits once per `$paymentId`; a retry answers the first receipt. */
-    public function topUp(int $chat, int $credits, string $paymentId): TopUp
-    {
-        $body = ['credits' => $credits, 'payment_id' => $paymentId];
+    /**
+     * Adds credits as a grant once per `$paymentId`; a retry with the same
+     * terms answers the first receipt, other terms are invalid_argument.
+     * Only the terms given are sent; the server's defaults apply to the rest.
+     *
+     * @param ?\DateTimeInterface $expiresAt when the grant expires, in the future; null: never (or `$expiresInMs`)
+     * @param ?int $expiresInMs the grant expires this long after the top-up (1…3,155,760,000,000 ms);
+     *     not with `$expiresAt`
+     * @param ?int $priority 0…1,000, lower spends first; null: the server's 100
+     * @param ?string $source purchase, promo or admin; null: purchase
+     */
+    public function topUp(
+        int $chat,
+        int $credits,
+        string $paymentId,
+        ?\DateTimeInterface $expiresAt = null,
+        ?int $expiresInMs = null,
+        ?int $priority = null,
+        ?string $source = null,
+    ): TopUp {
+        $body = array_filter([
+            'credits' => $credits,
+            'payment_id' => $paymentId,
+            'expires_at' => $expiresAt === null ? null : self::time($expiresAt),
+            'expires_in_ms' => $expiresInMs,
+            'priority' => $priority,
+            'source' => $source,
+        ], static fn (mixed $v): bool => $v !== null);
         return TopUp::fromArray($this->call(Operation::TopUp, 'POST', "/v1/chats/$chat/top-ups", $body));
     }
 

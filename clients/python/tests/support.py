@@ -22,6 +22,14 @@ def reservation_json(**over: Any) -> Dict[str, Any]:
     return x
 
 
+def top_up_json(**over: Any) -> Dict[str, Any]:
+    x = {"chat": 42, "credits": 5, "expires_at": None, "expires_in_ms": None, "grant_id": 9,
+         "payment_id": "pay-1", "priority": 100, "purchased_at": "2026-12-07T06:36:40.000000Z",
+         "source": "purchase"}
+    x.update(over)
+    return x
+
+
 def ok(body: Dict[str, Any], status: int = 200) -> Response:
     return Response(status, json.dumps(body).encode(), {"content-type": "application/json"})
 

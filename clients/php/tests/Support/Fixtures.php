@@ -58,7 +58,16 @@ final class Fixtures
     }
 
     /** @return array<mixed> */
-    public static function topUp(): array
+    public static function topUp(array $with = []): array
+    {
+        return $with + [
+            'chat' => 42, 'payment_id' => 'pay-1', 'credits' => 5, 'purchased_at' => '2026-12-07T05:15:00.000000Z',
+            'grant_id' => 9, 'source' => 'purchase', 'priority' => 100, 'expires_at' => null, 'expires_in_ms' => null,
+        ];
+    }
+
+    /** @return array<mixed> a server's before grants (0.2): no grant fields */
+    public static function topUpBeforeGrants(): array
     {
         return ['chat' => 42, 'payment_id' => 'pay-1', 'credits' => 5, 'purchased_at' => '2026-12-07T05:15:00.000000Z'];
     }

@@ -20,6 +20,7 @@ use Chargeonce\Operation;
 use Chargeonce\RetryPolicy;
 use Chargeonce\Tests\Support\Calls;
 use Chargeonce\Tests\Support\FakeTransport;
+use Chargeonce\Tests\Support\Fixtures;
 use PHPUnit\Framework\TestCase;
 
 /** Which calls the client repeats, on which errors, how often, and that every try is the same request. */
@@ -225,5 +226,47 @@ final class ClientRetryTest extends TestCase
         ], $bodies);
         self::assertSame('wk-token', $transport->requests[1]->token);
         self::assertSame('ad-token', $transport->requests[3]->token);
+    }
+
+    public function testATopUpSendsExactlyTheTermsGivenOnEveryTry(): void
+    {
+        $receipt = FakeTransport::json(200, Fixtures::topUp([
+            'grant_id' => 12, 'source' => 'promo', 'priority' => 10,
+            'expires_at' => '2027-01-31T12:00:00.500000Z',
+        ]));
+        $lost = static fn () => new ConnectionException('answer lost (test)', 52);
+        $transport = new FakeTransport([$lost(), $receipt, $receipt, $receipt]);
+        $client = $this->client($transport);
+
+        $topUp = $client->topUp(
+            42,
+            5,
+            'pay-1',
+            expiresAt: new \DateTimeImmutable('2027-01-31T12:00:00.5Z'),
+            priority: 10,
+            source: 'promo',
+        );
+        $client->topUp(42, 5, 'pay-2', expiresInMs: 86400000);
+        $client->topUp(42, 5, 'pay-3');
+
+        $bodies = array_map(
+            static fn (Request $r): mixed => json_decode((string) $r->body, true),
+            $transport->requests,
+        );
+        $terms = [
+            'credits' => 5, 'payment_id' => 'pay-1', 'expires_at' => '2027-01-31T12:00:00.500000Z',
+            'priority' => 10, 'source' => 'promo',
+        ];
+        self::assertSame([
+            $terms,
+            $terms,
+            ['credits' => 5, 'payment_id' => 'pay-2', 'expires_in_ms' => 86400000],
+            ['credits' => 5, 'payment_id' => 'pay-3'],
+        ], $bodies);
+        self::assertSame(
+            ['POST', '/v1/chats/42/top-ups', 'ad-token'],
+            [$transport->requests[0]->method, $transport->requests[0]->path, $transport->requests[0]->token],
+        );
+        self::assertSame([12, 'promo', 10], [$topUp->grant_id, $topUp->source, $topUp->priority]);
     }
 }

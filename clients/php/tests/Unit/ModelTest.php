@@ -51,6 +51,41 @@ final class ModelTest extends TestCase
         self::assertSame(['pay-1', 5], [$topUp->payment_id, $topUp->credits]);
     }
 
+    public function testATopUpReadsItsGrant(): void
+    {
+        $topUp = TopUp::fromArray(Fixtures::topUp([
+            'grant_id' => 12, 'source' => 'promo', 'priority' => 10,
+            'expires_at' => '2027-01-31T12:00:00.500000Z', 'expires_in_ms' => 86400000,
+        ]));
+
+        self::assertSame([12, 'promo', 10, 86400000], [
+            $topUp->grant_id, $topUp->source, $topUp->priority, $topUp->expires_in_ms,
+        ]);
+        self::assertSame('2027-01-31T12:00:00.500000+00:00', $topUp->expires_at?->format('Y-m-d\TH:i:s.uP'));
+
+        $never = TopUp::fromArray(Fixtures::topUp());
+        self::assertSame([9, 'purchase', 100, null, null], [
+            $never->grant_id, $never->source, $never->priority, $never->expires_at, $never->expires_in_ms,
+        ]);
+    }
+
+    public function testATopUpOfAServerBeforeGrantsGetsTheDefaults(): void
+    {
+        $topUp = TopUp::fromArray(Fixtures::topUpBeforeGrants());
+
+        self::assertSame(['pay-1', 5], [$topUp->payment_id, $topUp->credits]);
+        self::assertSame([null, 'purchase', 100, null, null], [
+            $topUp->grant_id, $topUp->source, $topUp->priority, $topUp->expires_at, $topUp->expires_in_ms,
+        ]);
+    }
+
+    public function testATopUpWithAGrantFieldOfAnotherTypeIsRefused(): void
+    {
+        $this->expectException(UnexpectedResponseException::class);
+        $this->expectExceptionMessage('field "priority" is not an integer');
+        TopUp::fromArray(Fixtures::topUp(['priority' => '10']));
+    }
+
     public function testAChatStatusHoldsItsReservations(): void
     {
         $chat = ChatStatus::fromArray(Fixtures::chat());

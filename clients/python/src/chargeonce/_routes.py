@@ -156,9 +156,14 @@ def create_chat(chat: int, daily_messages: Optional[int], daily_images: Optional
     return Call(Operation.CREATE_CHAT, "POST", "/v1/chats", body, _chat)
 
 
-def top_up(chat: int, credits: int, payment_id: str) -> Call[TopUp]:
-    return Call(Operation.TOP_UP, "POST", f"/v1/chats/{_id(chat)}/top-ups",
-                _body({"credits": credits, "payment_id": payment_id}), _obj(TopUp.from_json))
+def top_up(chat: int, credits: int, payment_id: str, *, expires_at: Optional[datetime] = None,
+           expires_in_ms: Optional[int] = None, priority: Optional[int] = None,
+           source: Optional[str] = None) -> Call[TopUp]:
+    body = _body({"credits": credits, "payment_id": payment_id,
+                  "expires_at": None if expires_at is None else _time(expires_at),
+                  "expires_in_ms": expires_in_ms, "priority": priority, "source": source})
+    return Call(Operation.TOP_UP, "POST", f"/v1/chats/{_id(chat)}/top-ups", body,
+                _obj(TopUp.from_json))
 
 
 def set_premium(chat: int, until: Union[datetime, str]) -> Call[ChatStatus]:

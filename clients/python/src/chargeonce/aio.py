@@ -263,8 +263,12 @@ class AsyncClient:
         return await self._run(routes.create_chat(chat, daily_messages, daily_images, balance,
                                                   premium_until, max_active_jobs, pockets))
 
-    async def top_up(self, chat: int, credits: int, payment_id: str) -> TopUp:
-        return await self._run(routes.top_up(chat, credits, payment_id))
+    async def top_up(self, chat: int, credits: int, payment_id: str, *,
+                     expires_at: Optional[datetime] = None, expires_in_ms: Optional[int] = None,
+                     priority: Optional[int] = None, source: Optional[str] = None) -> TopUp:
+        return await self._run(routes.top_up(chat, credits, payment_id, expires_at=expires_at,
+                                             expires_in_ms=expires_in_ms, priority=priority,
+                                             source=source))
 
     async def set_premium(self, chat: int, until: Union[datetime, str]) -> ChatStatus:
         return await self._run(routes.set_premium(chat, until))

@@ -202,9 +202,20 @@ class Client:
         return self._run(routes.create_chat(chat, daily_messages, daily_images, balance,
                                             premium_until, max_active_jobs, pockets))
 
-    def top_up(self, chat: int, credits: int, payment_id: str) -> TopUp:
-        """Adds purchased credits once per `payment_id`; a retry answers the first."""
-        return self._run(routes.top_up(chat, credits, payment_id))
+    def top_up(self, chat: int, credits: int, payment_id: str, *,
+               expires_at: Optional[datetime] = None, expires_in_ms: Optional[int] = None,
+               priority: Optional[int] = None, source: Optional[str] = None) -> TopUp:
+        """Adds credits as a grant once per `payment_id`; a retry with the
+        same terms answers the first receipt, other terms are
+        InvalidArgumentError. Only the terms given are sent, the server's
+        defaults apply to the rest. `expires_at`: an aware datetime in the
+        future (None: never); `expires_in_ms`: the grant expires this long
+        after the top-up (1…3,155,760,000,000; not with `expires_at`);
+        `priority`: 0…1,000, lower spends first (None: 100); `source`:
+        "purchase" (None), "promo" or "admin"."""
+        return self._run(routes.top_up(chat, credits, payment_id, expires_at=expires_at,
+                                       expires_in_ms=expires_in_ms, priority=priority,
+                                       source=source))
 
     def set_premium(self, chat: int, until: Union[datetime, str]) -> ChatStatus:
         return self._run(routes.set_premium(chat, until))

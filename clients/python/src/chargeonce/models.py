@@ -176,16 +176,33 @@ class Resolution:
 
 @dataclass(frozen=True)
 class TopUp:
-    """A purchase credited once per payment id; a retry answers the first."""
+    """A purchase credited once per payment id, and the grant it made; a
+    retry answers the first. An answer of a server before grants (no
+    grant_id, source, priority, expires_at, expires_in_ms) reads as a
+    purchase of priority 100 that never expires."""
     chat: int
     payment_id: str
     credits: int
     purchased_at: datetime
+    #: None: a top-up made before grants, retried (or a server before them).
+    grant_id: Optional[int] = None
+    #: purchase, promo or admin.
+    source: str = "purchase"
+    #: Lower spends first.
+    priority: int = 100
+    #: None: never.
+    expires_at: Optional[datetime] = None
+    #: As the top-up gave it; None: not relative.
+    expires_in_ms: Optional[int] = None
 
     @classmethod
     def from_json(cls, x: Mapping[str, Any]) -> "TopUp":
         return cls(j.integer(x, "chat"), j.string(x, "payment_id"),
-                   j.integer(x, "credits"), j.time(x, "purchased_at"))
+                   j.integer(x, "credits"), j.time(x, "purchased_at"),
+                   j.integer_or_none(x, "grant_id"),
+                   j.string(x, "source") if "source" in x else "purchase",
+                   j.integer(x, "priority") if "priority" in x else 100,
+                   j.time_or_none(x, "expires_at"), j.integer_or_none(x, "expires_in_ms"))
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 """AsyncClient over a scripted transport: the same retries and ids."""
 import asyncio
 import json
+from datetime import datetime, timezone
 
 import pytest
 
 from chargeonce import AsyncClient, ChargeonceConnectionError, RetryPolicy
-from support import error, ok, reservation_json
+from support import error, ok, reservation_json, top_up_json
 
 
 class FakeAsyncTransport:
@@ -53,3 +54,19 @@ def test_a_cancel_is_not_repeated():
     with pytest.raises(ChargeonceConnectionError):
         run(c.cancel(42))
     assert len(t.sent) == 1
+
+
+def test_a_top_up_sends_exactly_the_terms_given():
+    t = FakeAsyncTransport(ok(top_up_json(source="admin", priority=0,
+                                          expires_at="2027-01-31T12:00:00Z")),
+                           ok(top_up_json(payment_id="pay-2")))
+    c = AsyncClient("http://unused", admin_token="ad", transport=t)
+    top = run(c.top_up(42, 5, "pay-1", source="admin", priority=0,
+                       expires_at=datetime(2027, 1, 31, 12, tzinfo=timezone.utc)))
+    run(c.top_up(42, 5, "pay-2"))
+    assert [json.loads(r.body) for r in t.sent] == [
+        {"credits": 5, "payment_id": "pay-1", "expires_at": "2027-01-31T12:00:00+00:00",
+         "priority": 0, "source": "admin"},
+        {"credits": 5, "payment_id": "pay-2"}]
+    assert (t.sent[0].path, t.sent[0].token) == ("/v1/chats/42/top-ups", "ad")
+    assert (top.source, top.priority, top.expires_in_ms) == ("admin", 0, None)

@@ -2,13 +2,14 @@
 """The blocking client over a scripted transport: requests, retries,
 auto request ids, typed results."""
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from chargeonce import (BusyError, ChargeonceConnectionError, Client, InternalError,
                         InvalidArgumentError, Operation, Reservation,
                         RetryPolicy, StorageUnavailableError, UnexpectedResponseError)
-from support import FakeTransport, error, ok, reservation_json
+from support import FakeTransport, error, ok, reservation_json, top_up_json
 
 
 def client(transport, attempts=5):
@@ -140,6 +141,36 @@ def test_each_route_sends_its_method_path_token_and_body():
         call(c)
         r = t.sent[0]
         assert (r.method, r.path, r.token, body(r)) == (method, path, token, sent_body), path
+
+
+def test_a_top_up_sends_exactly_the_terms_given_and_the_same_on_every_retry():
+    t = FakeTransport(ChargeonceConnectionError("reset"),
+                      ok(top_up_json(grant_id=12, source="promo", priority=10,
+                                     expires_at="2027-01-31T12:00:00.500000Z")),
+                      ok(top_up_json(payment_id="pay-2", expires_in_ms=86_400_000)),
+                      ok(top_up_json(payment_id="pay-3")))
+    c, _ = client(t)
+    at = datetime(2027, 1, 31, 14, 0, 0, 500000, tzinfo=timezone(timedelta(hours=2)))
+    top = c.top_up(42, 5, "pay-1", expires_at=at, priority=10, source="promo")
+    c.top_up(42, 5, "pay-2", expires_in_ms=86_400_000)
+    c.top_up(42, 5, "pay-3")
+    terms = {"credits": 5, "payment_id": "pay-1", "expires_at": "2027-01-31T14:00:00.500000+02:00",
+             "priority": 10, "source": "promo"}
+    assert [body(r) for r in t.sent] == [
+        terms, terms, {"credits": 5, "payment_id": "pay-2", "expires_in_ms": 86_400_000},
+        {"credits": 5, "payment_id": "pay-3"}]
+    assert {(r.method, r.path, r.token) for r in t.sent} == {
+        ("POST", "/v1/chats/42/top-ups", "ad-token")}
+    assert (top.grant_id, top.source, top.priority) == (12, "promo", 10)
+    assert top.expires_at == datetime(2027, 1, 31, 12, 0, 0, 500000, tzinfo=timezone.utc)
+
+
+def test_a_top_up_refuses_a_naive_expiry_before_sending():
+    t = FakeTransport()
+    c, _ = client(t)
+    with pytest.raises(ValueError, match="naive"):
+        c.top_up(42, 5, "pay-1", expires_at=datetime(2027, 1, 31))
+    assert t.sent == []
 
 
 def test_a_field_of_the_wrong_type_is_an_unexpected_response():

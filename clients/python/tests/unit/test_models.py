@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 from datetime import datetime, timezone
 
-from chargeonce import Event, Pockets, Reservation
-from support import reservation_json
+import pytest
+
+from chargeonce import Event, Pockets, Reservation, TopUp, UnexpectedResponseError
+from support import reservation_json, top_up_json
 
 
 def test_a_reservation_reads_every_field_with_its_type():
@@ -23,3 +25,27 @@ def test_an_event_takes_its_name_from_the_frame_and_its_id_from_the_json_or_the_
     e = Event.from_frame("cancel_requested", {"chat": 1, "reservation": 2}, "17")
     assert (e.event, e.event_id, e.ends_stream) == ("cancel_requested", 17, False)
     assert Event.from_frame("", {"event": "overflow"}, None).ends_stream
+
+
+def test_a_top_up_reads_its_grant():
+    t = TopUp.from_json(top_up_json(grant_id=12, source="promo", priority=10,
+                                    expires_at="2027-01-31T12:00:00.5Z", expires_in_ms=86_400_000))
+    assert (t.grant_id, t.source, t.priority, t.expires_in_ms) == (12, "promo", 10, 86_400_000)
+    assert t.expires_at == datetime(2027, 1, 31, 12, 0, 0, 500000, tzinfo=timezone.utc)
+    never = TopUp.from_json(top_up_json())
+    assert (never.grant_id, never.source, never.priority, never.expires_at,
+            never.expires_in_ms) == (9, "purchase", 100, None, None)
+
+
+def test_a_top_up_of_a_server_before_grants_gets_the_defaults():
+    old = {"chat": 42, "credits": 5, "payment_id": "pay-1",
+           "purchased_at": "2026-12-07T06:36:40.000000Z"}
+    t = TopUp.from_json(old)
+    assert (t.payment_id, t.credits) == ("pay-1", 5)
+    assert (t.grant_id, t.source, t.priority, t.expires_at, t.expires_in_ms) == (
+        None, "purchase", 100, None, None)
+
+
+def test_a_top_up_with_a_grant_field_of_another_type_is_refused():
+    with pytest.raises(UnexpectedResponseError, match='"priority" is not an integer'):
+        TopUp.from_json(top_up_json(priority="10"))
