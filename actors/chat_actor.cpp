@@ -76,6 +76,10 @@ reservation_id reservation_of(const top_up_receipt&) {
   return 0;
 }
 
+reservation_id reservation_of(const grant_info&) {
+  return 0;
+}
+
 reservation_id reservation_of(const outcome& x) {
   if (x.reservation)
     return x.reservation->id;
@@ -323,6 +327,11 @@ make_chat(chat_self_actor::stateful_pointer<chat_state> self, chat_id id,
       return serialize<top_up_receipt>(self, "top_up", 0, no_hook, op,
                                        self->state.id, credits, payment_id,
                                        terms);
+    },
+    [self](atom::void_grant op, chat_id, int64_t grant,
+           const std::string& payment_id) {
+      return serialize<grant_info>(self, "void_grant", 0, no_hook, op,
+                                   self->state.id, grant, payment_id);
     },
     [self](atom::premium op, chat_id, caf::timestamp until) {
       return serialize<chat_status>(self, "set_premium", 0, no_hook, op,

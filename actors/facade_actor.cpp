@@ -29,6 +29,7 @@ using op = operation_type;
 // clang-format off
 constexpr op operation_of(atom::create) { return op::create; }
 constexpr op operation_of(atom::top_up) { return op::top_up; }
+constexpr op operation_of(atom::void_grant) { return op::void_grant; }
 constexpr op operation_of(atom::premium) { return op::set_premium; }
 constexpr op operation_of(atom::flags) { return op::set_flags; }
 constexpr op operation_of(atom::subscribe) { return op::subscribe; }
@@ -240,6 +241,10 @@ api_facade_actor::behavior_type make_api_facade(api_facade_actor::pointer self,
       return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
                                    terms);
     },
+    [self, api](atom::void_grant op, chat_id chat, int64_t grant,
+                const std::string& payment_id) {
+      return relay<grant_info>(self, api, op, chat, grant, payment_id);
+    },
     [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
       return relay<chat_status>(self, api, op, chat, until);
     },
@@ -418,6 +423,10 @@ admin_actor::behavior_type make_admin(admin_actor::pointer self,
                 const std::string& payment_id, const grant_terms& terms) {
       return relay<top_up_receipt>(self, api, op, chat, credits, payment_id,
                                    terms);
+    },
+    [self, api](atom::void_grant op, chat_id chat, int64_t grant,
+                const std::string& payment_id) {
+      return relay<grant_info>(self, api, op, chat, grant, payment_id);
     },
     [self, api](atom::premium op, chat_id chat, caf::timestamp until) {
       return relay<chat_status>(self, api, op, chat, until);

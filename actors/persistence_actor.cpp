@@ -493,6 +493,13 @@ make_persistence(self_ptr self, persistence::store_options opts,
           return db.top_up(chat, credits, payment_id, terms);
         });
     },
+    [self](atom::void_grant, chat_id chat, int64_t grant,
+           const std::string& payment_id) {
+      return enqueue_alone<grant_info>(
+        self, "void_grant", chat, 0, [chat, grant, payment_id](store& db) {
+          return db.void_grant(chat, grant, payment_id);
+        });
+    },
     [self](atom::premium, chat_id chat, caf::timestamp until) {
       return enqueue_alone<chat_status>(
         self, "set_premium", chat, 0,

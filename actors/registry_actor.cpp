@@ -217,6 +217,12 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
         self, validate_top_up(chat, credits, payment_id, terms), chat, op, chat,
         credits, payment_id, terms);
     },
+    [self](atom::void_grant op, chat_id chat, int64_t grant,
+           const std::string& payment_id) {
+      return to_chat<grant_info>(self,
+                                 validate_void_grant(chat, grant, payment_id),
+                                 chat, op, chat, grant, payment_id);
+    },
     [self](atom::premium op, chat_id chat, caf::timestamp until) {
       return to_chat<chat_status>(self, validate_chat(chat), chat, op, chat,
                                   until);

@@ -250,6 +250,13 @@ caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
     operation_type::top_up, chat, atom::top_up_v, chat, credits, payment_id);
 }
 
+caf::expected<grant_info> client::void_grant(chat_id chat, int64_t grant,
+                                             const std::string& payment_id) {
+  return impl_->call_admin<grant_info>(operation_type::void_grant, chat,
+                                       atom::void_grant_v, chat, grant,
+                                       payment_id);
+}
+
 caf::expected<top_up_receipt> client::top_up(chat_id chat, int64_t credits,
                                              const std::string& payment_id,
                                              const grant_terms& terms) {

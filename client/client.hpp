@@ -174,6 +174,10 @@ public:
   caf::expected<chat_status> create(const chat_spec& spec);
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
                                        const std::string& payment_id);
+  /// Voids a grant named by id (payment_id empty) or by its top-up's
+  /// payment_id (grant 0); answers the grant after the void.
+  caf::expected<grant_info> void_grant(chat_id chat, int64_t grant,
+                                       const std::string& payment_id);
   /// A top-up whose grant has `terms`: an expiry, a priority, a source.
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
                                        const std::string& payment_id,

@@ -184,6 +184,13 @@ public:
                                        const std::string& payment_id,
                                        const grant_terms& terms = {});
 
+  /// Voids a grant named by id (payment_id empty) or by its top-up's
+  /// payment_id (grant 0): its unheld credits leave the balance (ledger
+  /// `void`), its holds finish normally. Answers the grant after the void;
+  /// a second void changes nothing and answers the same.
+  caf::expected<grant_info> void_grant(chat_id chat, int64_t grant,
+                                       const std::string& payment_id);
+
   caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until);
 
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);

@@ -117,7 +117,46 @@ top_up_receipt receipt_of(const pqxx::row& r, const std::string& payment_id) {
   return out;
 }
 
+/// A grant as chargeonce_grant_answer gives it.
+grant_info grant_of(const pqxx::row& r) {
+  grant_info out;
+  out.id = r["grant_id"].as<int64_t>();
+  out.chat = r["chat_id"].as<int64_t>();
+  out.source = r["source"].as<std::string>();
+  out.credits = r["credits"].as<int32_t>();
+  out.left = r["left_credits"].as<int32_t>();
+  out.held = r["held"].as<int32_t>();
+  out.priority = r["priority"].as<int32_t>();
+  out.expires_at = optional_micros(r["expires_us"]);
+  out.payment_id =
+    r["payment_id"].is_null() ? "" : r["payment_id"].as<std::string>();
+  out.created_at = from_unix_micros(r["created_us"].as<int64_t>());
+  out.expired_at = optional_micros(r["expired_us"]);
+  out.voided_at = optional_micros(r["voided_us"]);
+  return out;
+}
+
 } // namespace
+
+caf::expected<grant_info> store::void_grant(chat_id chat, int64_t grant,
+                                            const std::string& payment_id) {
+  if (auto err = validate_void_grant(chat, grant, payment_id))
+    return err;
+  return impl_->run<grant_info>(
+    "void_grant", chat, 0, [&](pqxx::work& tx) -> caf::expected<grant_info> {
+      auto rs = tx.exec_params(
+        "SELECT * FROM chargeonce_void_grant($1, nullif($2::bigint, 0), "
+        "nullif($3, ''))",
+        chat, grant, payment_id);
+      const auto& r = rs[0];
+      if (r["outcome"].as<std::string>() != "ok")
+        return refusal_of(r);
+      auto out = grant_of(r);
+      spdlog::info("void_grant chat={} grant={} left={} held={}", chat, out.id,
+                   out.left, out.held);
+      return out;
+    });
+}
 
 caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
                                             const std::string& payment_id,

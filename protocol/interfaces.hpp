@@ -51,6 +51,14 @@ using unbatched_actor = caf::typed_actor<
   /// admin_actor; inside the server this one carries it with the defaults.
   caf::replies_to<atom::top_up, chat_id, int64_t, std::string,
                   grant_terms>::with<top_up_receipt>,
+  /// Voids a grant (a refund, a chargeback), named by id (chat, grant id,
+  /// "") or by its top-up's payment_id (chat, 0, payment_id): what nobody
+  /// holds of it leaves the balance; holds on it finish normally and what
+  /// they release afterwards is voided too. Answers the grant after the
+  /// void; again, the same grant, changing nothing. not_found for a grant
+  /// the chat does not have, or a payment of before grants.
+  caf::replies_to<atom::void_grant, chat_id, int64_t,
+                  std::string>::with<grant_info>,
   /// Sets premium_until; premium is judged at reserve time only.
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   /// Sets the given flags (started, blocked, banned).
@@ -221,6 +229,8 @@ using admin_actor = caf::typed_actor<
                   std::string>::with<top_up_receipt>,
   caf::replies_to<atom::top_up, chat_id, int64_t, std::string,
                   grant_terms>::with<top_up_receipt>,
+  caf::replies_to<atom::void_grant, chat_id, int64_t,
+                  std::string>::with<grant_info>,
   caf::replies_to<atom::premium, chat_id, caf::timestamp>::with<chat_status>,
   caf::replies_to<atom::flags, chat_id, flags_update>::with<chat_status>,
   caf::replies_to<atom::limits, chat_id, limits_update>::with<chat_status>,

@@ -134,6 +134,23 @@ nlohmann::json to_json(const top_up_receipt& x) {
   return out;
 }
 
+nlohmann::json to_json(const grant_info& x) {
+  nlohmann::json out{{"id", x.id},
+                     {"chat", x.chat},
+                     {"source", x.source},
+                     {"credits", x.credits},
+                     {"left", x.left},
+                     {"held", x.held},
+                     {"priority", x.priority},
+                     {"expires_at", optional_time(x.expires_at)},
+                     {"created_at", format_iso8601(x.created_at)},
+                     {"expired_at", optional_time(x.expired_at)},
+                     {"voided_at", optional_time(x.voided_at)}};
+  out["payment_id"] = x.payment_id.empty() ? nlohmann::json(nullptr)
+                                           : nlohmann::json(x.payment_id);
+  return out;
+}
+
 nlohmann::json to_json(const queue_notice& x) {
   return {{"event", "queue_notice"},
           {"chat", x.chat},

@@ -17,6 +17,7 @@ nlohmann::json to_json(const reservation& x);
 nlohmann::json to_json(const receipt& x);
 nlohmann::json to_json(const chat_status& x);
 nlohmann::json to_json(const top_up_receipt& x);
+nlohmann::json to_json(const grant_info& x);
 
 /// Events: {"event": "<type>", "chat": ..., "reservation": ...}.
 nlohmann::json to_json(const queue_notice& x);

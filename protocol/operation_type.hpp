@@ -36,6 +36,7 @@ enum class operation_type : uint8_t {
   history = 16,
   explain = 17,
   subscribe = 18,
+  void_grant = 19,
   /// Not an operation but how many there are: keep it last.
   count_,
 };
@@ -101,7 +102,8 @@ inline constexpr error_set worker_refusals =
 // this very call created the chat; top_up is idempotent by payment_id;
 // set_premium, set_flags and set_limits set absolute values; uncertain
 // answers the same for the same provider_ref; resolve answers the first
-// resolution; subscribe resumes from the id its caller holds.
+// resolution; subscribe resumes from the id its caller holds; void_grant
+// answers the voided grant again.
 inline constexpr std::array<operation_traits, operation_type_count>
   operation_table{{
     {operation_type::touch, "touch", operation_role::gateway, true, false, true,
@@ -146,6 +148,8 @@ inline constexpr std::array<operation_traits, operation_type_count>
      true, errors(ec::not_found)},
     {operation_type::subscribe, "subscribe", operation_role::gateway, false,
      false, true, errors()},
+    {operation_type::void_grant, "void_grant", operation_role::admin, false,
+     false, true, errors(ec::not_found)},
   }};
 
 namespace detail {

@@ -88,5 +88,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::event_page))
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, core, "core")
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_terms))
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, void_grant, "void_grant")
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_info))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

@@ -376,6 +376,31 @@ struct top_up_receipt {
   int64_t expires_in_ms = 0; ///< as the top-up gave it; 0: not relative
 };
 
+/// One credit grant of a chat's balance, as it stands: `left` = credits -
+/// charged - expired - voided (what holds hold of it is still in it),
+/// `held` what open holds hold of it.
+struct grant_info {
+  int64_t id = 0;
+  chat_id chat = 0;
+  std::string source = "purchase";
+  int32_t credits = 0;
+  int32_t left = 0;
+  int32_t held = 0;
+  int32_t priority = grant_priority_default;
+  caf::optional<caf::timestamp> expires_at = caf::none; ///< none: never
+  std::string payment_id; ///< empty: not a top-up's (an opening balance)
+  caf::timestamp created_at;
+  caf::optional<caf::timestamp> expired_at = caf::none; ///< unheld left expired
+  caf::optional<caf::timestamp> voided_at = caf::none;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_info& x) {
+  return f(caf::meta::type_name("grant_info"), x.id, x.chat, x.source,
+           x.credits, x.left, x.held, x.priority, x.expires_at, x.payment_id,
+           x.created_at, x.expired_at, x.voided_at);
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, top_up_receipt& x) {
   return f(caf::meta::type_name("top_up_receipt"), x.chat, x.payment_id,

@@ -200,6 +200,20 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
   return caf::none;
 }
 
+caf::error validate_void_grant(chat_id chat, int64_t grant,
+                               const std::string& payment_id) {
+  if ((grant == 0) == payment_id.empty())
+    return caf::make_error(ec::invalid_argument,
+                           "void-grant names a grant or a payment_id, one of "
+                           "them");
+  if (grant < 0)
+    return caf::make_error(ec::invalid_argument, "grant must be 1 or more, got "
+                                                   + std::to_string(grant));
+  if (grant == 0)
+    return validate_top_up(chat, 1, payment_id);
+  return validate_chat(chat);
+}
+
 caf::error validate_uncertain(chat_id chat, reservation_id id,
                               const std::string& provider_ref) {
   if (auto err = validate_reservation(chat, id))

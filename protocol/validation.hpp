@@ -76,6 +76,11 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
                            const std::string& payment_id,
                            const grant_terms& terms);
 
+/// A grant named by id (payment_id empty) or by payment_id (grant 0), one of
+/// the two: an id of 1 or more, a payment_id as validate_top_up takes it.
+caf::error validate_void_grant(chat_id chat, int64_t grant,
+                               const std::string& payment_id);
+
 /// A provider_ref of 1 to provider_ref_max_bytes bytes of UTF-8 without NUL.
 caf::error validate_uncertain(chat_id chat, reservation_id id,
                               const std::string& provider_ref);

@@ -245,6 +245,17 @@ action prepare_top_up(const flag_map& flags) {
   };
 }
 
+action prepare_void_grant(const flag_map& flags) {
+  auto chat = chat_flag(flags);
+  auto grant = int_flag<int64_t>(flags, "grant");
+  auto payment_id = text_flag(flags, "payment-id");
+  if ((flags.count("grant") != 0) == !payment_id.empty())
+    throw usage_error("void-grant takes --grant or --payment-id, one of them");
+  return [=](session& s) {
+    return print_result(s, s.api.void_grant(chat, grant, payment_id));
+  };
+}
+
 action prepare_set_premium(const flag_map& flags) {
   auto chat = chat_flag(flags);
   auto until = *time_flag(flags, "until");
@@ -380,6 +391,12 @@ std::vector<command> make_commands() {
      role::admin,
      "adds credits as a grant, once per payment id",
      prepare_top_up},
+    {"void-grant",
+     {chat},
+     {{"grant", "ID"}, {"payment-id", "S"}},
+     role::admin,
+     "voids a grant (a refund): what nobody holds of it leaves",
+     prepare_void_grant},
     {"set-premium",
      {chat, {"until", "ISO8601"}},
      {},

@@ -242,6 +242,22 @@ void top_up(exchange& x) {
                       payment_id, terms);
 }
 
+void void_grant(exchange& x) {
+  auto chat = path_chat(x);
+  auto grant = path_int(x, "grant");
+  if (!x.body.empty())
+    body_object(x, {});
+  ask<grant_info>(x, x.be.admin, 200, atom::void_grant_v, chat, grant,
+                  std::string{});
+}
+
+void void_grant_by_payment(exchange& x) {
+  auto chat = path_chat(x);
+  auto body = body_object(x, {"payment_id"});
+  ask<grant_info>(x, x.be.admin, 200, atom::void_grant_v, chat, int64_t{0},
+                  string_field(body, "payment_id"));
+}
+
 void set_premium(exchange& x) {
   auto chat = path_chat(x);
   auto body = body_object(x, {"until"});

@@ -26,6 +26,8 @@ void list_reservations(exchange& x);
 // -- admin (billing.cpp) ------------------------------------------------------
 void create_chat(exchange& x);
 void top_up(exchange& x);
+void void_grant(exchange& x);
+void void_grant_by_payment(exchange& x);
 void set_premium(exchange& x);
 void set_flags(exchange& x);
 void set_limits(exchange& x);

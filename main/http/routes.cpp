@@ -38,6 +38,8 @@ constexpr route table[] = {
   {"GET", "/v1/reservations", r::worker, list_reservations},
   {"POST", "/v1/chats", r::admin, create_chat},
   {"POST", "/v1/chats/{chat}/top-ups", r::admin, top_up},
+  {"POST", "/v1/chats/{chat}/grants/{grant}/void", r::admin, void_grant},
+  {"POST", "/v1/chats/{chat}/grants/void", r::admin, void_grant_by_payment},
   {"PUT", "/v1/chats/{chat}/premium", r::admin, set_premium},
   {"PATCH", "/v1/chats/{chat}/flags", r::admin, set_flags},
   {"PUT", "/v1/chats/{chat}/limits", r::admin, set_limits},

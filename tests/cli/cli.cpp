@@ -309,6 +309,20 @@ TEST_SUITE("cli") {
     CHECK(r.out.find("\"usage\"") == std::string::npos);
   }
 
+  TEST_CASE("void-grant names --grant or --payment-id, one of them") {
+    auto usage = [](std::vector<std::string> extra) {
+      std::vector<std::string> args{"--server=127.0.0.1:1", "void-grant",
+                                    "--chat=1"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      auto r = run(args);
+      return r.status == 2 && r.out.find("one of them") != std::string::npos;
+    };
+    CHECK(usage({}));
+    CHECK(usage({"--grant=3", "--payment-id=p"}));
+    CHECK_FALSE(usage({"--grant=3"}));
+    CHECK_FALSE(usage({"--payment-id=p"}));
+  }
+
   TEST_CASE("--units of reserve and commit is 1 or more, an integer") {
     for (auto cmd :
          {std::vector<std::string>{"reserve", "--chat=1", "--kind=image"},

@@ -126,6 +126,11 @@ gate_actor::behavior_type make_gate(gate_pointer self, api_facade_actor inner,
       return pass<top_up_receipt>(self, inner, *log, 1, {}, false, a, chat,
                                   credits, payment_id, terms);
     },
+    [self, inner, log](atom::void_grant a, chat_id chat, int64_t grant,
+                       const std::string& payment_id) {
+      return pass<grant_info>(self, inner, *log, 1, {}, false, a, chat, grant,
+                              payment_id);
+    },
     [self, inner, log](atom::premium a, chat_id chat, caf::timestamp until) {
       return pass<chat_status>(self, inner, *log, 1, {}, false, a, chat, until);
     },

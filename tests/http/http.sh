@@ -223,6 +223,24 @@ check 200 - POST "$G" "$ad" '{"credits":1,"payment_id":"g-plain"}'
 [[ $(field '[.source, .priority, .expires_at, .expires_in_ms] | @csv') == '"purchase",100,,' ]] \
   || die "a top-up without terms answered $out"
 ok "top-ups with a grant's terms, retried, and refused"
+# Voids, by id and by payment id; a second void answers the same grant.
+check 200 - POST "/v1/chats/$g/grants/$promo_grant/void" "$ad"
+[[ $(field '[.id, .source, .left, .held, (.voided_at | type)] | @csv') \
+  == "$promo_grant,\"promo\",0,0,\"string\"" ]] || die "void by id answered $out"
+voided_at=$(field .voided_at)
+check 200 - POST "/v1/chats/$g/grants/$promo_grant/void" "$ad" '{}'
+[[ $(field .voided_at) == "$voided_at" ]] || die "a second void changed the grant: $out"
+check 200 - POST "/v1/chats/$g/grants/void" "$ad" '{"payment_id":"g-plain"}'
+[[ $(field .payment_id) == g-plain && $(field .left) == 0 ]] || die "void by payment id: $out"
+check 200 - GET "/v1/chats/$g" "$gw"
+[[ $(field .balance) == 0 ]] || die "the voided grants left a balance: $out"
+check 404 not_found POST "/v1/chats/$g/grants/999999999999/void" "$ad"
+check 404 not_found POST "/v1/chats/$g/grants/void" "$ad" '{"payment_id":"g-none"}'
+check 422 invalid_argument POST "/v1/chats/$g/grants/void" "$ad" '{}'
+check 422 invalid_argument POST "/v1/chats/$g/grants/abc/void" "$ad"
+check 422 invalid_argument POST "/v1/chats/$g/grants/0/void" "$ad"
+check 403 forbidden POST "/v1/chats/$g/grants/$promo_grant/void" "$gw"
+ok "grants voided by id and by payment id, again, and refused"
 check 422 invalid_argument POST /v1/chats "$ad" '{"chat":"1"}'
 check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"balance\":-1}"
 check 422 invalid_argument POST /v1/chats "$ad" "{\"chat\":$other,\"daily_images\":2147483648}"

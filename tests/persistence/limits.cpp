@@ -471,6 +471,60 @@ TEST_SUITE("limits") {
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
+                    "void-grant removes what nobody holds of a grant, named "
+                    "by id or by payment id; a hold on it finishes; a second "
+                    "void changes nothing") {
+    // Created, not touched: no daily pocket, the balance pays.
+    auto chat = test::fresh_chat();
+    REQUIRE(db.create_chat({chat, pockets{}, caf::none, caf::none}));
+    auto pay = "void-" + std::to_string(chat);
+    auto a = db.top_up(chat, 5, pay + "-a");
+    auto b = db.top_up(chat, 7, pay + "-b");
+    REQUIRE(a);
+    REQUIRE(b);
+    // Purchases at one priority spend in creation order: the job holds of a.
+    auto held = db.reserve(chat, kind::image, "");
+    REQUIRE(held);
+    auto price = held->held.get(pocket::balance);
+    REQUIRE(price > 0);
+    REQUIRE(price <= 5);
+    auto voided = db.void_grant(chat, a->grant_id, "");
+    REQUIRE(voided);
+    CHECK(voided->id == a->grant_id);
+    CHECK(voided->voided_at);
+    CHECK(voided->left == price); // the held part stays until the job ends
+    CHECK(voided->held == price);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 7 + price);
+    auto again = db.void_grant(chat, a->grant_id, "");
+    REQUIRE(again);
+    CHECK(again->voided_at == voided->voided_at);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 7 + price);
+    // The job fails: what it held of the voided grant is voided too.
+    REQUIRE(db.start(chat, held->id));
+    REQUIRE(db.fail(chat, held->id));
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 7);
+    auto by_payment = db.void_grant(chat, 0, pay + "-b");
+    REQUIRE(by_payment);
+    CHECK(by_payment->id == b->grant_id);
+    CHECK(by_payment->left == 0);
+    CHECK(db.status(chat)->amounts.get(pocket::balance) == 0);
+    CHECK(test::sql_int("SELECT count(*) FROM ledger WHERE chat_id = "
+                        + std::to_string(chat) + " AND entry = 'void'")
+          == 3);
+    CHECK(db.void_grant(chat, b->grant_id + 1000000, "").error()
+          == ec::not_found);
+    CHECK(db.void_grant(chat, 0, pay + "-none").error() == ec::not_found);
+    CHECK(db.void_grant(chat, 0, "").error() == ec::invalid_argument);
+    CHECK(db.void_grant(chat, a->grant_id, pay + "-a").error()
+          == ec::invalid_argument);
+    CHECK(db.void_grant(chat, -1, "").error() == ec::invalid_argument);
+    // A grant of another chat is not this chat's.
+    auto other = test::fresh_chat();
+    touch(other);
+    CHECK(db.void_grant(other, b->grant_id, "").error() == ec::not_found);
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
                     "a top-up's bad terms are refused and change nothing") {
     auto chat = test::fresh_chat();
     touch(chat);

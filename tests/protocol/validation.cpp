@@ -85,6 +85,18 @@ TEST_SUITE("validation") {
     CHECK(validate_top_up(1, 0, "p", grant_terms{}) == ec::invalid_argument);
   }
 
+  TEST_CASE("void-grant names a grant of 1 or more or a payment id, one of "
+            "them") {
+    CHECK_FALSE(validate_void_grant(1, 5, ""));
+    CHECK_FALSE(validate_void_grant(1, 0, "p"));
+    CHECK(validate_void_grant(1, 0, "") == ec::invalid_argument);
+    CHECK(validate_void_grant(1, 5, "p") == ec::invalid_argument);
+    CHECK(validate_void_grant(1, -5, "") == ec::invalid_argument);
+    CHECK(validate_void_grant(0, 5, "") == ec::invalid_argument);
+    CHECK(validate_void_grant(1, 0, std::string("a\0b", 3))
+          == ec::invalid_argument);
+  }
+
   TEST_CASE("negative pocket amounts are refused") {
     CHECK_FALSE(validate_spec(chat_spec{5, {0, 0, 0}, caf::none, caf::none}));
     CHECK(validate_spec(chat_spec{5, {-1, 0, 0}, caf::none, caf::none})

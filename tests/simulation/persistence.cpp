@@ -313,6 +313,13 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
                                        return w->unresolved(after, limit);
                                      });
     },
+    [=](atom::void_grant, chat_id c, int64_t, const std::string&) {
+      // The model keeps the balance as one pocket, without grants, and its
+      // workload sends no void.
+      return submit<grant_info>(self, c, [=]() -> caf::expected<grant_info> {
+        return caf::make_error(ec::internal, "the simulation has no grants");
+      });
+    },
     [=](atom::top_up, chat_id c, int64_t credits, const std::string& pid,
         const grant_terms&) {
       return submit<top_up_receipt>(

@@ -39,7 +39,7 @@ final class Client
      * @param string $url the server's HTTP port, e.g. "http://127.0.0.1:8080"
      * @param ?string $gatewayToken for touch, reserve, cancel, status, events
      * @param ?string $workerToken for start, heartbeat, commit, fail, uncertain, resolve, unresolved
-     * @param ?string $adminToken for create-chat, top-up, premium, flags, limits, history, explain
+     * @param ?string $adminToken for create-chat, top-up, void-grant, premium, flags, limits, history, explain
      * @param float $connectTimeout seconds to connect
      * @param float $timeout seconds per try of a request (and to subscribe to events)
      * @param ?RetryPolicy $retry default: 5 tries, 0.1 s doubling up to 2 s
@@ -317,6 +317,29 @@ final class Client
             'source' => $source,
         ], static fn (mixed $v): bool => $v !== null);
         return TopUp::fromArray($this->call(Operation::TopUp, 'POST', "/v1/chats/$chat/top-ups", $body));
+    }
+
+    /**
+     * Voids grant `$grant` of the chat (a refund, a chargeback): what nobody
+     * holds of it leaves the balance; holds on it finish, and what they
+     * release is voided too. Answers the grant after the void; a second void
+     * answers the same grant and changes nothing. NotFoundException when the
+     * chat has no such grant.
+     */
+    public function voidGrant(int $chat, int $grant): Grant
+    {
+        return Grant::fromArray($this->call(Operation::VoidGrant, 'POST', "/v1/chats/$chat/grants/$grant/void"));
+    }
+
+    /**
+     * Voids the grant the top-up of `$paymentId` made, as voidGrant() does.
+     * NotFoundException when the chat has none (also for a top-up made
+     * before grants).
+     */
+    public function voidGrantByPayment(int $chat, string $paymentId): Grant
+    {
+        $body = ['payment_id' => $paymentId];
+        return Grant::fromArray($this->call(Operation::VoidGrant, 'POST', "/v1/chats/$chat/grants/void", $body));
     }
 
     /** Sets premium_until (premium is judged at reserve time). */

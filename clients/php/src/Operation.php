@@ -28,6 +28,7 @@ enum Operation: string
     case Unresolved = 'unresolved';
     case CreateChat = 'create-chat';
     case TopUp = 'top-up';
+    case VoidGrant = 'void-grant';
     case SetPremium = 'set-premium';
     case SetFlags = 'set-flags';
     case SetLimits = 'set-limits';
@@ -45,8 +46,8 @@ enum Operation: string
             self::Events => 'gateway',
             self::Start, self::Heartbeat, self::Commit, self::Fail, self::Uncertain, self::Resolve,
             self::Unresolved => 'worker',
-            self::CreateChat, self::TopUp, self::SetPremium, self::SetFlags, self::SetLimits,
-            self::History, self::Explain => 'admin',
+            self::CreateChat, self::TopUp, self::VoidGrant, self::SetPremium, self::SetFlags,
+            self::SetLimits, self::History, self::Explain => 'admin',
             self::Healthz, self::Readyz, self::Metrics => null,
         };
     }
@@ -72,6 +73,9 @@ enum Operation: string
             self::Start, self::Heartbeat, self::Commit, self::Fail, self::Uncertain, self::Resolve => true,
             // By payment id: a repeat returns the first receipt.
             self::TopUp => true,
+            // By grant (or the payment id that made it): a repeat answers the
+            // voided grant again and voids nothing more.
+            self::VoidGrant => true,
             // Absolute values: a repeat sets the same ones.
             self::SetPremium, self::SetFlags, self::SetLimits => true,
             // A bare cancel names the chat, not a job: repeated after the first

@@ -30,6 +30,16 @@ def top_up_json(**over: Any) -> Dict[str, Any]:
     return x
 
 
+def grant_json(**over: Any) -> Dict[str, Any]:
+    """A grant after its void."""
+    x = {"chat": 42, "created_at": "2026-12-07T06:36:40.000000Z", "credits": 5,
+         "expired_at": None, "expires_at": None, "held": 0, "id": 9, "left": 0,
+         "payment_id": "pay-1", "priority": 100, "source": "purchase",
+         "voided_at": "2026-12-08T09:30:00.250000Z"}
+    x.update(over)
+    return x
+
+
 def ok(body: Dict[str, Any], status: int = 200) -> Response:
     return Response(status, json.dumps(body).encode(), {"content-type": "application/json"})
 

@@ -52,6 +52,7 @@ final class Calls
                 static fn (Client $c) => $c->createChat(42, dailyImages: 1, balance: 3), $ok(Fixtures::chat(), 201),
             ],
             Operation::TopUp->value => [static fn (Client $c) => $c->topUp(42, 5, 'pay-1'), $ok(Fixtures::topUp())],
+            Operation::VoidGrant->value => [static fn (Client $c) => $c->voidGrant(42, 9), $ok(Fixtures::grant())],
             Operation::SetPremium->value => [
                 static fn (Client $c) => $c->setPremium(42, '2099-01-01T00:00:00Z'), $ok(Fixtures::chat()),
             ],

@@ -66,6 +66,17 @@ final class Fixtures
         ];
     }
 
+    /** @return array<mixed> a grant after its void */
+    public static function grant(array $with = []): array
+    {
+        return $with + [
+            'id' => 9, 'chat' => 42, 'source' => 'purchase', 'credits' => 5, 'left' => 0, 'held' => 0,
+            'priority' => 100, 'expires_at' => null, 'payment_id' => 'pay-1',
+            'created_at' => '2026-12-07T05:15:00.000000Z', 'expired_at' => null,
+            'voided_at' => '2026-12-08T09:30:00.250000Z',
+        ];
+    }
+
     /** @return array<mixed> a server's before grants (0.2): no grant fields */
     public static function topUpBeforeGrants(): array
     {

@@ -94,8 +94,11 @@ final class ClientRetryTest extends TestCase
         // docs/clients.md, "Failover": reserve, start, heartbeat, commit, fail,
         // uncertain, resolve, unresolved, history, explain, status, touch,
         // top-up, set-premium, set-flags, set-limits; never cancel or create-chat.
+        // void-grant: retry_safe in protocol/operation_type.hpp (a second void
+        // answers the same grant).
         $documented = ['reserve', 'start', 'heartbeat', 'commit', 'fail', 'uncertain', 'resolve', 'unresolved',
-            'history', 'explain', 'status', 'touch', 'top-up', 'set-premium', 'set-flags', 'set-limits'];
+            'history', 'explain', 'status', 'touch', 'top-up', 'void-grant', 'set-premium', 'set-flags',
+            'set-limits'];
         $safe = array_map(
             static fn (Operation $op): string => $op->value,
             array_filter(Operation::cases(), static fn (Operation $op): bool => $op->retrySafe()),
@@ -268,5 +271,57 @@ final class ClientRetryTest extends TestCase
             [$transport->requests[0]->method, $transport->requests[0]->path, $transport->requests[0]->token],
         );
         self::assertSame([12, 'promo', 10], [$topUp->grant_id, $topUp->source, $topUp->priority]);
+    }
+
+    public function testAVoidSendsItsRouteAndIsRepeatedAsTheSameRequest(): void
+    {
+        $voided = FakeTransport::json(200, Fixtures::grant([
+            'id' => 12, 'source' => 'promo', 'credits' => 50, 'left' => 0, 'priority' => 10,
+            'payment_id' => 'promo-42-welcome',
+        ]));
+        $lost = static fn () => new ConnectionException('answer lost (test)', 52);
+        $transport = new FakeTransport([$lost(), $voided, $lost(), $voided]);
+        $client = $this->client($transport);
+
+        $byId = $client->voidGrant(42, 12);
+        $byPayment = $client->voidGrantByPayment(42, 'promo-42-welcome');
+
+        $sent = array_map(
+            static fn (Request $r): array => [$r->method, $r->path, $r->token, json_decode((string) $r->body, true)],
+            $transport->requests,
+        );
+        $byIdRequest = ['POST', '/v1/chats/42/grants/12/void', 'ad-token', null];
+        $byPaymentRequest = ['POST', '/v1/chats/42/grants/void', 'ad-token', ['payment_id' => 'promo-42-welcome']];
+        self::assertSame([$byIdRequest, $byIdRequest, $byPaymentRequest, $byPaymentRequest], $sent);
+        self::assertNull($transport->requests[0]->body, 'a void by id sends no body');
+        foreach ([$byId, $byPayment] as $grant) {
+            self::assertSame([12, 'promo', 50, 0, 10, 'promo-42-welcome'], [
+                $grant->id, $grant->source, $grant->credits, $grant->left, $grant->priority, $grant->payment_id,
+            ]);
+            self::assertNotNull($grant->voided_at);
+        }
+    }
+
+    public function testAVoidOfAGrantTheChatHasNotIsNotFound(): void
+    {
+        $transport = new FakeTransport([
+            FakeTransport::error(404, 'not_found'),
+            FakeTransport::error(404, 'not_found'),
+        ]);
+        $client = $this->client($transport);
+
+        foreach ([
+            static fn () => $client->voidGrant(42, 77),
+            static fn () => $client->voidGrantByPayment(42, 'pay-unknown'),
+        ] as $void) {
+            try {
+                $void();
+                self::fail('no NotFoundException');
+            } catch (NotFoundException $e) {
+                self::assertSame([404, 'not_found'], [$e->status, $e->error]);
+            }
+        }
+        self::assertCount(2, $transport->requests, 'not_found is not retried');
+        self::assertSame([], $this->slept);
     }
 }

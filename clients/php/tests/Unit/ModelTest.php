@@ -8,6 +8,7 @@ namespace Chargeonce\Tests\Unit;
 use Chargeonce\ChatStatus;
 use Chargeonce\Exception\UnexpectedResponseException;
 use Chargeonce\Explanation;
+use Chargeonce\Grant;
 use Chargeonce\HistoryPage;
 use Chargeonce\Pockets;
 use Chargeonce\Receipt;
@@ -84,6 +85,37 @@ final class ModelTest extends TestCase
         $this->expectException(UnexpectedResponseException::class);
         $this->expectExceptionMessage('field "priority" is not an integer');
         TopUp::fromArray(Fixtures::topUp(['priority' => '10']));
+    }
+
+    public function testAGrantKeepsEveryField(): void
+    {
+        $g = Grant::fromArray(Fixtures::grant([
+            'id' => 12, 'source' => 'promo', 'credits' => 50, 'left' => 20, 'held' => 3, 'priority' => 10,
+            'expires_at' => '2027-01-31T12:00:00.500000Z', 'payment_id' => 'promo-42-welcome',
+            'expired_at' => null, 'voided_at' => null,
+        ]));
+
+        self::assertSame([12, 42, 'promo', 50, 20, 3, 10, 'promo-42-welcome'], [
+            $g->id, $g->chat, $g->source, $g->credits, $g->left, $g->held, $g->priority, $g->payment_id,
+        ]);
+        self::assertSame('2027-01-31T12:00:00.500000+00:00', $g->expires_at?->format('Y-m-d\TH:i:s.uP'));
+        self::assertSame('2026-12-07T05:15:00.000000+00:00', $g->created_at->format('Y-m-d\TH:i:s.uP'));
+        self::assertSame([null, null], [$g->expired_at, $g->voided_at]);
+
+        $voided = Grant::fromArray(Fixtures::grant([
+            'payment_id' => null, 'expired_at' => '2026-12-08T00:00:00.000000Z',
+        ]));
+        self::assertNull($voided->payment_id, 'an opening balance');
+        self::assertNull($voided->expires_at, 'never');
+        self::assertSame('2026-12-08T00:00:00.000000+00:00', $voided->expired_at?->format('Y-m-d\TH:i:s.uP'));
+        self::assertSame('2026-12-08T09:30:00.250000+00:00', $voided->voided_at?->format('Y-m-d\TH:i:s.uP'));
+    }
+
+    public function testAGrantWithAFieldOfAnotherTypeIsRefused(): void
+    {
+        $this->expectException(UnexpectedResponseException::class);
+        $this->expectExceptionMessage('field "left" is not an integer');
+        Grant::fromArray(Fixtures::grant(['left' => '0']));
     }
 
     public function testAChatStatusHoldsItsReservations(): void

@@ -24,8 +24,8 @@ from .errors import (ERROR_CLASSES, AlreadyExistsError, AlreadyStartedError, Bad
                      OverloadedError, PayloadTooLargeError, RequestTimeoutError,
                      StorageUnavailableError, TooLateError, TooManyStreamsError, TransientError,
                      UnauthorizedError, UnexpectedResponseError)
-from .models import (ChatStatus, Event, Explanation, HistoryEntry, HistoryPage, Pockets, Receipt,
-                     Reservation, Resolution, TopUp, UnresolvedPage)
+from .models import (ChatStatus, Event, Explanation, Grant, HistoryEntry, HistoryPage, Pockets,
+                     Receipt, Reservation, Resolution, TopUp, UnresolvedPage)
 from .operations import Operation
 from .retry import RetryPolicy
 
@@ -47,7 +47,7 @@ __all__ = [
     "AlreadyExistsError", "AlreadyStartedError", "AsyncClient", "AsyncEventStream",
     "BadRequestError", "BusyError", "ChargeonceConnectionError", "ChargeonceError",
     "ChatBannedError", "ChatBlockedError", "ChatStatus", "Client", "ERROR_CLASSES", "Event",
-    "EventStream", "ExpiredError", "Explanation", "ForbiddenError", "HistoryEntry",
+    "EventStream", "ExpiredError", "Explanation", "ForbiddenError", "Grant", "HistoryEntry",
     "HistoryPage", "InsufficientFundsError", "InsufficientImagesError",
     "InsufficientMessagesError", "InternalError", "InvalidArgumentError", "InvalidStateError",
     "MalformedJsonError", "MethodNotAllowedError", "NoRouteError", "NotFoundError",

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Generic, Mapping, Optional, TypeVar, Uni
 from urllib.parse import urlencode
 
 from . import _json as j
-from .models import (ChatStatus, Explanation, HistoryPage, Receipt, Reservation,
+from .models import (ChatStatus, Explanation, Grant, HistoryPage, Receipt, Reservation,
                      Resolution, TopUp, UnresolvedPage)
 from .operations import Operation
 
@@ -164,6 +164,16 @@ def top_up(chat: int, credits: int, payment_id: str, *, expires_at: Optional[dat
                   "expires_in_ms": expires_in_ms, "priority": priority, "source": source})
     return Call(Operation.TOP_UP, "POST", f"/v1/chats/{_id(chat)}/top-ups", body,
                 _obj(TopUp.from_json))
+
+
+def void_grant(chat: int, grant: int) -> Call[Grant]:
+    return Call(Operation.VOID_GRANT, "POST", f"/v1/chats/{_id(chat)}/grants/{_id(grant)}/void",
+                None, _obj(Grant.from_json))
+
+
+def void_grant_by_payment(chat: int, payment_id: str) -> Call[Grant]:
+    return Call(Operation.VOID_GRANT, "POST", f"/v1/chats/{_id(chat)}/grants/void",
+                _body({"payment_id": payment_id}), _obj(Grant.from_json))
 
 
 def set_premium(chat: int, until: Union[datetime, str]) -> Call[ChatStatus]:

@@ -15,8 +15,8 @@ from . import _routes as routes
 from .client import _Tokens
 from .errors import (ChargeonceConnectionError, ChargeonceError, TooManyStreamsError,
                      TransientError, from_response)
-from .models import (ChatStatus, Event, Explanation, HistoryPage, Receipt, Reservation,
-                     Resolution, TopUp, UnresolvedPage)
+from .models import (ChatStatus, Event, Explanation, Grant, HistoryPage, Receipt,
+                     Reservation, Resolution, TopUp, UnresolvedPage)
 from .retry import RetryPolicy
 from .sse import EventFilter, SseParser
 from .transport import USER_AGENT, Request, Response
@@ -269,6 +269,12 @@ class AsyncClient:
         return await self._run(routes.top_up(chat, credits, payment_id, expires_at=expires_at,
                                              expires_in_ms=expires_in_ms, priority=priority,
                                              source=source))
+
+    async def void_grant(self, chat: int, grant: int) -> Grant:
+        return await self._run(routes.void_grant(chat, grant))
+
+    async def void_grant_by_payment(self, chat: int, payment_id: str) -> Grant:
+        return await self._run(routes.void_grant_by_payment(chat, payment_id))
 
     async def set_premium(self, chat: int, until: Union[datetime, str]) -> ChatStatus:
         return await self._run(routes.set_premium(chat, until))

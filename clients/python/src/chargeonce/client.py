@@ -8,8 +8,8 @@ from typing import Dict, Iterator, List, Optional, TypeVar, Union
 
 from . import _routes as routes
 from .errors import ChargeonceConnectionError, ChargeonceError, TooManyStreamsError, TransientError, from_response
-from .models import (ChatStatus, Event, Explanation, HistoryPage, Receipt, Reservation,
-                     Resolution, TopUp, UnresolvedPage)
+from .models import (ChatStatus, Event, Explanation, Grant, HistoryPage, Receipt,
+                     Reservation, Resolution, TopUp, UnresolvedPage)
 from .retry import RetryPolicy
 from .sse import EventFilter, SseParser
 from .transport import EventSource, HttpTransport, Request, Response, Transport
@@ -53,8 +53,8 @@ class Client:
         """`url`: the server's HTTP port, e.g. "http://127.0.0.1:8080";
         tokens: gateway (touch, reserve, cancel, status, events), worker
         (start, heartbeat, commit, fail, uncertain, resolve, unresolved),
-        admin (create-chat, top-up, premium, flags, limits, history,
-        explain); `timeout`: seconds per try of a request; `retry`: default 5
+        admin (create-chat, top-up, void-grant, premium, flags, limits,
+        history, explain); `timeout`: seconds per try of a request; `retry`: default 5
         tries, 0.1 s doubling up to 2 s; `ca_file`: the CA of an HTTPS
         server's own certificates; `transport`: another one (tests)."""
         self._transport: Transport = transport or HttpTransport(
@@ -216,6 +216,20 @@ class Client:
         return self._run(routes.top_up(chat, credits, payment_id, expires_at=expires_at,
                                        expires_in_ms=expires_in_ms, priority=priority,
                                        source=source))
+
+    def void_grant(self, chat: int, grant: int) -> Grant:
+        """Voids grant `grant` of the chat (a refund, a chargeback): what
+        nobody holds of it leaves the balance; holds on it finish, and what
+        they release is voided too. Answers the grant after the void; a
+        second void answers the same grant and changes nothing.
+        NotFoundError when the chat has no such grant."""
+        return self._run(routes.void_grant(chat, grant))
+
+    def void_grant_by_payment(self, chat: int, payment_id: str) -> Grant:
+        """Voids the grant the top-up of `payment_id` made, as void_grant
+        does. NotFoundError when the chat has none (also for a top-up made
+        before grants)."""
+        return self._run(routes.void_grant_by_payment(chat, payment_id))
 
     def set_premium(self, chat: int, until: Union[datetime, str]) -> ChatStatus:
         return self._run(routes.set_premium(chat, until))

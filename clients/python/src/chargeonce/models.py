@@ -206,6 +206,42 @@ class TopUp:
 
 
 @dataclass(frozen=True)
+class Grant:
+    """One credit grant of a chat's balance, as a void answers it (a second
+    void answers the same grant, nothing changed)."""
+    #: A top-up's grant_id.
+    id: int
+    chat: int
+    #: purchase, promo or admin.
+    source: str
+    #: What it granted.
+    credits: int
+    #: credits - charged - expired - voided; held credits are still in it.
+    left: int
+    #: What open holds hold of it.
+    held: int
+    #: Lower spends first.
+    priority: int
+    #: None: never.
+    expires_at: Optional[datetime]
+    #: The top-up's that made it; None: not a top-up's (an opening balance).
+    payment_id: Optional[str]
+    created_at: datetime
+    #: When its unheld credits expired; None: they did not.
+    expired_at: Optional[datetime]
+    #: None: not voided.
+    voided_at: Optional[datetime]
+
+    @classmethod
+    def from_json(cls, x: Mapping[str, Any]) -> "Grant":
+        return cls(j.integer(x, "id"), j.integer(x, "chat"), j.string(x, "source"),
+                   j.integer(x, "credits"), j.integer(x, "left"), j.integer(x, "held"),
+                   j.integer(x, "priority"), j.time_or_none(x, "expires_at"),
+                   j.string_or_none(x, "payment_id"), j.time(x, "created_at"),
+                   j.time_or_none(x, "expired_at"), j.time_or_none(x, "voided_at"))
+
+
+@dataclass(frozen=True)
 class UnresolvedPage:
     """The jobs of unknown outcome of every chat, by id (for reconcilers)."""
     reservations: List[Reservation]

@@ -23,6 +23,7 @@ class Operation(enum.Enum):
     UNRESOLVED = "unresolved"
     CREATE_CHAT = "create-chat"
     TOP_UP = "top-up"
+    VOID_GRANT = "void-grant"
     SET_PREMIUM = "set-premium"
     SET_FLAGS = "set-flags"
     SET_LIMITS = "set-limits"
@@ -52,9 +53,9 @@ _ROLES = {
     **{op: "worker" for op in (Operation.START, Operation.HEARTBEAT, Operation.COMMIT,
                                Operation.FAIL, Operation.UNCERTAIN, Operation.RESOLVE,
                                Operation.UNRESOLVED)},
-    **{op: "admin" for op in (Operation.CREATE_CHAT, Operation.TOP_UP, Operation.SET_PREMIUM,
-                              Operation.SET_FLAGS, Operation.SET_LIMITS, Operation.HISTORY,
-                              Operation.EXPLAIN)},
+    **{op: "admin" for op in (Operation.CREATE_CHAT, Operation.TOP_UP, Operation.VOID_GRANT,
+                              Operation.SET_PREMIUM, Operation.SET_FLAGS, Operation.SET_LIMITS,
+                              Operation.HISTORY, Operation.EXPLAIN)},
 }
 
 _RETRY_SAFE = frozenset({
@@ -72,6 +73,9 @@ _RETRY_SAFE = frozenset({
     Operation.UNCERTAIN, Operation.RESOLVE,
     # By payment id: a repeat returns the first receipt.
     Operation.TOP_UP,
+    # By grant (or the payment id that made it): a repeat answers the voided
+    # grant again and voids nothing more.
+    Operation.VOID_GRANT,
     # Absolute values: a repeat sets the same ones.
     Operation.SET_PREMIUM, Operation.SET_FLAGS, Operation.SET_LIMITS,
 })

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from chargeonce import AsyncClient, ChargeonceConnectionError, RetryPolicy
-from support import error, ok, reservation_json, top_up_json
+from chargeonce import AsyncClient, ChargeonceConnectionError, NotFoundError, RetryPolicy
+from support import error, grant_json, ok, reservation_json, top_up_json
 
 
 class FakeAsyncTransport:
@@ -70,3 +70,27 @@ def test_a_top_up_sends_exactly_the_terms_given():
         {"credits": 5, "payment_id": "pay-2"}]
     assert (t.sent[0].path, t.sent[0].token) == ("/v1/chats/42/top-ups", "ad")
     assert (top.source, top.priority, top.expires_in_ms) == ("admin", 0, None)
+
+
+def test_a_void_sends_its_route_and_reads_the_grant():
+    slept = []
+
+    async def sleep(s):
+        slept.append(s)
+
+    t = FakeAsyncTransport(ChargeonceConnectionError("reset"), ok(grant_json(id=12)),
+                           ok(grant_json(id=12)), error(404, "not_found"))
+    c = AsyncClient("http://unused", admin_token="ad", transport=t,
+                    retry=RetryPolicy(async_sleep=sleep))
+    by_id = run(c.void_grant(42, 12))
+    by_payment = run(c.void_grant_by_payment(42, "pay-1"))
+    with pytest.raises(NotFoundError):
+        run(c.void_grant(42, 77))
+    assert [(r.method, r.path, r.token, r.body and json.loads(r.body)) for r in t.sent] == [
+        ("POST", "/v1/chats/42/grants/12/void", "ad", None),
+        ("POST", "/v1/chats/42/grants/12/void", "ad", None),
+        ("POST", "/v1/chats/42/grants/void", "ad", {"payment_id": "pay-1"}),
+        ("POST", "/v1/chats/42/grants/77/void", "ad", None)]
+    assert len(slept) == 1, "the lost answer only; not_found is not retried"
+    assert (by_id.id, by_payment.id, by_id.payment_id) == (12, 12, "pay-1")
+    assert by_id.voided_at == datetime(2026, 12, 8, 9, 30, 0, 250000, tzinfo=timezone.utc)

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chargeonce import (BusyError, ChargeonceConnectionError, Client, InternalError,
-                        InvalidArgumentError, Operation, Reservation,
+from chargeonce import (BusyError, ChargeonceConnectionError, Client, Grant, InternalError,
+                        InvalidArgumentError, NotFoundError, Operation, Reservation,
                         RetryPolicy, StorageUnavailableError, UnexpectedResponseError)
-from support import FakeTransport, error, ok, reservation_json, top_up_json
+from support import FakeTransport, error, grant_json, ok, reservation_json, top_up_json
 
 
 def client(transport, attempts=5):
@@ -99,7 +99,13 @@ def test_the_retry_safe_set_is_the_documented_one():
     safe = {op.value for op in Operation if op.retry_safe}
     assert safe == {"touch", "reserve", "status", "start", "heartbeat", "commit", "fail",
                     "uncertain", "resolve", "unresolved", "history", "explain", "top-up",
-                    "set-premium", "set-flags", "set-limits"}
+                    "void-grant", "set-premium", "set-flags", "set-limits"}
+
+
+def test_every_operation_has_its_role():
+    admin = {op.value for op in Operation if op.role == "admin"}
+    assert admin == {"create-chat", "top-up", "void-grant", "set-premium", "set-flags",
+                     "set-limits", "history", "explain"}
 
 
 def test_each_route_sends_its_method_path_token_and_body():
@@ -163,6 +169,45 @@ def test_a_top_up_sends_exactly_the_terms_given_and_the_same_on_every_retry():
         ("POST", "/v1/chats/42/top-ups", "ad-token")}
     assert (top.grant_id, top.source, top.priority) == (12, "promo", 10)
     assert top.expires_at == datetime(2027, 1, 31, 12, 0, 0, 500000, tzinfo=timezone.utc)
+
+
+def test_a_void_sends_its_route_and_the_same_on_every_retry():
+    voided = ok(grant_json(id=12, source="promo", credits=50, priority=10,
+                           payment_id="promo-42-welcome"))
+    t = FakeTransport(ChargeonceConnectionError("reset"), voided,
+                      error(503, "storage_unavailable"), voided)
+    c, slept = client(t)
+    by_id = c.void_grant(42, 12)
+    by_payment = c.void_grant_by_payment(42, "promo-42-welcome")
+    by_id_request = ("POST", "/v1/chats/42/grants/12/void", "ad-token", None)
+    by_payment_request = ("POST", "/v1/chats/42/grants/void", "ad-token",
+                          {"payment_id": "promo-42-welcome"})
+    assert [(r.method, r.path, r.token, body(r)) for r in t.sent] == [
+        by_id_request, by_id_request, by_payment_request, by_payment_request]
+    assert len(slept) == 2
+    for g in (by_id, by_payment):
+        assert isinstance(g, Grant)
+        assert (g.id, g.source, g.credits, g.left, g.priority, g.payment_id) == (
+            12, "promo", 50, 0, 10, "promo-42-welcome")
+        assert g.voided_at == datetime(2026, 12, 8, 9, 30, 0, 250000, tzinfo=timezone.utc)
+
+
+def test_a_void_of_a_grant_the_chat_has_not_is_not_found():
+    t = FakeTransport(error(404, "not_found"), error(404, "not_found"))
+    c, slept = client(t)
+    with pytest.raises(NotFoundError):
+        c.void_grant(42, 77)
+    with pytest.raises(NotFoundError):
+        c.void_grant_by_payment(42, "pay-unknown")
+    assert len(t.sent) == 2 and slept == [], "not_found is not retried"
+
+
+def test_a_void_refuses_an_id_that_is_not_an_int_before_sending():
+    t = FakeTransport()
+    c, _ = client(t)
+    with pytest.raises(TypeError):
+        c.void_grant(42, "12")
+    assert t.sent == []
 
 
 def test_a_top_up_refuses_a_naive_expiry_before_sending():

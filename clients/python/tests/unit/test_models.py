@@ -3,8 +3,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from chargeonce import Event, Pockets, Reservation, TopUp, UnexpectedResponseError
-from support import reservation_json, top_up_json
+from chargeonce import Event, Grant, Pockets, Reservation, TopUp, UnexpectedResponseError
+from support import grant_json, reservation_json, top_up_json
 
 
 def test_a_reservation_reads_every_field_with_its_type():
@@ -49,3 +49,23 @@ def test_a_top_up_of_a_server_before_grants_gets_the_defaults():
 def test_a_top_up_with_a_grant_field_of_another_type_is_refused():
     with pytest.raises(UnexpectedResponseError, match='"priority" is not an integer'):
         TopUp.from_json(top_up_json(priority="10"))
+
+
+def test_a_grant_reads_every_field_with_its_type():
+    g = Grant.from_json(grant_json(id=12, source="promo", credits=50, left=20, held=3, priority=10,
+                                   expires_at="2027-01-31T12:00:00.5Z",
+                                   payment_id="promo-42-welcome", voided_at=None))
+    assert (g.id, g.chat, g.source, g.credits, g.left, g.held, g.priority, g.payment_id) == (
+        12, 42, "promo", 50, 20, 3, 10, "promo-42-welcome")
+    assert g.expires_at == datetime(2027, 1, 31, 12, 0, 0, 500000, tzinfo=timezone.utc)
+    assert g.created_at == datetime(2026, 12, 7, 6, 36, 40, tzinfo=timezone.utc)
+    assert (g.expired_at, g.voided_at) == (None, None)
+    opening = Grant.from_json(grant_json(payment_id=None, expired_at="2026-12-08T00:00:00Z"))
+    assert (opening.payment_id, opening.expires_at) == (None, None)
+    assert opening.expired_at == datetime(2026, 12, 8, tzinfo=timezone.utc)
+    assert opening.voided_at == datetime(2026, 12, 8, 9, 30, 0, 250000, tzinfo=timezone.utc)
+
+
+def test_a_grant_with_a_field_of_another_type_is_refused():
+    with pytest.raises(UnexpectedResponseError, match='"left" is not an integer'):
+        Grant.from_json(grant_json(left="0"))
