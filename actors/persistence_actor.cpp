@@ -478,6 +478,11 @@ make_persistence(self_ptr self, persistence::store_options opts,
         self, "events", 0, 0,
         [after, limit](store& db) { return db.events_after(after, limit); });
     },
+    [self](atom::expiry) {
+      return enqueue_alone<uint64_t>(
+        self, "expire_grants", 0, 0,
+        [](store& db) { return db.expire_grants(); });
+    },
     [self](atom::prune) {
       return enqueue_alone<uint64_t>(self, "prune", 0, 0,
                                      [](store& db) { return db.prune(); });

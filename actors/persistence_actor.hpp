@@ -58,6 +58,8 @@ using persistence_actor = operations_actor::extend<
   /// Forgets released reservations older than release-retention; returns
   /// how many rows were deleted.
   caf::replies_to<atom::prune>::with<uint64_t>,
+  /// The expiry scan (store::expire_grants): grants expired.
+  caf::replies_to<atom::expiry>::with<uint64_t>,
   /// Active reservations in Postgres, of every server, by plan.
   caf::replies_to<atom::count>::with<active_count>,
   /// Refills the next page of quiet chats after a cursor and returns them.

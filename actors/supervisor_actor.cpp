@@ -130,6 +130,19 @@ void finish_sweep(self_ptr self) {
       [](caf::error& err) {
         spdlog::warn("prune failed error={}", error_name(err));
       });
+  // Grants past their expiry, swept like jobs past their deadline: their
+  // chats' next writers would expire them too, but a quiet chat has none.
+  self
+    ->request(sweeper_store(self), st.options.chat.store_timeout,
+              atom::expiry_v)
+    .then(
+      [](uint64_t n) {
+        if (n > 0)
+          spdlog::info("grants expired grants={}", n);
+      },
+      [](caf::error& err) {
+        spdlog::warn("expiry scan failed error={}", error_name(err));
+      });
   // The gauge counts what Postgres holds (all servers), not our operations.
   self
     ->request(sweeper_store(self), st.options.chat.store_timeout, atom::count_v)

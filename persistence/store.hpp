@@ -45,6 +45,9 @@ struct store_options {
   /// How long an event stays in the events table for subscribers that
   /// resume after it.
   std::chrono::milliseconds event_retention{std::chrono::hours(24)};
+  /// How long before a grant expires its chat hears credits_expiring (a
+  /// grant made inside that time: at the next expiry scan).
+  std::chrono::milliseconds expiry_notice{std::chrono::hours(24)};
   /// How long a job of unknown outcome (`uncertain`) keeps its hold before
   /// the sweep releases it unresolved, nothing charged.
   std::chrono::milliseconds reconcile_timeout{std::chrono::hours(24)};
@@ -226,6 +229,14 @@ public:
   /// request_retention and events older than event_retention, in chunks;
   /// returns how many rows were deleted.
   caf::expected<uint64_t> prune();
+
+  /// The supervisor's expiry scan: grants past their expires_at expire
+  /// (their unheld credits leave the balance, one `expire` ledger row and
+  /// one credits_expired event each), their chats locked in chat-id order
+  /// as every writer locks them, a chunk per transaction; then grants that
+  /// expire within expiry_notice get their one credits_expiring event.
+  /// Returns how many grants expired.
+  caf::expected<uint64_t> expire_grants();
 
   /// Up to `limit` events with an id above `after`, in id order, and the
   /// newest id given. Numbers the events committed without an id first

@@ -164,6 +164,41 @@ caf::expected<uint64_t> prune_events(Run&& run, int64_t retention_ms) {
 
 } // namespace
 
+caf::expected<uint64_t> store::expire_grants() {
+  // A chunk per transaction keeps each one short; a bound on the rounds
+  // leaves a backlog beyond it to the next scan.
+  constexpr int32_t chunk = 500;
+  constexpr int rounds_max = 100;
+  uint64_t expired = 0;
+  for (int round = 0; round < rounds_max; ++round) {
+    auto n = impl_->run<uint64_t>(
+      "expire_grants", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
+        return tx.exec_params1("SELECT chargeonce_expire_due($1)", chunk)[0]
+          .as<uint64_t>();
+      });
+    if (!n)
+      return n;
+    expired += *n;
+    if (*n < static_cast<uint64_t>(chunk))
+      break;
+  }
+  auto notice_ms = static_cast<int64_t>(impl_->opts.expiry_notice.count());
+  for (int round = 0; round < rounds_max; ++round) {
+    auto n = impl_->run<uint64_t>(
+      "notice_expiring", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
+        return tx
+          .exec_params1("SELECT chargeonce_notice_expiring($1::bigint, $2)",
+                        notice_ms, chunk)[0]
+          .as<uint64_t>();
+      });
+    if (!n)
+      return n.error();
+    if (*n < static_cast<uint64_t>(chunk))
+      break;
+  }
+  return expired;
+}
+
 caf::expected<uint64_t> store::prune() {
   auto run = [this](auto&& fn) {
     return impl_->run<uint64_t>("prune", 0, 0, fn);

@@ -90,5 +90,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_terms))
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, void_grant, "void_grant")
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_info))
+  CAF_ADD_ATOM(chargeonce, chargeonce::atom, expiry, "expiry")
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

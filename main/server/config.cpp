@@ -74,6 +74,9 @@ server_config::server_config() {
     .add(event_retention, "event-retention",
          "how long an event is kept for subscribers that resume after it "
          "(24h)")
+    .add(expiry_notice, "expiry-notice",
+         "how long before a grant expires its chat gets credits_expiring "
+         "(24h)")
     .add(subscriber_timeout, "subscriber-timeout",
          "an event subscriber leaving an event unanswered this long is cut "
          "off; it resumes after its last event id (30s)")
@@ -286,6 +289,7 @@ std::string server_config::finalize() {
         std::pair{"queue-notice-delay", queue_notice_delay},
         std::pair{"release-retention", release_retention},
         std::pair{"event-retention", event_retention},
+        std::pair{"expiry-notice", expiry_notice},
         std::pair{"subscriber-timeout", subscriber_timeout},
         std::pair{"request-retention", request_retention},
         std::pair{"reconcile-timeout", reconcile_timeout},

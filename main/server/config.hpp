@@ -60,6 +60,7 @@ struct server_config : caf::actor_system_config {
   caf::timespan queue_notice_delay = chat_options{}.queue_notice_delay;
   caf::timespan release_retention = store_defaults().release_retention;
   caf::timespan event_retention = store_defaults().event_retention;
+  caf::timespan expiry_notice = store_defaults().expiry_notice;
   caf::timespan subscriber_timeout = events_options{}.subscriber_timeout;
   caf::timespan refill_interval = store_defaults().refill_interval;
   caf::timespan reactivation_after = store_defaults().reactivation_after;

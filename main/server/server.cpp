@@ -150,6 +150,7 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.lease_duration = ms(cfg.lease_duration);
   out.release_retention = ms(cfg.release_retention);
   out.event_retention = ms(cfg.event_retention);
+  out.expiry_notice = ms(cfg.expiry_notice);
   out.refill_interval = ms(cfg.refill_interval);
   out.reactivation_after = ms(cfg.reactivation_after);
   out.products = cfg.products();

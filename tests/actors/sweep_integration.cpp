@@ -311,6 +311,69 @@ TEST_SUITE("actors.sweep") {
     CHECK(gauge() == expected);
   }
 
+  TEST_CASE("the supervisor's scan expires a grant past its expiry once, "
+            "with its ledger row and event, and tells a grant about to "
+            "expire once") {
+    test::threaded_server server{options()}; // expiry-notice 24 h
+    auto chat = test::fresh_chat();
+    REQUIRE(server.ask<chat_status>(atom::create_v,
+                                    chat_spec{chat, {}, caf::none, caf::none}));
+    auto pay = "scan-" + std::to_string(chat);
+    grant_terms soon;
+    soon.expires_in_ms = 2 * 3'600'000; // inside the notice: told
+    soon.source = "promo";
+    auto due = server.ask<top_up_receipt>(atom::top_up_v, chat, int64_t{4},
+                                          pay + "-due", soon);
+    auto told = server.ask<top_up_receipt>(atom::top_up_v, chat, int64_t{3},
+                                           pay + "-told", soon);
+    auto kept = server.ask<top_up_receipt>(atom::top_up_v, chat, int64_t{5},
+                                           pay + "-kept");
+    REQUIRE(due);
+    REQUIRE(told);
+    REQUIRE(kept);
+    // The first one's time has come, and no writer of the chat comes by.
+    auto id = std::to_string(due->grant_id);
+    test::sql("UPDATE grants SET expires_at = now() - interval '1 second' "
+              "WHERE grant_id = "
+              + id);
+    auto where = " WHERE chat_id = " + std::to_string(chat);
+    auto expired = [&] {
+      return test::sql_int("SELECT count(*) FROM grants WHERE expired_at IS "
+                           "NOT NULL AND grant_id = "
+                           + id)
+             == 1;
+    };
+    auto told_once = [&] {
+      return test::sql_int("SELECT count(*) FROM events" + where
+                           + " AND event = 'credits_expiring'")
+             == 1;
+    };
+    REQUIRE(server.sweep());
+    // The scan runs when the sweep is done.
+    auto waited = test::wait_until([&] { return expired() && told_once(); },
+                                   trailing_wait_max);
+    MESSAGE("expired and told " << waited.ms() << " ms after the sweep");
+    // Scanned again: the sweeper's connection answers in order, so the
+    // third sweep's answer comes after the second sweep's scan.
+    REQUIRE(server.sweep());
+    REQUIRE(server.sweep());
+    CHECK(expired());
+    CHECK(test::sql_int("SELECT count(*) FROM ledger" + where
+                        + " AND entry = 'expire'")
+          == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM events" + where
+                        + " AND event = 'credits_expired'")
+          == 1);
+    CHECK(test::sql_int("SELECT count(*) FROM events" + where
+                        + " AND event = 'credits_expiring' AND detail LIKE "
+                          "'grant "
+                        + std::to_string(told->grant_id) + ":%'")
+          == 1);
+    auto status = server.ask<chat_status>(atom::status_v, chat);
+    REQUIRE(status);
+    CHECK(status->amounts.get(pocket::balance) == 3 + 5);
+  }
+
   TEST_CASE("a commit racing its sweep is charged exactly once, never both "
             "charged and released") {
     test::threaded_server server{options()};

@@ -138,13 +138,13 @@ TEST_SUITE("http") {
     CHECK(res.get_header_value("Retry-After") == "1");
   }
 
-  TEST_CASE("the route table has 23 unique absolute paths and methods") {
+  TEST_CASE("the route table has 25 unique absolute paths and methods") {
     std::set<std::pair<std::string, std::string>> seen;
     for (const auto& x : routes()) {
       CHECK(seen.emplace(x.method, x.path).second);
       CHECK(std::string{x.path}.rfind('/', 0) == 0);
     }
-    CHECK(seen.size() == 23);
+    CHECK(seen.size() == 25);
   }
 
   TEST_CASE_FIXTURE(fixture, "unknown paths are 404 and wrong methods 405") {

@@ -347,6 +347,8 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<active_count>(self, 0,
                                   [=] { return w->count_active(now()); });
     },
+    // The model's balance is one pocket, without grants: none expire.
+    [=](atom::expiry) { return uint64_t{0}; },
     [=](atom::prune) {
       return submit<uint64_t>(
         self, 0, []() -> caf::expected<uint64_t> { return uint64_t{0}; });

@@ -154,6 +154,7 @@ caf::behavior fake_persistence(caf::event_based_actor* self,
       return std::move(*next);
     },
     [=](atom::prune) { return uint64_t{0}; },
+    [=](atom::expiry) { return uint64_t{0}; },
     [=](atom::events, event_id after, uint32_t limit) {
       event_page page;
       page.last_id = static_cast<event_id>(log->event_table.size());
