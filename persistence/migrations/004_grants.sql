@@ -152,15 +152,24 @@ ALTER TABLE events DROP CONSTRAINT events_event_check,
 
 -- Conversion ----------------------------------------------------------------
 
--- Each chat's balance becomes one grant that never expires, and every open
--- hold on balance a hold on that grant. No ledger row: no pocket changes,
--- and the chains of 0.2 convert to the same ledger (persistence.migrations
--- compares them). Payment ids of earlier top-ups stay in the ledger's
+-- Each chat's balance becomes one admin grant that never expires (what
+-- top-ups bought and admins gave is no longer told apart), with a ledger
+-- row saying so that changes no pocket, and every open hold on balance a
+-- hold on that grant. Payment ids of earlier top-ups stay in the ledger's
 -- unique index: a retried old webhook still changes nothing, and names no
--- grant.
+-- grant (void the converted grant by its id).
 INSERT INTO grants (chat_id, source, credits)
-SELECT chat_id, 'purchase', pockets[3] FROM chats WHERE pockets[3] > 0
+SELECT chat_id, 'admin', pockets[3] FROM chats WHERE pockets[3] > 0
  ORDER BY chat_id;
+
+INSERT INTO ledger (entry, chat_id, detail, pockets, changed, grant_ids,
+                    grant_credits)
+SELECT 'admin', c.chat_id,
+       'the balance of ' || g.credits || ' credits became grant '
+       || g.grant_id || ' (credit grants, migration 004_grants)',
+       c.pockets, '{}', ARRAY[g.grant_id], ARRAY[g.credits]
+  FROM grants g JOIN chats c ON c.chat_id = g.chat_id
+ ORDER BY c.chat_id;
 
 UPDATE chats c SET sole_grant = g.grant_id
   FROM grants g

@@ -28,14 +28,23 @@ INSERT INTO uncertain_reservations (id, chat_id, kind, queue, held,
 
 \ir ../../persistence/migrations/004_grants.sql
 
-SELECT plan(7);
+SELECT plan(8);
 SELECT is((SELECT count(*) FROM grants), 1::bigint,
   'one grant per chat with a balance, none for a chat without');
 SELECT is((SELECT ROW(chat_id, source, credits, expires_at, priority,
                       payment_id)
              FROM grants),
-  ROW(1::bigint, 'purchase'::text, 7, NULL::timestamptz, 100, NULL::text),
-  'the balance as a purchase that never expires, priority 100, no payment');
+  ROW(1::bigint, 'admin'::text, 7, NULL::timestamptz, 100, NULL::text),
+  'the balance as an admin grant that never expires, priority 100, no '
+  'payment');
+SELECT is((SELECT ROW(chat_id, entry, changed, pockets, grant_ids,
+                      grant_credits, detail LIKE 'the balance of 7 credits '
+                                                 'became grant %')
+             FROM ledger),
+  ROW(1::bigint, 'admin'::text, '{}'::integer[], '{0,1,7}'::integer[],
+      ARRAY[(SELECT grant_id FROM grants)], ARRAY[7], true),
+  'one admin ledger row says why, changing no pocket; none for a chat '
+  'without a balance');
 SELECT is((SELECT ROW(held_grants, held_grant_credits)::chargeonce_grant_hold
              FROM reservations WHERE chat_id = 1),
   (SELECT ROW(ARRAY[grant_id], '{2}')::chargeonce_grant_hold FROM grants),
