@@ -161,6 +161,7 @@ DECLARE
   v_reserve_chats bigint[];
   v_start_ids bigint[];
   v_commit_ids bigint[];
+  v_due_chats bigint[];
   distinct_chats bigint;
   answers chargeonce_outcome[] := '{}';
   part chargeonce_outcome[];
@@ -211,9 +212,14 @@ BEGIN
   -- The chat rows that reserves and commits read and write, in chat order,
   -- before anything else: concurrent batches wait for each other here
   -- instead of deadlocking. (A start writes only its reservation row.)
+  -- Those with a grant due to expire are noted: their reserves and commits
+  -- go one by one below, each expiring it first, as every writer does.
   IF v_lock_chats IS NOT NULL THEN
-    PERFORM 1 FROM chats WHERE chat_id = ANY (v_lock_chats)
-      ORDER BY chat_id FOR UPDATE;
+    SELECT array_agg(l.chat_id) FILTER (WHERE l.next_expiry <= now())
+      INTO v_due_chats
+      FROM (SELECT chat_id, next_expiry FROM chats
+             WHERE chat_id = ANY (v_lock_chats)
+             ORDER BY chat_id FOR UPDATE) l;
   END IF;
 
   -- Reserves of one unit that chargeonce_reserve would grant from the
@@ -366,6 +372,7 @@ BEGIN
          AND (cardinality(r.held) = 0
               OR r.held_units[cardinality(r.held_units)] = r.units)
          AND (coalesce(r.held[3], 0) = 0 OR cardinality(r.held_grants) > 0)
+         AND r.chat_id <> ALL (coalesce(v_due_chats, '{}'))
       RETURNING cm.n, r.id, r.chat_id, r.kind, r.held, r.queue, r.request_id,
                 r.slot, r.created_at, r.lease_expires_at, r.units,
                 r.held_units, r.window_number, cardinality(r.held) AS p,

@@ -8,7 +8,7 @@
 -- now() is the transaction's start here, so time passes by moving a
 -- grant's expires_at to now() (pg_temp.expire_now).
 BEGIN;
-SELECT plan(137);
+SELECT plan(142);
 
 -- A kind that only balance pays, one credit a unit; and one that a daily
 -- pocket pays first (ordinal 2), else balance at 2 credits.
@@ -573,6 +573,27 @@ SELECT is((SELECT outcome FROM pg_temp.batch('{reserve,reserve}', '{20,21}',
 SELECT is((SELECT count(*) FROM ledger WHERE chat_id = 21 AND entry = 'expire'),
   1::bigint, '... with its expire row');
 SELECT is(pg_temp.violations(), NULL, 'conservation after the batch');
+-- Chat 31's promo expires while a started job holds one credit of it and
+-- another credit of it is free: in a batch, the job's commit goes one by
+-- one, which expires the free credit first, then charges the held one.
+SELECT pg_temp.chat(c) FROM generate_series(31, 32) c;
+SELECT pg_temp.top(31, 2, 'late-promo-31', NULL, 'promo', 3600000),
+       pg_temp.top(31, 5, 'late-buy-31'), pg_temp.top(32, 5, 'late-buy-32');
+SELECT is((pg_temp.reserve(31, 1, 'b-late')).outcome, 'ok',
+  'chat 31 holds a credit of its promo');
+SELECT is((chargeonce_start(31, pg_temp.id_of(31, 'b-late'))).outcome, 'ok',
+  '... and starts the job');
+SELECT pg_temp.expire_now(grant_id) FROM grants
+ WHERE chat_id = 31 AND source = 'promo';
+SELECT is((SELECT outcome FROM pg_temp.batch('{commit,reserve}', '{31,32}',
+             ARRAY[pg_temp.id_of(31, 'b-late'), 0], '{0,1}')
+            WHERE idx = 0), 'ok',
+  'a batch commits a job of a chat with a due expiry');
+SELECT ok((SELECT max(id) FROM ledger WHERE chat_id = 31 AND entry = 'expire')
+          < (SELECT id FROM ledger WHERE chat_id = 31
+              AND reservation_id = pg_temp.id_of(31, 'b-late')),
+  '... after expiring what nobody held, as apply_one does');
+SELECT is(pg_temp.violations(), NULL, 'conservation after the batch commit');
 
 -- The sole grant -------------------------------------------------------------
 
