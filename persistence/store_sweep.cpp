@@ -169,33 +169,33 @@ caf::expected<uint64_t> store::expire_grants() {
   // leaves a backlog beyond it to the next scan.
   constexpr int32_t chunk = 500;
   constexpr int rounds_max = 100;
-  uint64_t expired = 0;
-  for (int round = 0; round < rounds_max; ++round) {
-    auto n = impl_->run<uint64_t>(
-      "expire_grants", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
-        return tx.exec_params1("SELECT chargeonce_expire_due($1)", chunk)[0]
-          .as<uint64_t>();
-      });
-    if (!n)
-      return n;
-    expired += *n;
-    if (*n < static_cast<uint64_t>(chunk))
-      break;
-  }
-  auto notice_ms = static_cast<int64_t>(impl_->opts.expiry_notice.count());
-  for (int round = 0; round < rounds_max; ++round) {
-    auto n = impl_->run<uint64_t>(
-      "notice_expiring", 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
-        return tx
-          .exec_params1("SELECT chargeonce_notice_expiring($1::bigint, $2)",
-                        notice_ms, chunk)[0]
-          .as<uint64_t>();
-      });
-    if (!n)
-      return n.error();
-    if (*n < static_cast<uint64_t>(chunk))
-      break;
-  }
+  // Runs `statement` (its $1 the chunk) until a chunk comes back short;
+  // what all chunks counted.
+  auto in_chunks = [&](const char* name, const std::string& statement,
+                       auto... params) -> caf::expected<uint64_t> {
+    uint64_t total = 0;
+    for (int round = 0; round < rounds_max; ++round) {
+      auto n = impl_->run<uint64_t>(
+        name, 0, 0, [&](pqxx::work& tx) -> caf::expected<uint64_t> {
+          return tx.exec_params1(statement, chunk, params...)[0]
+            .template as<uint64_t>();
+        });
+      if (!n)
+        return n;
+      total += *n;
+      if (*n < static_cast<uint64_t>(chunk))
+        break;
+    }
+    return total;
+  };
+  auto expired = in_chunks("expire_grants", "SELECT chargeonce_expire_due($1)");
+  if (!expired)
+    return expired;
+  auto noticed =
+    in_chunks("notice_expiring", "SELECT chargeonce_notice_expiring($2, $1)",
+              static_cast<int64_t>(impl_->opts.expiry_notice.count()));
+  if (!noticed)
+    return noticed;
   return expired;
 }
 
