@@ -157,6 +157,21 @@ caf::error validate_job_limit(const caf::optional<int32_t>& limit) {
   return caf::none;
 }
 
+namespace {
+
+/// A payment id as a top-up takes it, and void-grant names it.
+caf::error validate_payment_id(const std::string& payment_id) {
+  if (payment_id.empty() || payment_id.size() > request_id_bytes_max)
+    return caf::make_error(ec::invalid_argument,
+                           "payment_id must have 1 to 256 bytes");
+  if (!is_storable_text(payment_id))
+    return caf::make_error(ec::invalid_argument,
+                           "payment_id must be UTF-8 without NUL bytes");
+  return caf::none;
+}
+
+} // namespace
+
 caf::error validate_top_up(chat_id chat, int64_t credits,
                            const std::string& payment_id) {
   if (auto err = validate_chat(chat))
@@ -165,13 +180,7 @@ caf::error validate_top_up(chat_id chat, int64_t credits,
     return caf::make_error(ec::invalid_argument,
                            "credits must be between 1 and 2147483647, got "
                              + std::to_string(credits));
-  if (payment_id.empty() || payment_id.size() > request_id_bytes_max)
-    return caf::make_error(ec::invalid_argument,
-                           "payment_id must have 1 to 256 bytes");
-  if (!is_storable_text(payment_id))
-    return caf::make_error(ec::invalid_argument,
-                           "payment_id must be UTF-8 without NUL bytes");
-  return caf::none;
+  return validate_payment_id(payment_id);
 }
 
 caf::error validate_top_up(chat_id chat, int64_t credits,
@@ -209,9 +218,9 @@ caf::error validate_void_grant(chat_id chat, int64_t grant,
   if (grant < 0)
     return caf::make_error(ec::invalid_argument, "grant must be 1 or more, got "
                                                    + std::to_string(grant));
-  if (grant == 0)
-    return validate_top_up(chat, 1, payment_id);
-  return validate_chat(chat);
+  if (auto err = validate_chat(chat))
+    return err;
+  return grant == 0 ? validate_payment_id(payment_id) : caf::none;
 }
 
 caf::error validate_uncertain(chat_id chat, reservation_id id,
