@@ -45,7 +45,8 @@ CREATE TYPE public.chargeonce_grant_answer AS (
 	created_us bigint,
 	expired_us bigint,
 	voided_us bigint,
-	committed_us bigint
+	committed_us bigint,
+	ended text
 );
 
 
@@ -97,7 +98,8 @@ CREATE TYPE public.chargeonce_outcome AS (
 	c_units integer,
 	c_released integer[],
 	r_cancel_requested boolean,
-	window_number bigint
+	window_number bigint,
+	s_grants text
 );
 
 
@@ -1069,6 +1071,22 @@ END $$;
 
 
 --
+-- Name: chargeonce_expiring_unheld(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_expiring_unheld(p_chat bigint) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(sum(GREATEST(0, chargeonce_grant_left(g)
+                                  - coalesce(h.held, 0))), 0)::integer
+    FROM grants g
+    LEFT JOIN chargeonce_grants_held(p_chat) h ON h.grant_id = g.grant_id
+   WHERE g.chat_id = p_chat AND g.expires_at <= now()
+     AND g.expired_at IS NULL AND g.voided_at IS NULL
+$$;
+
+
+--
 -- Name: chargeonce_explain_missing(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1258,7 +1276,8 @@ CREATE FUNCTION public.chargeonce_grant_answer_of(g public.grants) RETURNS publi
              g.priority, chargeonce_us(g.expires_at), g.expires_in_ms,
              g.payment_id, chargeonce_us(g.created_at),
              chargeonce_us(g.expired_at), chargeonce_us(g.voided_at),
-             chargeonce_us(g.created_at))::chargeonce_grant_answer
+             chargeonce_us(g.created_at),
+             chargeonce_grant_end(g))::chargeonce_grant_answer
 $$;
 
 
@@ -1417,7 +1436,10 @@ CREATE FUNCTION public.chargeonce_grants_json(p_chat bigint) RETURNS text
            'expires_us', chargeonce_us(x.expires_at),
            'priority', x.priority, 'payment_id', x.payment_id,
            'created_us', chargeonce_us(x.created_at),
-           'expired', x.dead = 'expire', 'voided', x.dead = 'void')
+           'expired_us', chargeonce_us(x.expired_at),
+           'voided_us', chargeonce_us(x.voided_at),
+           'expired', x.dead IS NOT DISTINCT FROM 'expire',
+           'voided', x.dead IS NOT DISTINCT FROM 'void')
            ORDER BY x.spending)::text, '[]')
     FROM (SELECT g.*, coalesce(h.held, 0) AS held,
                  chargeonce_grant_end(g) AS dead,
@@ -1837,7 +1859,7 @@ CREATE FUNCTION public.chargeonce_receipt_at(i integer, chat bigint, k text, cha
              chat, k, charged, chargeonce_us(at),
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, units, released, NULL,
-             paid_by)::chargeonce_outcome
+             paid_by, NULL)::chargeonce_outcome
 $$;
 
 
@@ -1868,7 +1890,7 @@ CREATE FUNCTION public.chargeonce_refusal_at(i integer, code text, msg text) RET
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
 $$;
 
 
@@ -2055,7 +2077,7 @@ CREATE FUNCTION public.chargeonce_reservation_at(i integer, r public.reservation
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, r.units, r.held_units, NULL, NULL,
-             r.cancel_requested, r.window_number)::chargeonce_outcome
+             r.cancel_requested, r.window_number, NULL)::chargeonce_outcome
 $$;
 
 
@@ -2472,6 +2494,9 @@ BEGIN
   END IF;
   o.outcome := 'ok';
   o.s_pockets := c.pockets;
+  IF c.next_expiry <= now() THEN
+    o.s_pockets[3] := o.s_pockets[3] - chargeonce_expiring_unheld(p_chat);
+  END IF;
   o.s_premium_us := chargeonce_us(c.premium_until);
   o.s_premium := coalesce(c.premium_until > now(), false);
   o.s_started := c.started;
@@ -2481,6 +2506,7 @@ BEGIN
   o.s_activity_us := chargeonce_us(c.last_activity_at);
   o.s_max_jobs := c.max_active_jobs;
   o.s_reservations := chargeonce_reservations_json(p_chat);
+  o.s_grants := chargeonce_grants_json(p_chat);
   -- A status answer's window is the chat's.
   o.window_number := c.window_number;
   RETURN o;

@@ -90,28 +90,6 @@ receipt receipt_of(const pg_row& r, reservation_id id,
   return x;
 }
 
-chat_status status_of(const pg_row& r, chat_id chat, const store_options& o,
-                      pocket_ordinals& ordinals) {
-  chat_status x;
-  x.chat = chat;
-  x.amounts = ordinals.read(r["s_pockets"].c_str());
-  x.premium_until = optional_micros(r["s_premium_us"]);
-  x.premium = r["s_premium"].as<bool>();
-  x.started = r["s_started"].as<bool>();
-  x.blocked = r["s_blocked"].as<bool>();
-  x.banned = r["s_banned"].as<bool>();
-  x.window_started_at = optional_micros(r["s_window_us"]);
-  x.last_activity_at = optional_micros(r["s_activity_us"]);
-  if (!r["s_max_jobs"].is_null())
-    x.own_max_active_jobs = r["s_max_jobs"].as<int32_t>();
-  x.reservations =
-    reservations_from_json(r["s_reservations"].as<std::string>(), ordinals);
-  if (!r["window_number"].is_null())
-    x.window = r["window_number"].as<int64_t>();
-  complete_status(x, o);
-  return x;
-}
-
 batch_result result_of(const pg_row& r, const operation& op,
                        const store_options& o, pocket_ordinals& ordinals) {
   auto outcome = r["outcome"].as<std::string>();

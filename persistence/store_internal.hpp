@@ -180,6 +180,10 @@ reservation reservation_of(const Row& r, pocket_ordinals& ordinals) {
 std::vector<reservation> reservations_from_json(const std::string& text,
                                                 pocket_ordinals& ordinals);
 
+/// The chat's grants, in spending order, from the JSON array of
+/// chargeonce_grants_json (functions/12_grants.sql).
+std::vector<grant_info> grants_from_json(const std::string& text, chat_id chat);
+
 /// The limit of active jobs that applies to a chat: its own, else its
 /// plan's.
 inline int32_t job_limit(const caf::optional<int32_t>& own, bool premium,
@@ -206,45 +210,43 @@ inline void complete_status(chat_status& x, const store_options& o) {
   x.held = held_by(x.reservations, x.window);
 }
 
-/// The chat's pockets, flags, limits and active reservations, read in one
-/// statement (one snapshot: a commit is seen whole or not at all).
+/// A chat's status from the s_* columns of a chargeonce_outcome row
+/// (chargeonce_status, functions/11_support.sql).
+template <class Row>
+chat_status status_of(const Row& r, chat_id chat, const store_options& o,
+                      pocket_ordinals& ordinals) {
+  chat_status x;
+  x.chat = chat;
+  x.amounts = ordinals.read(r["s_pockets"].c_str());
+  x.premium_until = optional_micros(r["s_premium_us"]);
+  x.premium = r["s_premium"].template as<bool>();
+  x.started = r["s_started"].template as<bool>();
+  x.blocked = r["s_blocked"].template as<bool>();
+  x.banned = r["s_banned"].template as<bool>();
+  x.window_started_at = optional_micros(r["s_window_us"]);
+  x.last_activity_at = optional_micros(r["s_activity_us"]);
+  if (!r["s_max_jobs"].is_null())
+    x.own_max_active_jobs = r["s_max_jobs"].template as<int32_t>();
+  x.reservations = reservations_from_json(
+    r["s_reservations"].template as<std::string>(), ordinals);
+  if (!r["window_number"].is_null())
+    x.window = r["window_number"].template as<int64_t>();
+  x.grants = grants_from_json(r["s_grants"].template as<std::string>(), chat);
+  complete_status(x, o);
+  return x;
+}
+
+/// The chat's pockets, flags, limits, active reservations and grants, read
+/// in one statement (one snapshot: a commit is seen whole or not at all),
+/// the same as a status in a batch.
 inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
                                               const store_options& o,
                                               pocket_ordinals& ordinals) {
-  auto rs = tx.exec_params(
-    "SELECT pockets::text, "
-    "(extract(epoch FROM premium_until) * 1000000)::bigint, "
-    "coalesce(premium_until > now(), false), started, blocked, banned, "
-    "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
-    "(extract(epoch FROM last_activity_at) * 1000000)::bigint, "
-    "max_active_jobs, chargeonce_reservations_json(chat_id), window_number "
-    "FROM chats WHERE chat_id = $1",
-    chat);
-  if (rs.empty())
-    return caf::make_error(ec::not_found,
-                           "unknown chat " + std::to_string(chat));
+  auto rs = tx.exec_params("SELECT * FROM chargeonce_status($1)", chat);
   const auto& r = rs[0];
-  auto optional_time = [&](int i) -> caf::optional<caf::timestamp> {
-    if (r[i].is_null())
-      return caf::none;
-    return from_unix_micros(r[i].as<int64_t>());
-  };
-  chat_status x;
-  x.chat = chat;
-  x.amounts = ordinals.read(r[0].c_str());
-  x.premium_until = optional_time(1);
-  x.premium = r[2].as<bool>();
-  x.started = r[3].as<bool>();
-  x.blocked = r[4].as<bool>();
-  x.banned = r[5].as<bool>();
-  x.window_started_at = optional_time(6);
-  x.last_activity_at = optional_time(7);
-  if (!r[8].is_null())
-    x.own_max_active_jobs = r[8].as<int32_t>();
-  x.reservations = reservations_from_json(r[9].as<std::string>(), ordinals);
-  x.window = r[10].as<int64_t>();
-  complete_status(x, o);
-  return x;
+  if (r["outcome"].as<std::string>() != "ok")
+    return refusal_of(r);
+  return status_of(r, chat, o, ordinals);
 }
 
 /// The ledger row of a refill or an admin change of `chat` (entry and

@@ -133,6 +133,9 @@ grant_info grant_of(const pqxx::row& r) {
   out.created_at = from_unix_micros(r["created_us"].as<int64_t>());
   out.expired_at = optional_micros(r["expired_us"]);
   out.voided_at = optional_micros(r["voided_us"]);
+  out.expired =
+    !r["ended"].is_null() && r["ended"].as<std::string>() == "expire";
+  out.voided = !r["ended"].is_null() && r["ended"].as<std::string>() == "void";
   return out;
 }
 

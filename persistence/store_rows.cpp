@@ -45,4 +45,30 @@ std::vector<reservation> reservations_from_json(const std::string& text,
   return out;
 }
 
+std::vector<grant_info> grants_from_json(const std::string& text,
+                                         chat_id chat) {
+  std::vector<grant_info> out;
+  // Written by chargeonce_grants_json, as the reservations above.
+  for (const auto& j : nlohmann::json::parse(text)) {
+    grant_info x;
+    x.id = j.at("id").get<int64_t>();
+    x.chat = chat;
+    x.source = j.at("source").get<std::string>();
+    x.credits = j.at("credits").get<int32_t>();
+    x.left = j.at("left").get<int32_t>();
+    x.held = j.at("held").get<int32_t>();
+    x.priority = j.at("priority").get<int32_t>();
+    x.expires_at = optional_micros(j.at("expires_us"));
+    if (const auto& id = j.at("payment_id"); !id.is_null())
+      x.payment_id = id.get<std::string>();
+    x.created_at = from_unix_micros(j.at("created_us").get<int64_t>());
+    x.expired_at = optional_micros(j.at("expired_us"));
+    x.voided_at = optional_micros(j.at("voided_us"));
+    x.expired = j.at("expired").get<bool>();
+    x.voided = j.at("voided").get<bool>();
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 } // namespace chargeonce::persistence::detail

@@ -115,6 +115,10 @@ nlohmann::json to_json(const chat_status& x) {
   out["window"] = x.window;
   out["window_started_at"] = optional_time(x.window_started_at);
   out["last_activity_at"] = optional_time(x.last_activity_at);
+  auto grants = nlohmann::json::array();
+  for (const auto& g : x.grants)
+    grants.push_back(to_json(g));
+  out["grants"] = std::move(grants);
   return out;
 }
 
@@ -145,7 +149,9 @@ nlohmann::json to_json(const grant_info& x) {
                      {"expires_at", optional_time(x.expires_at)},
                      {"created_at", format_iso8601(x.created_at)},
                      {"expired_at", optional_time(x.expired_at)},
-                     {"voided_at", optional_time(x.voided_at)}};
+                     {"voided_at", optional_time(x.voided_at)},
+                     {"expired", x.expired},
+                     {"voided", x.voided}};
   out["payment_id"] = x.payment_id.empty() ? nlohmann::json(nullptr)
                                            : nlohmann::json(x.payment_id);
   return out;

@@ -276,6 +276,35 @@ typename Inspector::result_type inspect(Inspector& f, receipt& x) {
            x.charged, x.committed_at, x.units, x.released, x.window);
 }
 
+/// One credit grant of a chat's balance, as it stands: `left` = credits -
+/// charged - expired - voided (what holds hold of it is still in it),
+/// `held` what open holds hold of it.
+struct grant_info {
+  int64_t id = 0;
+  chat_id chat = 0;
+  std::string source = "purchase";
+  int32_t credits = 0;
+  int32_t left = 0;
+  int32_t held = 0;
+  int32_t priority = grant_priority_default;
+  caf::optional<caf::timestamp> expires_at = caf::none; ///< none: never
+  std::string payment_id; ///< empty: not a top-up's (an opening balance)
+  caf::timestamp created_at;
+  caf::optional<caf::timestamp> expired_at = caf::none; ///< unheld left expired
+  caf::optional<caf::timestamp> voided_at = caf::none;
+  /// It pays nothing new: its expiry came (written or not) before any void,
+  /// or it was voided first. `left` is then what holds still hold of it.
+  bool expired = false;
+  bool voided = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_info& x) {
+  return f(caf::meta::type_name("grant_info"), x.id, x.chat, x.source,
+           x.credits, x.left, x.held, x.priority, x.expires_at, x.payment_id,
+           x.created_at, x.expired_at, x.voided_at, x.expired, x.voided);
+}
+
 /// A chat's pockets, flags and active reservations, as Postgres has them.
 struct chat_status {
   chat_id chat = 0;
@@ -300,6 +329,9 @@ struct chat_status {
   pockets held;
   /// The chat's window number: one more at every refill.
   int64_t window = 0;
+  /// Its grants with credits left, in spending order (an expired or voided
+  /// one while holds still hold some of it).
+  std::vector<grant_info> grants;
 };
 
 template <class Inspector>
@@ -307,7 +339,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_status& x) {
   return f(caf::meta::type_name("chat_status"), x.chat, x.amounts,
            x.premium_until, x.premium, x.started, x.blocked, x.banned, x.active,
            x.window_started_at, x.last_activity_at, x.max_active_jobs,
-           x.own_max_active_jobs, x.reservations, x.held, x.window);
+           x.own_max_active_jobs, x.reservations, x.held, x.window, x.grants);
 }
 
 /// set-flags: each flag given is set, the others are left as they are.
@@ -375,31 +407,6 @@ struct top_up_receipt {
   caf::optional<caf::timestamp> expires_at = caf::none; ///< none: never
   int64_t expires_in_ms = 0; ///< as the top-up gave it; 0: not relative
 };
-
-/// One credit grant of a chat's balance, as it stands: `left` = credits -
-/// charged - expired - voided (what holds hold of it is still in it),
-/// `held` what open holds hold of it.
-struct grant_info {
-  int64_t id = 0;
-  chat_id chat = 0;
-  std::string source = "purchase";
-  int32_t credits = 0;
-  int32_t left = 0;
-  int32_t held = 0;
-  int32_t priority = grant_priority_default;
-  caf::optional<caf::timestamp> expires_at = caf::none; ///< none: never
-  std::string payment_id; ///< empty: not a top-up's (an opening balance)
-  caf::timestamp created_at;
-  caf::optional<caf::timestamp> expired_at = caf::none; ///< unheld left expired
-  caf::optional<caf::timestamp> voided_at = caf::none;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, grant_info& x) {
-  return f(caf::meta::type_name("grant_info"), x.id, x.chat, x.source,
-           x.credits, x.left, x.held, x.priority, x.expires_at, x.payment_id,
-           x.created_at, x.expired_at, x.voided_at);
-}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, top_up_receipt& x) {

@@ -55,6 +55,9 @@ BEGIN
   END IF;
   o.outcome := 'ok';
   o.s_pockets := c.pockets;
+  IF c.next_expiry <= now() THEN
+    o.s_pockets[3] := o.s_pockets[3] - chargeonce_expiring_unheld(p_chat);
+  END IF;
   o.s_premium_us := chargeonce_us(c.premium_until);
   o.s_premium := coalesce(c.premium_until > now(), false);
   o.s_started := c.started;
@@ -64,6 +67,7 @@ BEGIN
   o.s_activity_us := chargeonce_us(c.last_activity_at);
   o.s_max_jobs := c.max_active_jobs;
   o.s_reservations := chargeonce_reservations_json(p_chat);
+  o.s_grants := chargeonce_grants_json(p_chat);
   -- A status answer's window is the chat's.
   o.window_number := c.window_number;
   RETURN o;

@@ -465,7 +465,8 @@ CREATE OR REPLACE FUNCTION chargeonce_grant_answer_of(g grants)
              g.priority, chargeonce_us(g.expires_at), g.expires_in_ms,
              g.payment_id, chargeonce_us(g.created_at),
              chargeonce_us(g.expired_at), chargeonce_us(g.voided_at),
-             chargeonce_us(g.created_at))::chargeonce_grant_answer
+             chargeonce_us(g.created_at),
+             chargeonce_grant_end(g))::chargeonce_grant_answer
 $$;
 
 -- Why a top-up is invalid whatever the chat has, or NULL.
@@ -643,6 +644,19 @@ END $$;
 
 -- -- status ----------------------------------------------------------------------
 
+-- What the chat's grants that are due to expire, and not expired yet, have
+-- that nobody holds: it leaves the balance at the chat's next write (or the
+-- supervisor's scan), and status, which does not write, shows it gone.
+CREATE OR REPLACE FUNCTION chargeonce_expiring_unheld(p_chat bigint)
+  RETURNS integer LANGUAGE sql STABLE AS $$
+  SELECT coalesce(sum(GREATEST(0, chargeonce_grant_left(g)
+                                  - coalesce(h.held, 0))), 0)::integer
+    FROM grants g
+    LEFT JOIN chargeonce_grants_held(p_chat) h ON h.grant_id = g.grant_id
+   WHERE g.chat_id = p_chat AND g.expires_at <= now()
+     AND g.expired_at IS NULL AND g.voided_at IS NULL
+$$;
+
 -- The chat's grants with credits left, in spending order, for status: an
 -- expired or voided grant shows only what holds still hold of it (the rest
 -- is gone, written or not: status does not write), flagged.
@@ -654,7 +668,10 @@ CREATE OR REPLACE FUNCTION chargeonce_grants_json(p_chat bigint)
            'expires_us', chargeonce_us(x.expires_at),
            'priority', x.priority, 'payment_id', x.payment_id,
            'created_us', chargeonce_us(x.created_at),
-           'expired', x.dead = 'expire', 'voided', x.dead = 'void')
+           'expired_us', chargeonce_us(x.expired_at),
+           'voided_us', chargeonce_us(x.voided_at),
+           'expired', x.dead IS NOT DISTINCT FROM 'expire',
+           'voided', x.dead IS NOT DISTINCT FROM 'void')
            ORDER BY x.spending)::text, '[]')
     FROM (SELECT g.*, coalesce(h.held, 0) AS held,
                  chargeonce_grant_end(g) AS dead,

@@ -89,8 +89,14 @@ CREATE TYPE chargeonce_grant_answer AS (
   created_us    bigint,
   expired_us    bigint,
   voided_us     bigint,
-  committed_us  bigint    -- the top-up's ledger row: the receipt's time
+  committed_us  bigint,   -- the top-up's ledger row: the receipt's time
+  ended         text      -- NULL: live; 'expire' or 'void', whichever came
+                          -- first (chargeonce_grant_end)
 );
+
+-- status lists the chat's grants (JSON, as chargeonce_grants_json writes
+-- them, in spending order).
+ALTER TYPE chargeonce_outcome ADD ATTRIBUTE s_grants text;
 
 -- Holds ---------------------------------------------------------------------
 

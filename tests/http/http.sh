@@ -223,6 +223,12 @@ check 200 - POST "$G" "$ad" '{"credits":1,"payment_id":"g-plain"}'
 [[ $(field '[.source, .priority, .expires_at, .expires_in_ms] | @csv') == '"purchase",100,,' ]] \
   || die "a top-up without terms answered $out"
 ok "top-ups with a grant's terms, retried, and refused"
+# status lists both grants in spending order: the promo grant (priority
+# 10) before the plain one.
+check 200 - GET "/v1/chats/$g" "$gw"
+[[ $(field '[.grants[0].id, .grants[0].source, .grants[0].priority, .grants[0].left, .grants[0].expired, .grants[1].payment_id, .grants[1].priority, (.grants | length), .balance] | @csv') \
+  == "$promo_grant,\"promo\",10,2,false,\"g-plain\",100,2,3" ]] || die "status listed the grants as $out"
+ok "status lists the grants in spending order"
 # Voids, by id and by payment id; a second void answers the same grant.
 check 200 - POST "/v1/chats/$g/grants/$promo_grant/void" "$ad"
 [[ $(field '[.id, .source, .left, .held, (.voided_at | type)] | @csv') \
@@ -233,7 +239,8 @@ check 200 - POST "/v1/chats/$g/grants/$promo_grant/void" "$ad" '{}'
 check 200 - POST "/v1/chats/$g/grants/void" "$ad" '{"payment_id":"g-plain"}'
 [[ $(field .payment_id) == g-plain && $(field .left) == 0 ]] || die "void by payment id: $out"
 check 200 - GET "/v1/chats/$g" "$gw"
-[[ $(field .balance) == 0 ]] || die "the voided grants left a balance: $out"
+[[ $(field .balance) == 0 && $(field '.grants | length') == 0 ]] \
+  || die "the voided grants left a balance or a listed grant: $out"
 check 404 not_found POST "/v1/chats/$g/grants/999999999999/void" "$ad"
 check 404 not_found POST "/v1/chats/$g/grants/void" "$ad" '{"payment_id":"g-none"}'
 check 422 invalid_argument POST "/v1/chats/$g/grants/void" "$ad" '{}'

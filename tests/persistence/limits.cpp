@@ -525,6 +525,113 @@ TEST_SUITE("limits") {
   }
 
   TEST_CASE_FIXTURE(limits_fixture,
+                    "status lists the grants with credits left in spending "
+                    "order; a grant due to expire is shown expired without "
+                    "a write, listed only while a hold still holds of it") {
+    auto chat = test::fresh_chat();
+    touch(chat);
+    // Balance pays: the daily pockets are empty.
+    test::sql("UPDATE chats SET pockets = chargeonce_pockets_with(pockets, "
+              "'{\"daily_messages\": 0, \"daily_images\": 0}')"
+              + where(chat));
+    auto pay = "status-grants-" + std::to_string(chat);
+    auto top_up = [&](const char* suffix, int credits, grant_terms t) {
+      auto x = db.top_up(chat, credits, pay + suffix, t);
+      REQUIRE(x);
+      return x->grant_id;
+    };
+    auto a = top_up("-a", 10, {}); // purchase, never expires
+    grant_terms promo;
+    promo.source = "promo";
+    promo.expires_in_ms = 2 * 3600 * 1000;
+    auto b = top_up("-b", 4, promo);
+    grant_terms soon;
+    soon.expires_in_ms = 30 * 60 * 1000;
+    auto c = top_up("-c", 2, soon);
+    grant_terms first;
+    first.source = "admin";
+    first.priority = 10;
+    auto d = top_up("-d", 3, first);
+    auto ids = [](const chat_status& x) {
+      std::vector<int64_t> out;
+      for (const auto& g : x.grants)
+        out.push_back(g.id);
+      return out;
+    };
+    auto st = db.status(chat);
+    REQUIRE(st);
+    // Priority 10 first; then the soonest expiry; never expiring last.
+    CHECK(ids(*st) == std::vector<int64_t>{d, c, b, a});
+    CHECK(st->amounts.get(pocket::balance) == 19);
+    const auto& promo_grant = st->grants[2];
+    CHECK(promo_grant.source == "promo");
+    CHECK(promo_grant.credits == 4);
+    CHECK(promo_grant.left == 4);
+    CHECK(promo_grant.held == 0);
+    CHECK(promo_grant.priority == grant_priority_default);
+    CHECK(promo_grant.payment_id == pay + "-b");
+    CHECK(promo_grant.chat == chat);
+    REQUIRE(promo_grant.expires_at);
+    CHECK(*promo_grant.expires_at - promo_grant.created_at
+          == std::chrono::hours{2});
+    CHECK_FALSE(promo_grant.expired);
+    CHECK_FALSE(st->grants[3].expires_at);
+    CHECK(st->grants[0].priority == 10);
+    // The answers of the administration read the same status.
+    CHECK(ids(*db.set_flags(chat, {caf::none, caf::none, caf::none}))
+          == ids(*st));
+    // A job holds part of the first grant.
+    auto held = db.reserve(chat, kind::image, "");
+    REQUIRE(held);
+    auto price = held->held.get(pocket::balance);
+    REQUIRE(price > 0);
+    REQUIRE(price <= 3);
+    st = db.status(chat);
+    CHECK(st->grants[0].held == price);
+    CHECK(st->grants[0].left == 3);
+    // Time passes: the first two grants are due, nothing has written it.
+    test::sql("UPDATE grants SET created_at = now() - interval '2 hours', "
+              "expires_at = now() - interval '1 second' WHERE grant_id IN ("
+              + std::to_string(c) + ", " + std::to_string(d) + ")");
+    test::sql("UPDATE chats SET next_expiry = now() - interval '1 second'"
+              + where(chat));
+    auto ledger_rows = [&] {
+      return test::sql_int("SELECT count(*) FROM ledger" + where(chat));
+    };
+    auto rows_before = ledger_rows();
+    st = db.status(chat);
+    REQUIRE(st);
+    // c had nothing held: gone from the list and from the balance. d is
+    // listed, expired, with only what the job holds of it.
+    CHECK(ids(*st) == std::vector<int64_t>{d, b, a});
+    CHECK(st->grants[0].expired);
+    CHECK_FALSE(st->grants[0].voided);
+    CHECK(st->grants[0].left == price);
+    CHECK(st->grants[0].held == price);
+    CHECK(st->amounts.get(pocket::balance) == 14 + price);
+    CHECK(ledger_rows() == rows_before);
+    CHECK(test::sql_int("SELECT count(*) FROM grants WHERE expired_at IS NOT "
+                        "NULL AND chat_id = "
+                        + std::to_string(chat))
+          == 0);
+    // The job fails, which expires the two grants for real and then what
+    // it held of d: d leaves the list, the balance is what status showed
+    // less the hold.
+    REQUIRE(db.start(chat, held->id));
+    REQUIRE(db.fail(chat, held->id));
+    st = db.status(chat);
+    CHECK(ids(*st) == std::vector<int64_t>{b, a});
+    CHECK(st->amounts.get(pocket::balance) == 14);
+    CHECK(test::sql_int("SELECT count(*) FROM grants WHERE expired_at IS NOT "
+                        "NULL AND chat_id = "
+                        + std::to_string(chat))
+          == 2);
+    // A voided grant with nothing held leaves the list too.
+    REQUIRE(db.void_grant(chat, b, ""));
+    CHECK(ids(*db.status(chat)) == std::vector<int64_t>{a});
+  }
+
+  TEST_CASE_FIXTURE(limits_fixture,
                     "a top-up's bad terms are refused and change nothing") {
     auto chat = test::fresh_chat();
     touch(chat);

@@ -37,6 +37,8 @@ final readonly class ChatStatus
         /** The pockets less what is held. */
         public Pockets $available,
         public array $reservations,
+        /** @var list<Grant> the grants with credits left, in spending order */
+        public array $grants = [],
     ) {
     }
 
@@ -64,6 +66,8 @@ final readonly class ChatStatus
             Pockets::fromArray(Json::array($x, 'held')),
             Pockets::fromArray(Json::array($x, 'available')),
             array_map(Reservation::fromArray(...), array_values(Json::array($x, 'reservations'))),
+            // A server before credit grants sends none.
+            array_map(Grant::fromArray(...), array_values(Json::arrayOrNull($x, 'grants') ?? [])),
         );
     }
 }

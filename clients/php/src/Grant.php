@@ -7,7 +7,7 @@ namespace Chargeonce;
 
 /**
  * One credit grant of a chat's balance, as a void answers it (a second void
- * answers the same grant, nothing changed).
+ * answers the same grant, nothing changed) and status lists it.
  */
 final readonly class Grant
 {
@@ -34,6 +34,10 @@ final readonly class Grant
         public ?\DateTimeImmutable $expired_at,
         /** Null: not voided. */
         public ?\DateTimeImmutable $voided_at,
+        /** It pays nothing new: it expired (written or not) before any void. */
+        public bool $expired = false,
+        /** It pays nothing new: it was voided before it expired. */
+        public bool $voided = false,
     ) {
     }
 
@@ -53,6 +57,8 @@ final readonly class Grant
             Json::time($x, 'created_at'),
             Json::timeOrNull($x, 'expired_at'),
             Json::timeOrNull($x, 'voided_at'),
+            Json::boolOrNull($x, 'expired') ?? false,
+            Json::boolOrNull($x, 'voided') ?? false,
         );
     }
 }

@@ -128,6 +128,20 @@ final class ModelTest extends TestCase
         self::assertCount(1, $chat->reservations);
         self::assertSame(['balance' => 3, 'daily_images' => 1, 'daily_messages' => 0], $chat->pockets);
         self::assertSame(3, $chat->available->balance);
+        self::assertSame([], $chat->grants); // a server before grants sends none
+    }
+
+    public function testAChatStatusListsItsGrantsInTheOrderSent(): void
+    {
+        $promo = Fixtures::grant(['id' => 12, 'source' => 'promo', 'left' => 2, 'held' => 1, 'priority' => 10,
+            'voided_at' => null, 'expires_at' => '2026-12-09T00:00:00Z', 'expired' => true, 'voided' => false]);
+        $plain = Fixtures::grant(['id' => 9, 'left' => 5, 'voided_at' => null, 'expired' => false, 'voided' => false]);
+        $chat = ChatStatus::fromArray(Fixtures::chat() + ['grants' => [$promo, $plain]]);
+
+        self::assertSame(
+            [[12, 'promo', 2, 1, true, false], [9, 'purchase', 5, 0, false, false]],
+            array_map(static fn (Grant $g) => [$g->id, $g->source, $g->left, $g->held, $g->expired, $g->voided], $chat->grants),
+        );
     }
 
     public function testHistoryExplanationAndUnresolvedPages(): void

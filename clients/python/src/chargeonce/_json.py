@@ -103,6 +103,10 @@ def array(x: Mapping[str, Any], key: str) -> List[Any]:
     raise _wrong(x, key, "an array")
 
 
+def array_or_none(x: Mapping[str, Any], key: str) -> Optional[List[Any]]:
+    return None if x.get(key) is None else array(x, key)
+
+
 def amounts(x: Mapping[str, Any], key: str) -> Dict[str, int]:
     """Amounts by pocket name, e.g. {"balance": -1}."""
     pockets = obj(x, key)

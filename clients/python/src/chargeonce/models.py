@@ -109,6 +109,9 @@ class ChatStatus:
     available: Pockets
     #: Every active job, oldest first.
     reservations: List[Reservation]
+    #: The grants with credits left, in spending order (none from a server
+    #: before credit grants).
+    grants: List["Grant"] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, x: Mapping[str, Any]) -> "ChatStatus":
@@ -123,7 +126,8 @@ class ChatStatus:
             None if active is None else Reservation.from_json(active),
             j.integer(x, "max_active_jobs"), Pockets.from_json(j.obj(x, "held")),
             Pockets.from_json(j.obj(x, "available")),
-            [Reservation.from_json(r) for r in j.array(x, "reservations")])
+            [Reservation.from_json(r) for r in j.array(x, "reservations")],
+            [Grant.from_json(g) for g in (j.array_or_none(x, "grants") or [])])
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ class TopUp:
 @dataclass(frozen=True)
 class Grant:
     """One credit grant of a chat's balance, as a void answers it (a second
-    void answers the same grant, nothing changed)."""
+    void answers the same grant, nothing changed) and status lists it."""
     #: A top-up's grant_id.
     id: int
     chat: int
@@ -231,6 +235,10 @@ class Grant:
     expired_at: Optional[datetime]
     #: None: not voided.
     voided_at: Optional[datetime]
+    #: It pays nothing new: it expired (written or not) before any void.
+    expired: bool = False
+    #: It pays nothing new: it was voided before it expired.
+    voided: bool = False
 
     @classmethod
     def from_json(cls, x: Mapping[str, Any]) -> "Grant":
@@ -238,7 +246,8 @@ class Grant:
                    j.integer(x, "credits"), j.integer(x, "left"), j.integer(x, "held"),
                    j.integer(x, "priority"), j.time_or_none(x, "expires_at"),
                    j.string_or_none(x, "payment_id"), j.time(x, "created_at"),
-                   j.time_or_none(x, "expired_at"), j.time_or_none(x, "voided_at"))
+                   j.time_or_none(x, "expired_at"), j.time_or_none(x, "voided_at"),
+                   bool(j.boolean_or_none(x, "expired")), bool(j.boolean_or_none(x, "voided")))
 
 
 @dataclass(frozen=True)

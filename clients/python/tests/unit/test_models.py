@@ -3,7 +3,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from chargeonce import Event, Grant, Pockets, Reservation, TopUp, UnexpectedResponseError
+from chargeonce import ChatStatus, Event, Grant, Pockets, Reservation, TopUp, UnexpectedResponseError
 from support import grant_json, reservation_json, top_up_json
 
 
@@ -69,3 +69,28 @@ def test_a_grant_reads_every_field_with_its_type():
 def test_a_grant_with_a_field_of_another_type_is_refused():
     with pytest.raises(UnexpectedResponseError, match='"left" is not an integer'):
         Grant.from_json(grant_json(left="0"))
+
+
+def chat_json(**over):
+    x = {"chat": 42, "daily_messages": 0, "daily_images": 0, "balance": 7,
+         "pockets": {"balance": 7}, "plan": "free", "premium": False, "premium_until": None,
+         "started": False, "blocked": False, "banned": False, "window": 0,
+         "window_started_at": None, "last_activity_at": None, "reservation": None,
+         "max_active_jobs": 1, "held": {}, "available": {"balance": 7}, "reservations": []}
+    x.update(over)
+    return x
+
+
+def test_a_status_lists_its_grants_in_the_order_sent():
+    promo = grant_json(id=12, source="promo", left=2, held=1, priority=10, voided_at=None,
+                       expires_at="2026-12-09T00:00:00Z", expired=True)
+    plain = grant_json(id=9, left=5, voided_at=None, expired=False, voided=False)
+    st = ChatStatus.from_json(chat_json(grants=[promo, plain]))
+    assert [(g.id, g.source, g.left, g.held, g.expired, g.voided) for g in st.grants] == [
+        (12, "promo", 2, 1, True, False), (9, "purchase", 5, 0, False, False)]
+
+
+def test_a_status_of_a_server_before_grants_lists_none():
+    assert ChatStatus.from_json(chat_json()).grants == []
+    with pytest.raises(UnexpectedResponseError, match='"grants"'):
+        ChatStatus.from_json(chat_json(grants={"id": 1}))
