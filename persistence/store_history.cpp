@@ -6,6 +6,8 @@
 #include "persistence/store_internal.hpp"
 #include "protocol/validation.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <limits>
 
@@ -71,6 +73,17 @@ caf::expected<int64_t> upper_bound_of(pqxx::work& tx, chat_id chat,
   return rs[0][0].as<int64_t>();
 }
 
+/// A ledger row's or a hold's grants, as chargeonce_grant_parts writes
+/// them (functions/11_support.sql); a malformed array is a bug, and
+/// nlohmann's exceptions are classified as one.
+std::vector<grant_part> grant_parts_from_json(const std::string& text) {
+  std::vector<grant_part> out;
+  for (const auto& j : nlohmann::json::parse(text))
+    out.push_back(
+      {j.at("grant").get<int64_t>(), j.at("credits").get<int32_t>()});
+  return out;
+}
+
 /// Up to `limit` + 1 ledger rows of `chat` below `before` (0: the newest),
 /// newest first, each with the request id its reservation had when one is
 /// still known.
@@ -105,6 +118,7 @@ std::vector<history_entry> read_ledger_rows(pqxx::work& tx, chat_id chat,
       x.released = ordinals.read(r[12].c_str());
     }
     x.request_id = r[13].as<std::string>();
+    x.grants = grant_parts_from_json(r[15].as<std::string>());
     out.push_back(std::move(x));
   }
   return out;
@@ -154,6 +168,7 @@ std::vector<history_entry> read_reservation_events(pqxx::work& tx, chat_id chat,
     x.cancel_requested = r[10].as<bool>();
     if (!r[12].is_null())
       x.window = r[12].as<int64_t>();
+    x.grants = grant_parts_from_json(r[13].as<std::string>());
     if (x.created_at)
       x.deadline = deadline_of(x.status, *x.created_at, optional_micros(r[9]),
                                optional_micros(r[11]), o);

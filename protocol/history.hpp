@@ -16,6 +16,19 @@
 
 namespace chargeonce {
 
+/// The credits of one grant that a ledger row moved (a charge: what it took
+/// from each grant; a top-up: the grant it made; expire, void: the grant's
+/// credits that left) or that a hold holds.
+struct grant_part {
+  int64_t grant = 0;
+  int32_t credits = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_part& x) {
+  return f(caf::meta::type_name("grant_part"), x.grant, x.credits);
+}
+
 /// One entry of a chat's history: a ledger row (a change of its pockets:
 /// cause commit, top_up, refill or admin) or a reservation (cause
 /// reservation: active, or how it ended).
@@ -51,6 +64,10 @@ struct history_entry {
   /// reservation: the window its hold was taken in; commit: the window
   /// that paid; refill: the window it opened. None for other rows.
   caf::optional<int64_t> window;
+  /// The grants of the balance it concerns, in spending order: a ledger
+  /// row's (grant_part), an active or uncertain reservation's hold; empty
+  /// for rows without balance and for rows written before grants.
+  std::vector<grant_part> grants;
 };
 
 template <class Inspector>
@@ -58,7 +75,7 @@ typename Inspector::result_type inspect(Inspector& f, history_entry& x) {
   return f(caf::meta::type_name("history_entry"), x.at, x.cause, x.detail,
            x.ledger_id, x.reservation, x.request_id, x.payment_id, x.kind,
            x.change, x.after, x.released, x.units, x.status, x.held,
-           x.created_at, x.deadline, x.cancel_requested, x.window);
+           x.created_at, x.deadline, x.cancel_requested, x.window, x.grants);
 }
 
 /// One page of a chat's history, newest first: up to `limit` ledger rows

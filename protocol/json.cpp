@@ -199,6 +199,12 @@ nlohmann::json to_json(const subscription_ended& x) {
 nlohmann::json to_json(const history_entry& x) {
   nlohmann::json out = {
     {"at", format_iso8601(x.at)}, {"cause", x.cause}, {"detail", x.detail}};
+  // Which grants of the balance it took, made, ended or holds: why a job
+  // was paid from which.
+  auto grants = nlohmann::json::array();
+  for (const auto& g : x.grants)
+    grants.push_back({{"grant", g.grant}, {"credits", g.credits}});
+  out["grants"] = std::move(grants);
   // Which window a job's hold belongs to, a commit was paid by, a refill
   // opened; top-ups and admin rows have none.
   if (x.window)

@@ -34,6 +34,16 @@ BEGIN
            WHERE chat_id = p_chat AND outcome IS NULL) x);
 END $$;
 
+-- A ledger row's or a hold's grants (aligned arrays) as the JSON array
+-- history shows: [{"grant": id, "credits": n}, ...], in their order.
+CREATE OR REPLACE FUNCTION chargeonce_grant_parts(p_grants bigint[],
+                                                  p_credits integer[])
+  RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(json_agg(json_build_object('grant', g, 'credits', n)
+                           ORDER BY i)::text, '[]')
+    FROM unnest(p_grants, p_credits) WITH ORDINALITY AS u(g, n, i)
+$$;
+
 CREATE OR REPLACE FUNCTION chargeonce_status(p_chat bigint)
   RETURNS chargeonce_outcome LANGUAGE plpgsql STABLE AS $$
 DECLARE

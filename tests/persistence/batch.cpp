@@ -312,6 +312,9 @@ struct twin {
   chat_id single = 0;
   reservation_id batched_id = 0; ///< last reservation each side was given
   reservation_id single_id = 0;
+  /// The grants each side's top-ups made, in the same order.
+  std::vector<int64_t> batched_grants;
+  std::vector<int64_t> single_grants;
 };
 
 /// What must agree between the two: the error code, and the amounts and
@@ -341,12 +344,32 @@ std::string summary(const batch_result& x) {
            + " units " + std::to_string(c->units) + " released "
            + held(c->released) + " window " + std::to_string(c->window);
   const auto& s = std::get<chat_status>(x);
+  // The grants in spending order, each by its terms and amounts.
+  std::string grants;
+  for (const auto& g : s.grants)
+    grants += " " + g.source + "/" + std::to_string(g.priority) + "/"
+              + std::to_string(g.credits) + "/" + std::to_string(g.left) + "/"
+              + std::to_string(g.held) + (g.expires_at ? "/expires" : "")
+              + (g.expired ? "/expired" : "") + (g.voided ? "/voided" : "");
   return "status " + held(s.amounts) + (s.active ? " active" : "")
          + (s.premium ? " premium" : "") + (s.blocked ? " blocked" : "")
          + (s.banned ? " banned" : "") + " jobs "
          + std::to_string(s.reservations.size()) + " of "
          + std::to_string(s.max_active_jobs) + " held " + held(s.held)
-         + " window " + std::to_string(s.window);
+         + " window " + std::to_string(s.window) + " grants" + grants;
+}
+
+/// Each grant's amounts, in the order the top-ups made them: what both
+/// sides' grants must agree on at the end.
+std::string grant_amounts(const std::vector<int64_t>& grants) {
+  std::string out;
+  for (auto id : grants)
+    out += test::sql("SELECT concat_ws('/', credits, charged, expired, voided, "
+                     "expired_at IS NOT NULL, voided_at IS NOT NULL) FROM "
+                     "grants WHERE grant_id = "
+                     + std::to_string(id))
+           + " ";
+  return out;
 }
 
 template <class T>
@@ -398,6 +421,7 @@ void differential(const catalog& products, int chats, int rounds,
   store batched{batched_opts};
   store single{batched_opts};
   std::mt19937 rng{seed};
+  std::mt19937 grant_rng{seed ^ 0x9e3779b9U};
   // Up to six times the highest price: empty pockets, pockets that pay
   // once, pockets that pay for several units.
   int32_t most = 0;
@@ -428,6 +452,29 @@ void differential(const catalog& products, int chats, int rounds,
       REQUIRE(batched.set_limits(t.batched, limit));
       REQUIRE(single.set_limits(t.single, limit));
     }
+    // A third of the chats have grants of their own: priorities, sources
+    // and expiries that decide which pays first (their own generator, so
+    // that the rounds draw what they drew before grants).
+    if (grant_rng() % 3 == 0)
+      for (uint32_t g = 0, n = 1 + grant_rng() % 3; g < n; ++g) {
+        grant_terms terms;
+        terms.priority = std::array<int32_t, 3>{20, 100, 100}[grant_rng() % 3];
+        terms.source = std::array<const char*, 3>{"purchase", "promo",
+                                                  "admin"}[grant_rng() % 3];
+        if (grant_rng() % 2 == 0)
+          terms.expires_in_ms =
+            static_cast<int64_t>(1 + grant_rng() % 48) * 3600 * 1000;
+        auto credits = static_cast<int64_t>(1 + grant_rng() % (most + 1));
+        auto pay = "differential-" + std::to_string(g) + "-";
+        auto b = batched.top_up(t.batched, credits,
+                                pay + std::to_string(t.batched), terms);
+        auto s = single.top_up(t.single, credits,
+                               pay + std::to_string(t.single), terms);
+        REQUIRE(b);
+        REQUIRE(s);
+        t.batched_grants.push_back(b->grant_id);
+        t.single_grants.push_back(s->grant_id);
+      }
   }
   std::map<std::string, int> seen; // outcome kinds, to show the coverage
   for (int round = 0; round < rounds; ++round) {
@@ -481,7 +528,10 @@ void differential(const catalog& products, int chats, int rounds,
     // commits must clamp what they charge at what is left.
     std::string emptied;
     for (const auto& t : twins)
-      if (rng() % 10 == 0)
+      // Not chats with grants of their own: their balance is their grants'
+      // (an empty pocket over grants with credits is no state a writer
+      // makes).
+      if (rng() % 10 == 0 && t.batched_grants.empty())
         emptied += (emptied.empty() ? "" : ",") + std::to_string(t.batched)
                    + "," + std::to_string(t.single);
     if (!emptied.empty())
@@ -498,6 +548,34 @@ void differential(const catalog& products, int chats, int rounds,
         REQUIRE(batched.touch(t.batched));
         REQUIRE(single.touch(t.single));
       }
+    // Some grants' time comes (nothing has written it yet: the next
+    // writer of the chat must), some are voided (a refund).
+    for (const auto& t : twins) {
+      if (t.batched_grants.empty())
+        continue;
+      auto roll = grant_rng() % 16;
+      auto i = grant_rng() % t.batched_grants.size();
+      if (roll == 0) {
+        test::sql("UPDATE grants SET expires_at = now() - interval '1 "
+                  "second' WHERE expired_at IS NULL AND voided_at IS NULL AND "
+                  "grant_id IN ("
+                  + std::to_string(t.batched_grants[i]) + ", "
+                  + std::to_string(t.single_grants[i]) + ")");
+        test::sql("UPDATE chats SET next_expiry = now() - interval '1 second' "
+                  "WHERE chat_id IN ("
+                  + std::to_string(t.batched) + ", " + std::to_string(t.single)
+                  + ")");
+        ++seen["grant expired"];
+      } else if (roll == 1) {
+        auto b = batched.void_grant(t.batched, t.batched_grants[i], "");
+        auto s = single.void_grant(t.single, t.single_grants[i], "");
+        REQUIRE(b);
+        REQUIRE(s);
+        CHECK(b->left == s->left);
+        CHECK(b->held == s->held);
+        ++seen["grant voided"];
+      }
+    }
     auto out = batched.apply(ops);
     REQUIRE(out.size() == ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -522,12 +600,16 @@ void differential(const catalog& products, int chats, int rounds,
     CHECK(summary(batched.status(t.batched).value())
           == summary(single.status(t.single).value()));
     CHECK(count("ledger", t.batched) == count("ledger", t.single));
+    CHECK(grant_amounts(t.batched_grants) == grant_amounts(t.single_grants));
   }
   for (const auto& [what, n] : seen)
     MESSAGE(what, ": ", n);
   // The rounds must have reached the set-based paths and the refusals,
-  // and commits of jobs a refill overtook.
+  // and commits of jobs a refill overtook, and grants that expired or were
+  // voided under open holds.
   CHECK(seen.size() >= 15);
+  CHECK(seen["grant expired"] > 0);
+  CHECK(seen["grant voided"] > 0);
   std::string batched_chats;
   for (const auto& t : twins)
     batched_chats +=

@@ -218,6 +218,76 @@ TEST_SUITE("history") {
   }
 
   TEST_CASE_FIXTURE(history_fixture,
+                    "the history names the grants of each balance change and "
+                    "hold: the grant a top-up made, what a commit charged "
+                    "each grant in spending order, what an active hold "
+                    "holds, the grant an expiry ended") {
+    auto chat = make_chat({0, 0, 0});
+    auto pay = "history-grants-" + std::to_string(chat);
+    grant_terms soon;
+    soon.expires_in_ms = 3600 * 1000;
+    auto first = db.top_up(chat, 1, pay + "-a", soon);
+    REQUIRE(first);
+    auto second = db.top_up(chat, 5, pay + "-b");
+    REQUIRE(second);
+    auto a = started(chat, "a");
+    auto price = a.held.get(pocket::balance);
+    REQUIRE(price >= 1);
+    REQUIRE(price <= 3);
+    auto held = db.reserve(chat, kind::image, "b", 0);
+    REQUIRE(held);
+    auto page = db.history(chat, 0, 50);
+    REQUIRE(page);
+    REQUIRE(page->entries.size() >= 4);
+    using parts = std::vector<std::pair<int64_t, int32_t>>;
+    auto parts_of = [](const history_entry& x) {
+      parts out;
+      for (const auto& g : x.grants)
+        out.emplace_back(g.grant, g.credits);
+      return out;
+    };
+    // Newest first: the two holds, the top-ups, the chat's creation.
+    const auto& x = page->entries;
+    CHECK(x[0].reservation == held->id);
+    CHECK(x[1].reservation == a.id);
+    // a took the grant that expires first, then the other for the rest.
+    parts a_hold{{first->grant_id, 1}};
+    if (price > 1)
+      a_hold.emplace_back(second->grant_id, price - 1);
+    CHECK(parts_of(x[1]) == a_hold);
+    CHECK(parts_of(x[0]) == parts{{second->grant_id, price}});
+    CHECK(parts_of(x[2]) == parts{{second->grant_id, 5}});
+    CHECK(parts_of(x[3]) == parts{{first->grant_id, 1}});
+    // The commit row names what it charged each grant, in the hold's order.
+    REQUIRE(db.commit(chat, a.id));
+    page = db.history(chat, 0, 1);
+    REQUIRE(page);
+    CHECK(page->entries[0].cause == "commit");
+    CHECK(parts_of(page->entries[0]) == a_hold);
+    // Ended reservations name none: their commit row does.
+    REQUIRE(db.cancel(chat, held->id, ""));
+    // The second grant expires with nothing held: one row naming it.
+    test::sql("UPDATE grants SET created_at = now() - interval '2 hours', "
+              "expires_at = now() - interval '1 second' WHERE grant_id = "
+              + std::to_string(second->grant_id));
+    test::sql("UPDATE chats SET next_expiry = now() - interval '1 second'"
+              + where(chat));
+    auto scanned = db.expire_grants();
+    REQUIRE(scanned);
+    CHECK(*scanned >= 1);
+    page = db.history(chat, 0, 50);
+    REQUIRE(page);
+    auto expired =
+      std::find_if(page->entries.begin(), page->entries.end(),
+                   [](const history_entry& y) { return y.cause == "expire"; });
+    REQUIRE(expired != page->entries.end());
+    CHECK(parts_of(*expired) == parts{{second->grant_id, 5 - (price - 1)}});
+    for (const auto& y : page->entries)
+      if (y.cause == "reservation" && y.status == "cancelled")
+        CHECK(y.grants.empty());
+  }
+
+  TEST_CASE_FIXTURE(history_fixture,
                     "keyset pages, newest first, show each ledger row and "
                     "each reservation exactly once, as one page does") {
     auto chat = make_chat({0, 0, 100});

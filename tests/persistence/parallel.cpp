@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <future>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -425,6 +426,83 @@ TEST_SUITE("parallel") {
       CHECK(busy == 61);
       CHECK(slots == std::set<int32_t>{0, 1, 2});
       CHECK(active_of(chat) == 3);
+    }
+  }
+
+  TEST_CASE("64 concurrent reserves of one chat with three grants: the "
+            "holds take the grants in spending order (priority, then the "
+            "soonest expiry), none held beyond what it has, and the commits "
+            "charge each grant exactly what its holds held") {
+    auto conns = connections(64);
+    for (int run = 0; run < 3; ++run) {
+      CAPTURE(run);
+      auto chat = make_chat(*conns[0], {0, 0, 0}, 64);
+      auto grant = [&](int credits, int priority, int expires_in_min) {
+        grant_terms t;
+        t.priority = priority;
+        if (expires_in_min > 0)
+          t.expires_in_ms = int64_t{expires_in_min} * 60 * 1000;
+        auto x = conns[0]->top_up(
+          chat, credits,
+          "race-" + std::to_string(chat) + "-" + std::to_string(credits), t);
+        REQUIRE(x);
+        return x->grant_id;
+      };
+      // Created in the reverse of their spending order.
+      auto later = grant(10, 100, 120);
+      auto sooner = grant(8, 100, 60);
+      auto first = grant(6, 20, 0);
+      const std::vector<std::pair<int64_t, int>> order{
+        {first, 6}, {sooner, 8}, {later, 10}};
+      auto answers = race_reserves(conns, chat, [run](size_t i) {
+        return "g" + std::to_string(run) + "-" + std::to_string(i);
+      });
+      int ok = 0;
+      int price = 0;
+      for (const auto& a : answers) {
+        if (a) {
+          ++ok;
+          price = a->held.get(pocket::balance);
+        } else {
+          CHECK(a.error() == ec::insufficient_images);
+        }
+      }
+      REQUIRE(price > 0);
+      CHECK(ok == 24 / price);
+      // The reservations in the order they were decided (ids are taken
+      // under the chat's lock), each hold's grants laid end to end, one
+      // entry per credit: the first grant's credits, then the second's,
+      // then the third's.
+      auto holds = test::sql(
+        "SELECT string_agg(array_to_string(ARRAY(SELECT g::text FROM "
+        "unnest(held_grants, held_grant_credits) u(g, n), "
+        "generate_series(1, n)), ','), ',' ORDER BY id) FROM reservations "
+        "WHERE chat_id = "
+        + std::to_string(chat));
+      std::string expected;
+      std::map<int64_t, int> held;
+      int unspent = ok * price;
+      for (auto [id, credits] : order)
+        for (int i = 0; i < credits && unspent > 0; ++i, --unspent) {
+          expected += (expected.empty() ? "" : ",") + std::to_string(id);
+          ++held[id];
+        }
+      CHECK(holds == expected);
+      // Every job commits: each grant is charged exactly what its holds
+      // held, never beyond its credits.
+      for (const auto& a : answers)
+        if (a) {
+          REQUIRE(conns[0]->start(chat, a->id));
+          REQUIRE(conns[0]->commit(chat, a->id));
+        }
+      for (auto [id, credits] : order) {
+        auto charged = test::sql_int(
+          "SELECT charged FROM grants WHERE grant_id = " + std::to_string(id));
+        CHECK(charged == held[id]);
+        CHECK(charged <= credits);
+      }
+      CHECK(conns[0]->status(chat)->amounts.get(pocket::balance)
+            == 24 - ok * price);
     }
   }
 

@@ -70,9 +70,10 @@ chat_id random_base() {
 }
 
 /// Fresh chats for one run (tools/common/seed.cpp holds the SQL).
-chat_range seed_chats(const std::string& dsn, int64_t count) {
+chat_range seed_chats(const std::string& dsn, int64_t count, int32_t grants) {
   chat_range out{random_base(), count};
-  if (auto err = persistence::seed_chats(dsn, out.first, count, seed_balance))
+  if (auto err =
+        persistence::seed_chats(dsn, out.first, count, seed_balance, grants))
     throw std::runtime_error(error_message(err));
   return out;
 }
@@ -143,7 +144,7 @@ void progress(const char* mode, size_t clients) {
 /// Seeds chats, runs one mode, removes the chats again.
 template <class F>
 auto seeded_run(const bench_options& o, F f) {
-  auto chats = seed_chats(o.postgres, o.chats);
+  auto chats = seed_chats(o.postgres, o.chats, o.grants_per_chat);
   try {
     auto out = f(chats);
     drop_chats(o.postgres, chats);

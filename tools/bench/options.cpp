@@ -180,6 +180,8 @@ void apply_flag(bench_options& o, const std::string& name,
     o.clients = parse_clients(value);
   else if (name == "chats")
     o.chats = parse_int<int64_t>(name, value, 1, chats_max);
+  else if (name == "grants-per-chat")
+    o.grants_per_chat = parse_int<int32_t>(name, value, 1, 16);
   else if (name == "duration")
     o.duration_s = parse_duration_seconds(name, value, 1, seconds_max);
   else if (name == "warmup")
@@ -299,6 +301,11 @@ const char* const usage_text =
   --clients      closed-loop client threads; a list means one run per value
                  (default 16)
   --chats        chats seeded fresh per run (default 100000)
+  --grants-per-chat
+                 each chat's balance split into N grants (1…16, default 1):
+                 N-1 that expire 30, 60, … days on and one that never
+                 does, so that every hold walks the grants in spending
+                 order
   --duration     measured time per run (default 10s, at most 1h)
   --warmup       unmeasured time before that (default 1s, at most 1h)
   --min-cycles   keep a run's measured window open past --duration until

@@ -69,6 +69,8 @@ struct bench_options {
   bool baseline = false;
   std::vector<size_t> clients{16};
   int64_t chats = 100000;
+  /// --grants-per-chat: the seeded balance split into this many grants.
+  int32_t grants_per_chat = 1;
   int64_t duration_s = 10; ///< --duration, in whole seconds
   int64_t warmup_s = 1;    ///< --warmup, in whole seconds
   /// --min-cycles: a run's measured window stays open past --duration

@@ -338,6 +338,7 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                 const std::optional<sweep_run>& sweep) {
   nlohmann::json out;
   out["config"] = {{"chats", o.chats},
+                   {"grants_per_chat", o.grants_per_chat},
                    {"duration_s", o.duration_s},
                    {"warmup_s", o.warmup_s},
                    {"min_cycles", o.min_cycles},

@@ -9,7 +9,7 @@
 namespace chargeonce::persistence {
 
 caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
-                      int32_t balance) {
+                      int32_t balance, int32_t grants) {
   try {
     pqxx::connection conn{dsn};
     {
@@ -20,16 +20,28 @@ caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
       // (the grants' trigger finds no chat to update yet); the rows are
       // made here together, so the per-row reference check can be skipped.
       tx.exec("SET LOCAL chargeonce.references_checked = 'on'");
-      tx.exec_params("INSERT INTO grants (chat_id, source, credits) "
-                     "SELECT $1::bigint + g, 'admin', $3::integer "
-                     "FROM generate_series(1::bigint, $2::bigint) AS g "
-                     "WHERE $3::integer > 0 ORDER BY g",
-                     first, count, balance);
-      tx.exec_params("INSERT INTO chats (chat_id, pockets, sole_grant) "
-                     "SELECT $1::bigint + g, "
+      //
+      // With several grants, the balance is split evenly (the last takes
+      // the remainder): grant k of n < n expires in k × 30 days, the last
+      // never, all at the default priority, so that every hold walks the
+      // chat's grants in spending order (no sole grant) and none expires
+      // during a run.
+      tx.exec_params(
+        "INSERT INTO grants (chat_id, source, credits, expires_at) "
+        "SELECT $1::bigint + g, 'admin', CASE WHEN k < $4::integer "
+        "THEN $3::integer / $4::integer ELSE $3::integer - ($4::integer - 1) "
+        "* ($3::integer / $4::integer) END, CASE WHEN k < $4::integer THEN "
+        "now() + k * interval '30 days' END "
+        "FROM generate_series(1::bigint, $2::bigint) AS g, "
+        "generate_series(1, $4::integer) AS k "
+        "WHERE $3::integer >= $4::integer ORDER BY g, k",
+        first, count, balance, grants);
+      tx.exec_params("INSERT INTO chats (chat_id, pockets, sole_grant, "
+                     "next_expiry) SELECT $1::bigint + g, "
                      "chargeonce_pockets_set('{}', "
                      "chargeonce_pocket('balance'), $3::integer), "
-                     "chargeonce_sole_grant($1::bigint + g) "
+                     "chargeonce_sole_grant($1::bigint + g), "
+                     "chargeonce_next_expiry($1::bigint + g) "
                      "FROM generate_series(1::bigint, $2::bigint) AS g",
                      first, count, balance);
       // Each chat's ledger opens with what it was seeded with.

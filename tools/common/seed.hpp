@@ -12,10 +12,11 @@
 
 namespace chargeonce::persistence {
 
-/// Chats first+1 … first+count with `balance` purchased credits, then fresh
-/// statistics and (if allowed) a checkpoint, so that runs start alike.
+/// Chats first+1 … first+count with `balance` credits in `grants` grants
+/// each (see seed.cpp for their terms), then fresh statistics and (if
+/// allowed) a checkpoint, so that runs start alike.
 caf::error seed_chats(const std::string& dsn, chat_id first, int64_t count,
-                      int32_t balance);
+                      int32_t balance, int32_t grants = 1);
 
 /// Deletes chats first+1 … first+count and their reservations, released
 /// reservations and ledger rows (synthetic, like the chats), then vacuums

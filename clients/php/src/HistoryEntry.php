@@ -37,6 +37,14 @@ final readonly class HistoryEntry
         /** An active reservation: when the sweep releases it. */
         public ?\DateTimeImmutable $deadline,
         public ?bool $cancel_requested,
+        /**
+         * The balance's grants it concerns, grant id => credits, in spending order: what a
+         * commit charged each, the grant a top-up made or an expire/void ended, what an
+         * active hold holds of each ([] for a server before grants).
+         *
+         * @var array<int, int>
+         */
+        public array $grants = [],
     ) {
     }
 
@@ -66,6 +74,21 @@ final readonly class HistoryEntry
             Json::timeOrNull($x, 'created_at'),
             Json::timeOrNull($x, 'deadline'),
             Json::boolOrNull($x, 'cancel_requested'),
+            self::grants(Json::arrayOrNull($x, 'grants') ?? []),
         );
+    }
+
+    /**
+     * @param array<mixed> $parts
+     * @return array<int, int>
+     */
+    private static function grants(array $parts): array
+    {
+        $out = [];
+        foreach ($parts as $part) {
+            $part = Json::array(['grants' => $part], 'grants');
+            $out[Json::int($part, 'grant')] = Json::int($part, 'credits');
+        }
+        return $out;
     }
 }

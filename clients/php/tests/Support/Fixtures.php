@@ -91,6 +91,7 @@ final class Fixtures
             'entries' => [
                 [
                     'at' => '2026-12-07T05:13:24.053006Z', 'cause' => 'commit', 'detail' => '', 'window' => 3,
+                    'grants' => [['grant' => 12, 'credits' => 2], ['grant' => 9, 'credits' => 1]],
                     'ledger_id' => 2, 'change' => ['daily_images' => -1],
                     'after' => ['balance' => 3, 'daily_images' => 0, 'daily_messages' => 0],
                     'reservation' => 17, 'kind' => 'image', 'request_id' => 'msg-18-upscale', 'units' => 1,

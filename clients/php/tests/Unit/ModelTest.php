@@ -153,6 +153,8 @@ final class ModelTest extends TestCase
         self::assertSame(['commit', 'admin'], array_map(static fn ($e) => $e->cause, $page->entries));
         self::assertSame(['daily_images' => -1], $page->entries[0]->change);
         self::assertSame(3, $page->entries[0]->window);
+        self::assertSame([12 => 2, 9 => 1], $page->entries[0]->grants);
+        self::assertSame([], $page->entries[1]->grants); // a server before grants sends none
         self::assertNull($page->entries[1]->window);
         self::assertNull($page->entries[1]->after);
         self::assertNull($page->next_before);

@@ -288,6 +288,11 @@ class HistoryEntry:
     #: An active reservation: when the sweep releases it.
     deadline: Optional[datetime] = None
     cancel_requested: Optional[bool] = None
+    #: The balance's grants it concerns, grant id -> credits, in spending
+    #: order: what a commit charged each, the grant a top-up made or an
+    #: expire/void ended, what an active hold holds of each ({} from a
+    #: server before grants).
+    grants: Dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, x: Mapping[str, Any]) -> "HistoryEntry":
@@ -302,7 +307,9 @@ class HistoryEntry:
             j.string_or_none(x, "request_id"), j.string_or_none(x, "payment_id"),
             j.integer_or_none(x, "units"), pockets("released"), j.string_or_none(x, "status"),
             pockets("held"), j.time_or_none(x, "created_at"), j.time_or_none(x, "deadline"),
-            j.boolean_or_none(x, "cancel_requested"))
+            j.boolean_or_none(x, "cancel_requested"),
+            {j.integer(g, "grant"): j.integer(g, "credits")
+             for g in (j.array_or_none(x, "grants") or [])})
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from chargeonce import ChatStatus, Event, Grant, Pockets, Reservation, TopUp, UnexpectedResponseError
+from chargeonce import ChatStatus, Event, HistoryEntry, Grant, Pockets, Reservation, TopUp, UnexpectedResponseError
 from support import grant_json, reservation_json, top_up_json
 
 
@@ -94,3 +94,11 @@ def test_a_status_of_a_server_before_grants_lists_none():
     assert ChatStatus.from_json(chat_json()).grants == []
     with pytest.raises(UnexpectedResponseError, match='"grants"'):
         ChatStatus.from_json(chat_json(grants={"id": 1}))
+
+
+def test_a_history_entry_names_its_grants_in_order():
+    row = {"at": "2026-12-07T05:13:24.053006Z", "cause": "commit", "detail": "",
+           "grants": [{"grant": 12, "credits": 2}, {"grant": 9, "credits": 1}]}
+    assert list(HistoryEntry.from_json(row).grants.items()) == [(12, 2), (9, 1)]
+    del row["grants"]
+    assert HistoryEntry.from_json(row).grants == {}
