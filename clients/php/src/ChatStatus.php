@@ -37,6 +37,11 @@ final readonly class ChatStatus
         /** The pockets less what is held. */
         public Pockets $available,
         public array $reservations,
+        /**
+         * balance_low comes when the available balance falls below this: the
+         * chat's own threshold, else the server's; 0: never.
+         */
+        public int $balance_low_threshold = 0,
     ) {
     }
 
@@ -64,6 +69,7 @@ final readonly class ChatStatus
             Pockets::fromArray(Json::array($x, 'held')),
             Pockets::fromArray(Json::array($x, 'available')),
             array_map(Reservation::fromArray(...), array_values(Json::array($x, 'reservations'))),
+            Json::intOrNull($x, 'balance_low_threshold') ?? 0,
         );
     }
 }
