@@ -108,6 +108,8 @@ chat_status status_of(const pg_row& r, chat_id chat, const store_options& o,
     reservations_from_json(r["s_reservations"].as<std::string>(), ordinals);
   if (!r["window_number"].is_null())
     x.window = r["window_number"].as<int64_t>();
+  if (!r["s_low_threshold"].is_null())
+    x.own_balance_low_threshold = r["s_low_threshold"].as<int32_t>();
   complete_status(x, o);
   return x;
 }

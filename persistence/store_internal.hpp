@@ -195,6 +195,9 @@ inline void complete_status(chat_status& x, const store_options& o) {
   for (const auto& p : o.products.pockets)
     x.amounts.set(p.name, x.amounts.get(p.name));
   x.max_active_jobs = job_limit(x.own_max_active_jobs, x.premium, o);
+  x.balance_low_threshold = x.own_balance_low_threshold
+                              ? *x.own_balance_low_threshold
+                              : o.balance_low_threshold;
   x.active = caf::none;
   for (const auto& r : x.reservations)
     if (is_active(r.status)) {
@@ -217,8 +220,8 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
     "coalesce(premium_until > now(), false), started, blocked, banned, "
     "(extract(epoch FROM window_started_at) * 1000000)::bigint, "
     "(extract(epoch FROM last_activity_at) * 1000000)::bigint, "
-    "max_active_jobs, chargeonce_reservations_json(chat_id), window_number "
-    "FROM chats WHERE chat_id = $1",
+    "max_active_jobs, chargeonce_reservations_json(chat_id), window_number, "
+    "balance_low_threshold FROM chats WHERE chat_id = $1",
     chat);
   if (rs.empty())
     return caf::make_error(ec::not_found,
@@ -243,6 +246,8 @@ inline caf::expected<chat_status> read_status(pqxx::work& tx, chat_id chat,
     x.own_max_active_jobs = r[8].as<int32_t>();
   x.reservations = reservations_from_json(r[9].as<std::string>(), ordinals);
   x.window = r[10].as<int64_t>();
+  if (!r[11].is_null())
+    x.own_balance_low_threshold = r[11].as<int32_t>();
   complete_status(x, o);
   return x;
 }
@@ -479,9 +484,14 @@ struct store::impl {
       auto fresh = std::make_unique<persistence::connection>(opts.dsn);
       pqxx::nontransaction setup{*fresh};
       // One round trip: the timeout, and whether this server takes writes.
+      // The server's balance-low threshold, where every function that
+      // lowers a balance reads it (chargeonce_low_threshold) without a
+      // parameter of its own.
       auto rs = setup.exec("SET statement_timeout = "
                            + std::to_string(opts.statement_timeout.count())
-                           + "; " + read_only_sql);
+                           + "; SET chargeonce.balance_low_threshold = "
+                           + std::to_string(opts.balance_low_threshold) + "; "
+                           + read_only_sql);
       setup.commit();
       require_primary(*fresh, rs);
       // Prepared lazily on first use, again on every new connection. (The
