@@ -102,6 +102,16 @@ void deliver(self_ptr self, subscriber_state& s, const event_record& e) {
                reconcile_needed{e.chat, e.reservation, e.detail, e.id});
   else if (e.event == "limits_refilled")
     send_event(self, s, limits_refilled{e.chat, e.id});
+  else if (e.event == "credits_expired")
+    send_event(self, s, credits_expired{e.chat, e.grant, e.credits, e.id});
+  else if (e.event == "credits_expiring" && e.expires_at)
+    send_event(
+      self, s,
+      credits_expiring{e.chat, e.grant, e.credits, *e.expires_at, e.id});
+  else if (e.event == "balance_low")
+    send_event(self, s,
+               balance_low{e.chat, e.credits, e.threshold, e.detail,
+                           e.reservation, e.id});
   else // a newer schema's event: skipped, not a reason to stop
     s.cursor = e.id;
 }

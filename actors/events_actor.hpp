@@ -21,13 +21,15 @@ namespace chargeonce {
 /// Fans events out to subscribers; never blocks a publisher. Internal to the
 /// server: clients subscribe through the API, which delegates here.
 ///
-/// The four durable events (reservation_released, cancel_requested,
-/// reconcile_needed, limits_refilled) reach it from a publisher only as a
-/// hint that Postgres has a new one (and to be counted): what subscribers
-/// get is read back from the events table, with its id, so that every
-/// server sends the same events in the same order and a subscriber can
-/// resume after the last id it saw. queue_notice is this server's timer
-/// and is sent on at once, at most once.
+/// The durable events (reservation_released, cancel_requested,
+/// reconcile_needed, limits_refilled, credits_expired, credits_expiring,
+/// balance_low) are what subscribers get, read back from the events table,
+/// with their id, so that every server sends the same events in the same
+/// order and a subscriber can resume after the last id it saw. The first
+/// four also reach it from a publisher, as a hint that Postgres has a new
+/// one (and to be counted); the others, written by SQL (an expiry, a
+/// top-up, a reserve), are found by the next poll. queue_notice is this
+/// server's timer and is sent on at once, at most once.
 using events_actor = caf::typed_actor<
   caf::replies_to<atom::subscribe, caf::actor>::with<bool>,
   caf::replies_to<atom::subscribe, caf::actor, event_id>::with<bool>,

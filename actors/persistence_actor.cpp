@@ -517,9 +517,8 @@ make_persistence(self_ptr self, persistence::store_options opts,
     },
     [self](atom::limits, chat_id chat, const limits_update& x) {
       return enqueue_alone<chat_status>(
-        self, "set_limits", chat, 0, [chat, x](store& db) {
-          return db.set_limits(chat, x.max_active_jobs);
-        });
+        self, "set_limits", chat, 0,
+        [chat, x](store& db) { return db.set_limits(chat, x); });
     },
     [self](atom::reactivate, const reactivation_cursor& after, uint32_t limit) {
       return enqueue_alone<reactivation_page>(

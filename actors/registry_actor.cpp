@@ -233,7 +233,7 @@ make_registry(registry_actor::stateful_pointer<registry_state> self,
     [self](atom::limits op, chat_id chat, const limits_update& x) {
       auto err = validate_chat(chat);
       if (!err)
-        err = validate_job_limit(x.max_active_jobs);
+        err = validate_limits(x);
       return to_chat<chat_status>(self, err, chat, op, chat, x);
     },
     [self](atom::uncertain op, chat_id chat, reservation_id id,

@@ -279,9 +279,14 @@ caf::expected<chat_status> client::set_flags(chat_id chat,
 
 caf::expected<chat_status>
 client::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
-  return impl_->call_admin<chat_status>(
-    operation_type::set_limits, chat, atom::limits_v, chat,
-    limits_update{std::move(max_active_jobs)});
+  return set_limits(
+    chat, limits_update{std::move(max_active_jobs), true, caf::none, false});
+}
+
+caf::expected<chat_status> client::set_limits(chat_id chat,
+                                              const limits_update& x) {
+  return impl_->call_admin<chat_status>(operation_type::set_limits, chat,
+                                        atom::limits_v, chat, x);
 }
 
 caf::expected<size_t> client::subscribe(const caf::actor& who) {

@@ -187,6 +187,9 @@ public:
   /// The chat's own limit of active jobs; none: its plan's again.
   caf::expected<chat_status> set_limits(chat_id chat,
                                         caf::optional<int32_t> max_active_jobs);
+  /// The chat's limits that `x` sets: its limit of active jobs and its
+  /// balance-low threshold (none: the server's balance-low-threshold).
+  caf::expected<chat_status> set_limits(chat_id chat, const limits_update& x);
 
   /// Subscribes `who` on every server; how many servers accepted. Every
   /// server sends every durable event (they read one events table), so

@@ -99,7 +99,8 @@ CREATE TYPE public.chargeonce_outcome AS (
 	c_released integer[],
 	r_cancel_requested boolean,
 	window_number bigint,
-	s_grants text
+	s_grants text,
+	s_low_threshold integer
 );
 
 
@@ -164,6 +165,10 @@ DECLARE
   v_start_ids bigint[];
   v_commit_ids bigint[];
   v_due_chats bigint[];
+  -- balance_low: the server's threshold, and whether any reserve of the
+  -- batch may cross one (the server's, or a chat's own)
+  v_low integer;
+  v_low_on boolean := false;
   distinct_chats bigint;
   answers chargeonce_outcome[] := '{}';
   part chargeonce_outcome[];
@@ -216,10 +221,13 @@ BEGIN
   -- instead of deadlocking. (A start writes only its reservation row.)
   -- Those with a grant due to expire are noted: their reserves and commits
   -- go one by one below, each expiring it first, as every writer does.
+  -- Whether one has a balance_low threshold of its own is noted too: with
+  -- none and none of the server's, the reserves below skip the check.
   IF v_lock_chats IS NOT NULL THEN
-    SELECT array_agg(l.chat_id) FILTER (WHERE l.next_expiry <= now())
-      INTO v_due_chats
-      FROM (SELECT chat_id, next_expiry FROM chats
+    SELECT array_agg(l.chat_id) FILTER (WHERE l.next_expiry <= now()),
+           coalesce(bool_or(l.balance_low_threshold IS NOT NULL), false)
+      INTO v_due_chats, v_low_on
+      FROM (SELECT chat_id, next_expiry, balance_low_threshold FROM chats
              WHERE chat_id = ANY (v_lock_chats)
              ORDER BY chat_id FOR UPDATE) l;
   END IF;
@@ -233,6 +241,12 @@ BEGIN
   -- (chat_id, slot) index stays the arbiter. The others are answered one
   -- by one below.
   IF v_reserve_chats IS NOT NULL THEN
+    -- As chargeonce_low_threshold has it (functions/10_events.sql).
+    v_low := coalesce(nullif(current_setting(
+                               'chargeonce.balance_low_threshold', true),
+                             '')::integer,
+                      0);
+    v_low_on := v_low_on OR v_low > 0;
     WITH req AS (
       SELECT u.n, u.chat, u.k, u.request_id, products -> u.k AS spec,
              u.p1, u.c1, u.p2, u.c2
@@ -247,10 +261,11 @@ BEGIN
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
              coalesce(c.next_expiry <= now(), false) AS expiry_due,
-             c.sole_grant,
+             c.sole_grant, c.balance_low_threshold AS own_low,
+             coalesce(c.pockets[3], 0) AS balance,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
-             a.slots,
+             a.slots, a.held1, a.held2,
              CASE WHEN c.premium AND (req.spec ->> 'free')::boolean THEN 0
                   WHEN req.p1 > 0
                    AND coalesce(c.pockets[req.p1], 0) - a.held1 >= req.c1
@@ -323,7 +338,29 @@ BEGIN
              chat_window, (hold).grant_ids, (hold).credits
         FROM split ORDER BY chat
       ON CONFLICT (chat_id, slot) DO NOTHING
-      RETURNING *)
+      RETURNING *),
+    -- balance_low for a hold on balance that takes the available balance
+    -- (balance less the other holds' balance part) below the chat's
+    -- threshold, as chargeonce_reserve decides it (chargeonce_note_balance).
+    -- With no threshold anywhere, v_low_on is false: a one-time filter,
+    -- nothing read, nothing written.
+    fell AS (
+      SELECT s.chat, s.low, s.available, s.available - s.price AS after
+        FROM (SELECT chat, coalesce(own_low, v_low) AS low,
+                     balance - CASE choice WHEN 1 THEN held1 ELSE held2 END
+                       AS available,
+                     CASE choice WHEN 1 THEN c1 ELSE c2 END AS price
+                FROM split
+               WHERE v_low_on
+                 AND ((choice = 1 AND p1 = 3) OR (choice = 2 AND p2 = 3))) s
+       WHERE s.low > 0 AND s.available >= s.low
+         AND s.available - s.price < s.low),
+    low AS (
+      INSERT INTO events (event, chat_id, reservation_id, detail, credits,
+                          threshold)
+      SELECT 'balance_low', f.chat, i.id, 'reserve', f.after, f.low
+        FROM fell f JOIN inserted i ON i.chat_id = f.chat
+       ORDER BY f.chat)
     SELECT array_agg(chargeonce_reservation_at(g.n::integer - 1,
                                                ROW(i.*)::reservations))
       INTO part
@@ -502,6 +539,21 @@ BEGIN
     ELSE RAISE EXCEPTION 'chargeonce_apply: unknown operation %', op;
   END CASE;
 END $$;
+
+
+--
+-- Name: chargeonce_balance_held(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_balance_held(p_chat bigint) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(sum(x.held), 0)::integer
+    FROM (SELECT held[3] AS held FROM reservations WHERE chat_id = p_chat
+          UNION ALL
+          SELECT held[3] FROM uncertain_reservations
+           WHERE chat_id = p_chat AND outcome IS NULL) x
+$$;
 
 
 --
@@ -1020,7 +1072,13 @@ CREATE FUNCTION public.chargeonce_expire_grants(p_chat bigint) RETURNS integer
 DECLARE
   g record;
   n integer := 0;
+  low integer;
+  balance_before integer;
+  held_balance integer;
 BEGIN
+  SELECT chargeonce_low_threshold(balance_low_threshold),
+         coalesce(pockets[3], 0)
+    INTO low, balance_before FROM chats WHERE chat_id = p_chat;
   FOR g IN
     SELECT x.grant_id, chargeonce_grant_left(x) AS left_credits,
            coalesce(h.held, 0) AS held
@@ -1042,12 +1100,22 @@ BEGIN
       'grant ' || g.grant_id || ' expired'
       || CASE WHEN g.held > 0 THEN ' (' || g.held || ' credits still held)'
               ELSE '' END);
-    PERFORM chargeonce_publish('credits_expired', p_chat, NULL,
-      'grant ' || g.grant_id || ': '
-      || GREATEST(0, g.left_credits - g.held) || ' credits expired'
-      || CASE WHEN g.held > 0 THEN ', ' || g.held || ' held'
-              ELSE '' END);
+    INSERT INTO events (event, chat_id, detail, grant_id, credits)
+      VALUES ('credits_expired', p_chat,
+              'grant ' || g.grant_id || ': '
+              || GREATEST(0, g.left_credits - g.held) || ' credits expired'
+              || CASE WHEN g.held > 0 THEN ', ' || g.held || ' held'
+                      ELSE '' END,
+              g.grant_id, GREATEST(0, g.left_credits - g.held));
   END LOOP;
+  -- Holds are what they were: the fall is what left pockets[3].
+  IF low > 0 AND n > 0 THEN
+    held_balance := chargeonce_balance_held(p_chat);
+    PERFORM chargeonce_note_balance(p_chat, balance_before - held_balance,
+      (SELECT coalesce(pockets[3], 0) FROM chats WHERE chat_id = p_chat)
+        - held_balance,
+      low, 'expire');
+  END IF;
   UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
    WHERE chat_id = p_chat;
   RETURN n;
@@ -1068,6 +1136,55 @@ BEGIN
   END IF;
   RETURN false;
 END $$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: grants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.grants (
+    grant_id bigint NOT NULL,
+    chat_id bigint NOT NULL,
+    source text DEFAULT 'purchase'::text NOT NULL,
+    credits integer NOT NULL,
+    charged integer DEFAULT 0 NOT NULL,
+    expired integer DEFAULT 0 NOT NULL,
+    voided integer DEFAULT 0 NOT NULL,
+    priority integer DEFAULT 100 NOT NULL,
+    expires_at timestamp with time zone,
+    expires_in_ms bigint,
+    payment_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expired_at timestamp with time zone,
+    voided_at timestamp with time zone,
+    expiring_noticed_at timestamp with time zone,
+    CONSTRAINT grants_amounts CHECK ((((charged + expired) + voided) <= credits)),
+    CONSTRAINT grants_charged_check CHECK ((charged >= 0)),
+    CONSTRAINT grants_credits_check CHECK ((credits > 0)),
+    CONSTRAINT grants_expired_check CHECK ((expired >= 0)),
+    CONSTRAINT grants_priority_check CHECK (((priority >= 0) AND (priority <= 1000))),
+    CONSTRAINT grants_source_check CHECK ((source = ANY (ARRAY['purchase'::text, 'promo'::text, 'admin'::text]))),
+    CONSTRAINT grants_voided_check CHECK ((voided >= 0))
+)
+WITH (fillfactor='70');
+
+
+--
+-- Name: chargeonce_expiring_detail(public.grants); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_expiring_detail(g public.grants) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT 'grant ' || g.grant_id || ': ' || chargeonce_grant_left(g)
+         || ' credits expire at '
+         || to_char(g.expires_at AT TIME ZONE 'UTC',
+                    'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
 
 
 --
@@ -1227,41 +1344,6 @@ BEGIN
 END $$;
 
 
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
---
--- Name: grants; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.grants (
-    grant_id bigint NOT NULL,
-    chat_id bigint NOT NULL,
-    source text DEFAULT 'purchase'::text NOT NULL,
-    credits integer NOT NULL,
-    charged integer DEFAULT 0 NOT NULL,
-    expired integer DEFAULT 0 NOT NULL,
-    voided integer DEFAULT 0 NOT NULL,
-    priority integer DEFAULT 100 NOT NULL,
-    expires_at timestamp with time zone,
-    expires_in_ms bigint,
-    payment_id text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    expired_at timestamp with time zone,
-    voided_at timestamp with time zone,
-    expiring_noticed_at timestamp with time zone,
-    CONSTRAINT grants_amounts CHECK ((((charged + expired) + voided) <= credits)),
-    CONSTRAINT grants_charged_check CHECK ((charged >= 0)),
-    CONSTRAINT grants_credits_check CHECK ((credits > 0)),
-    CONSTRAINT grants_expired_check CHECK ((expired >= 0)),
-    CONSTRAINT grants_priority_check CHECK (((priority >= 0) AND (priority <= 1000))),
-    CONSTRAINT grants_source_check CHECK ((source = ANY (ARRAY['purchase'::text, 'promo'::text, 'admin'::text]))),
-    CONSTRAINT grants_voided_check CHECK ((voided >= 0))
-)
-WITH (fillfactor='70');
-
-
 --
 -- Name: chargeonce_grant_answer_of(public.grants); Type: FUNCTION; Schema: public; Owner: -
 --
@@ -1366,6 +1448,19 @@ CREATE FUNCTION public.chargeonce_grant_left(g public.grants) RETURNS integer
     LANGUAGE sql IMMUTABLE
     AS $$
   SELECT g.credits - g.charged - g.expired - g.voided
+$$;
+
+
+--
+-- Name: chargeonce_grant_parts(bigint[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_grant_parts(p_grants bigint[], p_credits integer[]) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  SELECT coalesce(json_agg(json_build_object('grant', g, 'credits', n)
+                           ORDER BY i)::text, '[]')
+    FROM unnest(p_grants, p_credits) WITH ORDINALITY AS u(g, n, i)
 $$;
 
 
@@ -1567,6 +1662,20 @@ END $$;
 
 
 --
+-- Name: chargeonce_low_threshold(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_low_threshold(p_own integer) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(p_own,
+                  nullif(current_setting('chargeonce.balance_low_threshold',
+                                         true), '')::integer,
+                  0)
+$$;
+
+
+--
 -- Name: chargeonce_next_expiry(bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1577,6 +1686,26 @@ CREATE FUNCTION public.chargeonce_next_expiry(p_chat bigint) RETURNS timestamp w
    WHERE chat_id = p_chat AND expires_at IS NOT NULL AND expired_at IS NULL
      AND voided_at IS NULL
 $$;
+
+
+--
+-- Name: chargeonce_note_balance(bigint, integer, integer, integer, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.chargeonce_note_balance(p_chat bigint, p_before integer, p_after integer, p_threshold integer, p_cause text, p_reservation bigint DEFAULT NULL::bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF p_threshold > 0 AND p_before >= p_threshold
+     AND p_after < p_threshold THEN
+    INSERT INTO events (event, chat_id, reservation_id, detail, credits,
+                        threshold)
+      VALUES ('balance_low', p_chat, p_reservation, p_cause, p_after,
+              p_threshold);
+    RETURN true;
+  END IF;
+  RETURN false;
+END $$;
 
 
 --
@@ -1600,12 +1729,10 @@ BEGIN
       FROM due WHERE g.grant_id = due.grant_id
     RETURNING g.*),
   published AS (
-    INSERT INTO events (event, chat_id, detail)
-    SELECT 'credits_expiring', x.chat_id,
-           'grant ' || x.grant_id || ': ' || chargeonce_grant_left(x)
-           || ' credits expire at '
-           || to_char(x.expires_at AT TIME ZONE 'UTC',
-                      'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    INSERT INTO events (event, chat_id, detail, grant_id, credits,
+                        expires_at)
+    SELECT 'credits_expiring', x.chat_id, chargeonce_expiring_detail(x),
+           x.grant_id, chargeonce_grant_left(x), x.expires_at
       FROM noticed x
      WHERE chargeonce_grant_left(x) > 0
      ORDER BY x.chat_id, x.grant_id)
@@ -1859,7 +1986,7 @@ CREATE FUNCTION public.chargeonce_receipt_at(i integer, chat bigint, k text, cha
              chat, k, charged, chargeonce_us(at),
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, units, released, NULL,
-             paid_by, NULL)::chargeonce_outcome
+             paid_by, NULL, NULL)::chargeonce_outcome
 $$;
 
 
@@ -1890,7 +2017,8 @@ CREATE FUNCTION public.chargeonce_refusal_at(i integer, code text, msg text) RET
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+             NULL)::chargeonce_outcome
 $$;
 
 
@@ -2077,7 +2205,7 @@ CREATE FUNCTION public.chargeonce_reservation_at(i integer, r public.reservation
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, r.units, r.held_units, NULL, NULL,
-             r.cancel_requested, r.window_number, NULL)::chargeonce_outcome
+             r.cancel_requested, r.window_number, NULL, NULL)::chargeonce_outcome
 $$;
 
 
@@ -2132,6 +2260,8 @@ DECLARE
   choice chargeonce_choice;
   hold chargeonce_grant_hold := ROW('{}', '{}');
   v_units integer := coalesce(nullif(p_units, 0), 1);
+  low integer;
+  available integer;
 BEGIN
   IF spec IS NULL THEN
     RETURN chargeonce_refusal('invalid_argument', 'unknown kind ' || p_kind);
@@ -2142,7 +2272,7 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number, next_expiry, sole_grant
+         window_number, next_expiry, sole_grant, balance_low_threshold
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
@@ -2153,7 +2283,8 @@ BEGIN
     PERFORM chargeonce_expire_grants(p_chat);
     SELECT pockets, max_active_jobs,
            coalesce(premium_until > now(), false) AS premium, blocked,
-           banned, window_number, next_expiry, sole_grant
+           banned, window_number, next_expiry, sole_grant,
+           balance_low_threshold
       INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
@@ -2230,6 +2361,23 @@ BEGIN
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('busy',
       chargeonce_busy_message(p_chat, a.n + 1, job_limit));
+  END IF;
+  -- balance_low when this hold takes the available balance below the
+  -- threshold (chargeonce_note_balance). The hot path: with no threshold
+  -- (0, the default) a hold on balance costs one expression more, and one
+  -- that holds no balance nothing; the threshold as chargeonce_low_threshold
+  -- has it, inline.
+  IF choice.held[3] > 0 THEN
+    low := coalesce(c.balance_low_threshold,
+                    nullif(current_setting('chargeonce.balance_low_threshold',
+                                           true), '')::integer,
+                    0);
+    IF low > 0 THEN
+      available := coalesce(c.pockets[3], 0) - coalesce(a.held[3], 0);
+      PERFORM chargeonce_note_balance(p_chat, available,
+                                      available - choice.held[3], low,
+                                      'reserve', r.id);
+    END IF;
   END IF;
   RETURN chargeonce_with_reservation(r);
 END $$;
@@ -2505,6 +2653,7 @@ BEGIN
   o.s_window_us := chargeonce_us(c.window_started_at);
   o.s_activity_us := chargeonce_us(c.last_activity_at);
   o.s_max_jobs := c.max_active_jobs;
+  o.s_low_threshold := c.balance_low_threshold;
   o.s_reservations := chargeonce_reservations_json(p_chat);
   o.s_grants := chargeonce_grants_json(p_chat);
   -- A status answer's window is the chat's.
@@ -2514,10 +2663,10 @@ END $$;
 
 
 --
--- Name: chargeonce_top_up(bigint, integer, text, timestamp with time zone, bigint, integer, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: chargeonce_top_up(bigint, integer, text, timestamp with time zone, bigint, integer, text, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.chargeonce_top_up(p_chat bigint, p_credits integer, p_payment_id text, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_expires_in_ms bigint DEFAULT NULL::bigint, p_priority integer DEFAULT NULL::integer, p_source text DEFAULT NULL::text) RETURNS public.chargeonce_grant_answer
+CREATE FUNCTION public.chargeonce_top_up(p_chat bigint, p_credits integer, p_payment_id text, p_expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_expires_in_ms bigint DEFAULT NULL::bigint, p_priority integer DEFAULT NULL::integer, p_source text DEFAULT NULL::text, p_notice_ms bigint DEFAULT NULL::bigint) RETURNS public.chargeonce_grant_answer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -2525,6 +2674,7 @@ DECLARE
   v_source text := coalesce(p_source, 'purchase');
   why text := chargeonce_top_up_invalid(p_credits, p_expires_at,
                                         p_expires_in_ms, p_priority, p_source);
+  v_expires_at timestamptz;
   c record;
   g grants;
   l record;
@@ -2588,18 +2738,29 @@ BEGIN
     RETURN chargeonce_grant_refusal('invalid_argument',
       'balance of chat ' || p_chat || ' would overflow');
   END IF;
+  v_expires_at := coalesce(p_expires_at,
+                           now() + p_expires_in_ms * interval '1 millisecond');
+  -- Inside the notice window: noticed as it is made, so that the scan
+  -- never writes a second credits_expiring for it.
   INSERT INTO grants (chat_id, source, credits, priority, expires_at,
-                      expires_in_ms, payment_id)
-    VALUES (p_chat, v_source, p_credits, v_priority,
-            coalesce(p_expires_at,
-                     now() + p_expires_in_ms * interval '1 millisecond'),
-            p_expires_in_ms, p_payment_id)
+                      expires_in_ms, payment_id, expiring_noticed_at)
+    VALUES (p_chat, v_source, p_credits, v_priority, v_expires_at,
+            p_expires_in_ms, p_payment_id,
+            CASE WHEN v_expires_at
+                      <= now() + p_notice_ms * interval '1 millisecond'
+                 THEN now() END)
     ON CONFLICT (payment_id) WHERE payment_id IS NOT NULL DO NOTHING
     RETURNING * INTO g;
   IF NOT FOUND THEN
     -- The same payment_id committed for another chat in the meantime.
     RETURN chargeonce_grant_refusal('invalid_argument',
       'payment_id ' || p_payment_id || ' was already used for another chat');
+  END IF;
+  IF g.expiring_noticed_at IS NOT NULL THEN
+    INSERT INTO events (event, chat_id, detail, grant_id, credits,
+                        expires_at)
+      VALUES ('credits_expiring', p_chat, chargeonce_expiring_detail(g),
+              g.grant_id, g.credits, g.expires_at);
   END IF;
   UPDATE chats
      SET pockets = chargeonce_pockets_set(pockets, 3,
@@ -2705,6 +2866,9 @@ DECLARE
   g grants;
   held integer;
   gone integer;
+  low integer;
+  balance_before integer;
+  held_balance integer;
 BEGIN
   IF (p_grant IS NULL) = (p_payment_id IS NULL) THEN
     RETURN chargeonce_grant_refusal('invalid_argument',
@@ -2731,12 +2895,22 @@ BEGIN
   held := coalesce((SELECT h.held FROM chargeonce_grants_held(p_chat) h
                      WHERE h.grant_id = g.grant_id), 0);
   gone := GREATEST(0, chargeonce_grant_left(g) - held);
+  SELECT chargeonce_low_threshold(balance_low_threshold),
+         coalesce(pockets[3], 0)
+    INTO low, balance_before FROM chats WHERE chat_id = p_chat;
   UPDATE grants SET voided = voided + gone, voided_at = now()
    WHERE grant_id = g.grant_id RETURNING * INTO g;
   PERFORM chargeonce_grant_leaves(p_chat, g.grant_id, gone, 'void',
     'grant ' || g.grant_id || ' voided'
     || CASE WHEN held > 0 THEN ' (' || held || ' credits still held)'
             ELSE '' END);
+  IF low > 0 AND gone > 0 THEN
+    held_balance := chargeonce_balance_held(p_chat);
+    PERFORM chargeonce_note_balance(p_chat, balance_before - held_balance,
+      (SELECT coalesce(pockets[3], 0) FROM chats WHERE chat_id = p_chat)
+        - held_balance,
+      low, 'void');
+  END IF;
   UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
    WHERE chat_id = p_chat;
   RETURN chargeonce_grant_answer_of(g);
@@ -2854,6 +3028,8 @@ CREATE TABLE public.chats (
     window_number bigint DEFAULT 0 NOT NULL,
     next_expiry timestamp with time zone,
     sole_grant bigint,
+    balance_low_threshold integer,
+    CONSTRAINT chats_balance_low_threshold_check CHECK ((balance_low_threshold >= 0)),
     CONSTRAINT chats_max_active_jobs_check CHECK (((max_active_jobs >= 1) AND (max_active_jobs <= 64))),
     CONSTRAINT chats_pockets CHECK (((array_ndims(pockets) = 1) AND (array_lower(pockets, 1) = 1) AND (0 <= ALL (pockets))))
 );
@@ -2906,7 +3082,11 @@ CREATE TABLE public.events (
     reservation_id bigint,
     detail text,
     at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT events_event_check CHECK ((event = ANY (ARRAY['reservation_released'::text, 'limits_refilled'::text, 'cancel_requested'::text, 'reconcile_needed'::text, 'credits_expired'::text, 'credits_expiring'::text])))
+    grant_id bigint,
+    credits integer,
+    expires_at timestamp with time zone,
+    threshold integer,
+    CONSTRAINT events_event_check CHECK ((event = ANY (ARRAY['reservation_released'::text, 'limits_refilled'::text, 'cancel_requested'::text, 'reconcile_needed'::text, 'credits_expired'::text, 'credits_expiring'::text, 'balance_low'::text])))
 );
 
 

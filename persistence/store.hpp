@@ -46,8 +46,13 @@ struct store_options {
   /// resume after it.
   std::chrono::milliseconds event_retention{std::chrono::hours(24)};
   /// How long before a grant expires its chat hears credits_expiring (a
-  /// grant made inside that time: at the next expiry scan).
+  /// grant made inside that time: from its top-up, at once).
   std::chrono::milliseconds expiry_notice{std::chrono::hours(24)};
+  /// balance_low is written when a chat's available balance falls below
+  /// this, unless the chat has its own threshold; 0: never. Every
+  /// connection sets it as chargeonce.balance_low_threshold, where every
+  /// SQL function that lowers a balance reads it.
+  int32_t balance_low_threshold = 0;
   /// How long a job of unknown outcome (`uncertain`) keeps its hold before
   /// the sweep releases it unresolved, nothing charged.
   std::chrono::milliseconds reconcile_timeout{std::chrono::hours(24)};
@@ -198,10 +203,18 @@ public:
 
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x);
 
-  /// Sets the chat's own limit of active jobs; none: its plan's again. Jobs
-  /// above a lowered limit finish; new ones wait until the count is below.
-  caf::expected<chat_status> set_limits(chat_id chat,
-                                        caf::optional<int32_t> max_active_jobs);
+  /// Sets the chat's own limit of active jobs (none: its plan's again) and
+  /// its own balance-low threshold (none: the server's again), each when
+  /// `x` sets it. Jobs above a lowered limit finish; new ones wait until
+  /// the count is below. A threshold changed fires nothing by itself:
+  /// balance_low marks a fall of the balance across it.
+  caf::expected<chat_status> set_limits(chat_id chat, const limits_update& x);
+  /// Sets the job limit alone, the threshold left as it is.
+  caf::expected<chat_status>
+  set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
+    return set_limits(chat,
+                      limits_update{max_active_jobs, true, caf::none, false});
+  }
 
   /// Refills up to `limit` started, unblocked, unbanned chats quiet for
   /// reactivation_after and not reactivated since, after `after` in

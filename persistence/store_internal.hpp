@@ -199,6 +199,9 @@ inline void complete_status(chat_status& x, const store_options& o) {
   for (const auto& p : o.products.pockets)
     x.amounts.set(p.name, x.amounts.get(p.name));
   x.max_active_jobs = job_limit(x.own_max_active_jobs, x.premium, o);
+  x.balance_low_threshold = x.own_balance_low_threshold
+                              ? *x.own_balance_low_threshold
+                              : o.balance_low_threshold;
   x.active = caf::none;
   for (const auto& r : x.reservations)
     if (is_active(r.status)) {
@@ -481,9 +484,14 @@ struct store::impl {
       auto fresh = std::make_unique<persistence::connection>(opts.dsn);
       pqxx::nontransaction setup{*fresh};
       // One round trip: the timeout, and whether this server takes writes.
+      // The server's balance-low threshold, where every function that
+      // lowers a balance reads it (chargeonce_low_threshold) without a
+      // parameter of its own.
       auto rs = setup.exec("SET statement_timeout = "
                            + std::to_string(opts.statement_timeout.count())
-                           + "; " + read_only_sql);
+                           + "; SET chargeonce.balance_low_threshold = "
+                           + std::to_string(opts.balance_low_threshold) + "; "
+                           + read_only_sql);
       setup.commit();
       require_primary(*fresh, rs);
       // Prepared lazily on first use, again on every new connection. (The

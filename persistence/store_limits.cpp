@@ -167,7 +167,8 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
   if (auto err = validate_top_up(chat, credits, payment_id, terms))
     return err;
   // functions/12_grants.sql, chargeonce_top_up: NULL terms are its
-  // defaults, and a retry compares the terms as given.
+  // defaults, and a retry compares the terms as given; expiry-notice lets
+  // it write credits_expiring at once for a grant that expires sooner.
   auto expires_us = terms.expires_at ? to_unix_micros(*terms.expires_at) : 0;
   return impl_->run<top_up_receipt>(
     "top_up", chat, 0, [&](pqxx::work& tx) -> caf::expected<top_up_receipt> {
@@ -176,9 +177,10 @@ caf::expected<top_up_receipt> store::top_up(chat_id chat, int64_t credits,
         "source, priority, expires_us, expires_in_ms "
         "FROM chargeonce_top_up($1, $2::integer, $3, CASE WHEN $4 THEN "
           + micros_to_timestamptz("$5::bigint")
-          + " END, nullif($6::bigint, 0), $7::integer, $8)",
+          + " END, nullif($6::bigint, 0), $7::integer, $8, $9::bigint)",
         chat, credits, payment_id, static_cast<bool>(terms.expires_at),
-        expires_us, terms.expires_in_ms, terms.priority, terms.source);
+        expires_us, terms.expires_in_ms, terms.priority, terms.source,
+        static_cast<int64_t>(impl_->opts.expiry_notice.count()));
       const auto& r = rs[0];
       if (r["outcome"].as<std::string>() != "ok")
         return refusal_of(r);
@@ -236,25 +238,34 @@ caf::expected<chat_status> store::set_flags(chat_id chat,
     });
 }
 
-caf::expected<chat_status>
-store::set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
+caf::expected<chat_status> store::set_limits(chat_id chat,
+                                             const limits_update& x) {
   if (auto err = validate_chat(chat))
     return err;
-  if (auto err = validate_job_limit(max_active_jobs))
+  if (auto err = validate_limits(x))
     return err;
+  auto shown = [](bool set, const caf::optional<int32_t>& v) {
+    return !set ? std::string{"unchanged"}
+           : v  ? std::to_string(*v)
+                : std::string{"default"};
+  };
   return impl_->run<chat_status>(
     "set_limits", chat, 0, [&](pqxx::work& tx) -> caf::expected<chat_status> {
       auto rs = tx.exec_params(
-        "UPDATE chats SET max_active_jobs = CASE WHEN $2 THEN $3::integer END "
-        "WHERE chat_id = $1 RETURNING chat_id",
-        chat, static_cast<bool>(max_active_jobs),
-        max_active_jobs ? *max_active_jobs : 0);
+        "UPDATE chats SET max_active_jobs = CASE WHEN NOT $2 THEN "
+        "max_active_jobs WHEN $3 THEN $4::integer END, "
+        "balance_low_threshold = CASE WHEN NOT $5 THEN balance_low_threshold "
+        "WHEN $6 THEN $7::integer END WHERE chat_id = $1 RETURNING chat_id",
+        chat, x.set_max_active_jobs, static_cast<bool>(x.max_active_jobs),
+        x.max_active_jobs ? *x.max_active_jobs : 0, x.set_balance_low_threshold,
+        static_cast<bool>(x.balance_low_threshold),
+        x.balance_low_threshold ? *x.balance_low_threshold : 0);
       if (rs.empty())
         return caf::make_error(ec::not_found,
                                "unknown chat " + std::to_string(chat));
-      spdlog::info("limits chat={} max_active_jobs={}", chat,
-                   max_active_jobs ? std::to_string(*max_active_jobs)
-                                   : std::string{"default"});
+      spdlog::info("limits chat={} max_active_jobs={} balance_low_threshold={}",
+                   chat, shown(x.set_max_active_jobs, x.max_active_jobs),
+                   shown(x.set_balance_low_threshold, x.balance_low_threshold));
       return read_status(tx, chat, impl_->opts, impl_->ordinals);
     });
 }

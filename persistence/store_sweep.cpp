@@ -240,13 +240,16 @@ caf::expected<event_page> store::events_after(event_id after, uint32_t limit) {
         return page;
       auto rs = tx.exec_params(
         "SELECT id, event, chat_id, coalesce(reservation_id, 0), "
-        "coalesce(detail, '') FROM events WHERE id > $1 ORDER BY id LIMIT $2",
+        "coalesce(detail, ''), coalesce(grant_id, 0), coalesce(credits, 0), "
+        "chargeonce_us(expires_at), coalesce(threshold, 0) "
+        "FROM events WHERE id > $1 ORDER BY id LIMIT $2",
         after, limit);
       page.events.reserve(rs.size());
       for (const auto& r : rs)
         page.events.push_back(event_record{
           r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<int64_t>(),
-          r[3].as<int64_t>(), r[4].as<std::string>()});
+          r[3].as<int64_t>(), r[4].as<std::string>(), r[5].as<int64_t>(),
+          r[6].as<int32_t>(), optional_micros(r[7]), r[8].as<int32_t>()});
       return page;
     });
 }

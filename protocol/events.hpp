@@ -84,6 +84,59 @@ typename Inspector::result_type inspect(Inspector& f, limits_refilled& x) {
   return f(caf::meta::type_name("limits_refilled"), x.chat, x.id);
 }
 
+/// A grant's credits expired: `credits` of grant `grant` left the chat's
+/// balance (what holds still held of it expires when they end, unless
+/// charged; 0 when they held all it had left). Once per grant.
+struct credits_expired {
+  chat_id chat = 0;
+  int64_t grant = 0;
+  int32_t credits = 0;
+  event_id id = 0; ///< as in reservation_released
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, credits_expired& x) {
+  return f(caf::meta::type_name("credits_expired"), x.chat, x.grant, x.credits,
+           x.id);
+}
+
+/// Grant `grant` expires at `expires_at` with `credits` left: written once
+/// per grant, expiry-notice before (at once, by its top-up, for a grant
+/// that expires sooner).
+struct credits_expiring {
+  chat_id chat = 0;
+  int64_t grant = 0;
+  int32_t credits = 0;
+  caf::timestamp expires_at;
+  event_id id = 0; ///< as in reservation_released
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, credits_expiring& x) {
+  return f(caf::meta::type_name("credits_expiring"), x.chat, x.grant, x.credits,
+           x.expires_at, x.id);
+}
+
+/// The chat's available balance (balance less what holds hold of it) fell
+/// below `threshold` (its own balance-low threshold, else the server's) to
+/// `available`: once per crossing, not again until it was back at or above
+/// it. `cause`: "reserve" (then `reservation` is the hold that crossed it),
+/// "expire" or "void".
+struct balance_low {
+  chat_id chat = 0;
+  int32_t available = 0;
+  int32_t threshold = 0;
+  std::string cause;
+  reservation_id reservation = 0; ///< 0 unless cause is "reserve"
+  event_id id = 0;                ///< as in reservation_released
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, balance_low& x) {
+  return f(caf::meta::type_name("balance_low"), x.chat, x.available,
+           x.threshold, x.cause, x.reservation, x.id);
+}
+
 /// The server stopped sending events to this subscriber: `reason` is
 /// "too_slow" (it left `subscriber-timeout` without answering events) or
 /// "stopping". Subscribe again with `last_id`, the last event sent to it
@@ -104,13 +157,20 @@ struct event_record {
   std::string event; ///< reservation_released, limits_refilled, ...
   chat_id chat = 0;
   reservation_id reservation = 0; ///< 0 for limits_refilled
-  std::string detail;             ///< a release's reason, a provider_ref
+  /// A release's reason, a provider_ref, balance_low's cause.
+  std::string detail;
+  int64_t grant = 0;   ///< credits_expired, credits_expiring; else 0
+  int32_t credits = 0; ///< their credits; balance_low's available balance
+  /// credits_expiring: when the grant expires.
+  caf::optional<caf::timestamp> expires_at = caf::none;
+  int32_t threshold = 0; ///< balance_low
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, event_record& x) {
   return f(caf::meta::type_name("event_record"), x.id, x.event, x.chat,
-           x.reservation, x.detail);
+           x.reservation, x.detail, x.grant, x.credits, x.expires_at,
+           x.threshold);
 }
 
 /// Events after an id, and the newest id written so far.

@@ -132,8 +132,10 @@ using billing_actor = unbatched_actor::extend<
 
 /// The event stream and the reads of every chat. A subscriber (local or
 /// remote) receives reservation_released, cancel_requested,
-/// reconcile_needed and limits_refilled as requests (a handler returning
-/// void answers them), in event id order, from Postgres' events table: at
+/// reconcile_needed, limits_refilled, credits_expired, credits_expiring and
+/// balance_low as requests (a handler returning void answers them; one it
+/// does not handle counts as answered, so a subscriber written before an
+/// event existed skips it), in event id order, from Postgres' events table: at
 /// least once, every server sending every event. queue_notice is a timer of
 /// this server, sent at most once. A subscriber that leaves events
 /// unanswered for subscriber-timeout is sent subscription_ended and

@@ -105,6 +105,7 @@ nlohmann::json to_json(const chat_status& x) {
   // The oldest active job, for gateways written when there was one at most.
   out["reservation"] = x.active ? to_json(*x.active) : nlohmann::json(nullptr);
   out["max_active_jobs"] = x.max_active_jobs;
+  out["balance_low_threshold"] = x.balance_low_threshold;
   out["held"] = to_json(x.held);
   out["available"] = to_json(spendable(x));
   auto all = nlohmann::json::array();
@@ -188,6 +189,34 @@ nlohmann::json to_json(const reconcile_needed& x) {
 
 nlohmann::json to_json(const limits_refilled& x) {
   return {{"event", "limits_refilled"}, {"chat", x.chat}, {"event_id", x.id}};
+}
+
+nlohmann::json to_json(const credits_expired& x) {
+  return {{"event", "credits_expired"},
+          {"chat", x.chat},
+          {"grant", x.grant},
+          {"credits", x.credits},
+          {"event_id", x.id}};
+}
+
+nlohmann::json to_json(const credits_expiring& x) {
+  return {{"event", "credits_expiring"},
+          {"chat", x.chat},
+          {"grant", x.grant},
+          {"credits", x.credits},
+          {"expires_at", format_iso8601(x.expires_at)},
+          {"event_id", x.id}};
+}
+
+nlohmann::json to_json(const balance_low& x) {
+  return {{"event", "balance_low"},
+          {"chat", x.chat},
+          {"available", x.available},
+          {"threshold", x.threshold},
+          {"cause", x.cause},
+          {"reservation", x.reservation != 0 ? nlohmann::json(x.reservation)
+                                             : nlohmann::json(nullptr)},
+          {"event_id", x.id}};
 }
 
 nlohmann::json to_json(const subscription_ended& x) {

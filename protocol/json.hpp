@@ -28,6 +28,12 @@ nlohmann::json to_json(const resolution& x);
 /// {"reservations": [...], "next_after": the last id or null}
 nlohmann::json to_json(const unresolved_page& x);
 nlohmann::json to_json(const limits_refilled& x);
+/// {"event": "credits_expired", "chat", "grant", "credits", "event_id"}.
+nlohmann::json to_json(const credits_expired& x);
+/// {..., "grant", "credits", "expires_at": ISO 8601, "event_id"}.
+nlohmann::json to_json(const credits_expiring& x);
+/// {..., "available", "threshold", "cause", "reservation": id or null}.
+nlohmann::json to_json(const balance_low& x);
 nlohmann::json to_json(const subscription_ended& x);
 
 /// The support view: {"chat", "entries": [...], "next_before": the next

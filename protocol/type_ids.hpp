@@ -91,5 +91,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(chargeonce, caf::first_custom_type_id)
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, void_grant, "void_grant")
   CAF_ADD_TYPE_ID(chargeonce, (chargeonce::grant_info))
   CAF_ADD_ATOM(chargeonce, chargeonce::atom, expiry, "expiry")
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::credits_expired))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::credits_expiring))
+  CAF_ADD_TYPE_ID(chargeonce, (chargeonce::balance_low))
 
 CAF_END_TYPE_ID_BLOCK(chargeonce)

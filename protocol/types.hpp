@@ -332,6 +332,10 @@ struct chat_status {
   /// Its grants with credits left, in spending order (an expired or voided
   /// one while holds still hold some of it).
   std::vector<grant_info> grants;
+  /// balance_low fires when the available balance falls below this: the
+  /// chat's own threshold, else the server's balance-low-threshold; 0: off.
+  int32_t balance_low_threshold = 0;
+  caf::optional<int32_t> own_balance_low_threshold; ///< none: the server's
 };
 
 template <class Inspector>
@@ -339,7 +343,8 @@ typename Inspector::result_type inspect(Inspector& f, chat_status& x) {
   return f(caf::meta::type_name("chat_status"), x.chat, x.amounts,
            x.premium_until, x.premium, x.started, x.blocked, x.banned, x.active,
            x.window_started_at, x.last_activity_at, x.max_active_jobs,
-           x.own_max_active_jobs, x.reservations, x.held, x.window, x.grants);
+           x.own_max_active_jobs, x.reservations, x.held, x.window, x.grants,
+           x.balance_low_threshold, x.own_balance_low_threshold);
 }
 
 /// set-flags: each flag given is set, the others are left as they are.
@@ -355,14 +360,25 @@ typename Inspector::result_type inspect(Inspector& f, flags_update& x) {
            x.banned);
 }
 
-/// set-limits: the chat's own limit of active jobs; none: its plan's again.
+/// The largest balance-low threshold, a chat's or the server's: the
+/// largest balance there is.
+inline constexpr int32_t balance_low_threshold_max = 2'147'483'647;
+
+/// set-limits: the chat's own limit of active jobs (none: its plan's
+/// again) and its own balance-low threshold (none: the server's again);
+/// each only when its `set_` flag is true, the other left as it is.
 struct limits_update {
   caf::optional<int32_t> max_active_jobs;
+  bool set_max_active_jobs = true;
+  caf::optional<int32_t> balance_low_threshold;
+  bool set_balance_low_threshold = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, limits_update& x) {
-  return f(caf::meta::type_name("limits_update"), x.max_active_jobs);
+  return f(caf::meta::type_name("limits_update"), x.max_active_jobs,
+           x.set_max_active_jobs, x.balance_low_threshold,
+           x.set_balance_low_threshold);
 }
 
 /// Active reservations in Postgres (all servers), by the chat's plan now.

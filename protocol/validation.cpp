@@ -157,6 +157,28 @@ caf::error validate_job_limit(const caf::optional<int32_t>& limit) {
   return caf::none;
 }
 
+caf::error validate_balance_low_threshold(const caf::optional<int32_t>& x) {
+  if (x && *x < 0)
+    return caf::make_error(ec::invalid_argument,
+                           "balance_low_threshold must be 0 (off) or more, "
+                           "got "
+                             + std::to_string(*x));
+  return caf::none;
+}
+
+caf::error validate_limits(const limits_update& x) {
+  if (!x.set_max_active_jobs && !x.set_balance_low_threshold)
+    return caf::make_error(ec::invalid_argument,
+                           "set-limits sets max_active_jobs, "
+                           "balance_low_threshold or both, not nothing");
+  if (x.set_max_active_jobs)
+    if (auto err = validate_job_limit(x.max_active_jobs))
+      return err;
+  if (x.set_balance_low_threshold)
+    return validate_balance_low_threshold(x.balance_low_threshold);
+  return caf::none;
+}
+
 namespace {
 
 /// A payment id as a top-up takes it, and void-grant names it.

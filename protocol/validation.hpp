@@ -63,6 +63,13 @@ caf::error validate_cancel(chat_id chat, reservation_id id,
 /// A chat's own limit of active jobs: none (the plan's) or 1 to 64.
 caf::error validate_job_limit(const caf::optional<int32_t>& limit);
 
+/// A balance-low threshold: none (the server's) or 0 (off) to the largest
+/// balance; a negative one is invalid_argument.
+caf::error validate_balance_low_threshold(const caf::optional<int32_t>& x);
+
+/// set-limits: what it sets is valid, and it sets something.
+caf::error validate_limits(const limits_update& x);
+
 /// Credits between 1 and the largest balance; a payment_id of 1 to 256
 /// bytes.
 caf::error validate_top_up(chat_id chat, int64_t credits,

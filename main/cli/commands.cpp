@@ -201,11 +201,25 @@ action prepare_history(const flag_map& flags) {
   };
 }
 
+/// --max-active-jobs=N|default and --balance-low-threshold=N|default,
+/// either or both; the one not given stays as it is. The server checks the
+/// ranges (a negative threshold is invalid_argument).
 action prepare_set_limits(const flag_map& flags) {
   auto chat = chat_flag(flags);
-  auto limit = job_limit_flag(flags);
+  limits_update update;
+  update.set_max_active_jobs = flags.count("max-active-jobs") != 0;
+  update.max_active_jobs = job_limit_flag(flags);
+  if (auto i = flags.find("balance-low-threshold"); i != flags.end()) {
+    update.set_balance_low_threshold = true;
+    if (i->second != "default")
+      update.balance_low_threshold =
+        int_value<int32_t>("balance-low-threshold", i->second);
+  }
+  if (!update.set_max_active_jobs && !update.set_balance_low_threshold)
+    throw usage_error("set-limits needs --max-active-jobs, "
+                      "--balance-low-threshold or both");
   return [=](session& s) {
-    return print_result(s, s.api.set_limits(chat, limit));
+    return print_result(s, s.api.set_limits(chat, update));
   };
 }
 
@@ -410,10 +424,10 @@ std::vector<command> make_commands() {
      "sets the chat's started, blocked and banned flags",
      prepare_set_flags},
     {"set-limits",
-     {chat, {"max-active-jobs", "N|default"}},
-     {},
+     {chat},
+     {{"max-active-jobs", "N|default"}, {"balance-low-threshold", "N|default"}},
      role::admin,
-     "sets how many jobs the chat may run at once",
+     "sets the chat's job limit and its balance-low threshold",
      prepare_set_limits},
     {"history",
      {chat},

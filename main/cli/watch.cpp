@@ -55,6 +55,9 @@ caf::behavior event_printer(caf::event_based_actor* self) {
     [once](const cancel_requested& x) { once(x); },
     [once](const reconcile_needed& x) { once(x); },
     [once](const limits_refilled& x) { once(x); },
+    [once](const credits_expired& x) { once(x); },
+    [once](const credits_expiring& x) { once(x); },
+    [once](const balance_low& x) { once(x); },
     [self](const subscription_ended& x) {
       print_line(to_json(x));
       cut_off_after = x.last_id;

@@ -273,15 +273,26 @@ void set_flags(exchange& x) {
   ask<chat_status>(x, x.be.admin, 200, atom::flags_v, chat, update);
 }
 
-/// {"max_active_jobs": N} sets the chat's own limit, null its plan's again.
+/// {"max_active_jobs": N} sets the chat's own limit, null its plan's again;
+/// {"balance_low_threshold": N} its own threshold, null or "default" the
+/// server's again. Either or both; the one absent stays as it is.
 void set_limits(exchange& x) {
   auto chat = path_chat(x);
-  auto body = body_object(x, {"max_active_jobs"});
+  auto body = body_object(x, {"max_active_jobs", "balance_low_threshold"});
   limits_update update;
+  update.set_max_active_jobs = body.contains("max_active_jobs");
+  update.set_balance_low_threshold = body.contains("balance_low_threshold");
+  if (!update.set_max_active_jobs && !update.set_balance_low_threshold)
+    reject("give max_active_jobs, balance_low_threshold or both");
   if (auto limit =
         nullable_int_field(body, "max_active_jobs", max_active_jobs_min,
-                           max_active_jobs_max, true))
+                           max_active_jobs_max, false))
     update.max_active_jobs = static_cast<int32_t>(*limit);
+  auto threshold = body.find("balance_low_threshold");
+  if (threshold != body.end() && *threshold != "default")
+    if (auto n = nullable_int_field(body, "balance_low_threshold", 0,
+                                    balance_low_threshold_max, false))
+      update.balance_low_threshold = static_cast<int32_t>(*n);
   ask<chat_status>(x, x.be.admin, 200, atom::limits_v, chat, update);
 }
 

@@ -49,6 +49,9 @@ caf::behavior subscriber(caf::event_based_actor* self,
     [q](const cancel_requested& x) { q->push(frame(x)); },
     [q](const reconcile_needed& x) { q->push(frame(x)); },
     [q](const limits_refilled& x) { q->push(frame(x)); },
+    [q](const credits_expired& x) { q->push(frame(x)); },
+    [q](const credits_expiring& x) { q->push(frame(x)); },
+    [q](const balance_low& x) { q->push(frame(x)); },
     // Cut off by the event bus: the client reconnects with its last id.
     [q](const subscription_ended& x) {
       q->push(frame(x));

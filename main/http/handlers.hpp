@@ -36,7 +36,8 @@ void explain(exchange& x);
 
 // -- events (events.cpp) ------------------------------------------------------
 /// Server-Sent Events: queue_notice, reservation_released, cancel_requested,
-/// reconcile_needed, limits_refilled.
+/// reconcile_needed, limits_refilled, credits_expired, credits_expiring,
+/// balance_low.
 void events(exchange& x);
 
 // -- operations (server.cpp) --------------------------------------------------

@@ -77,6 +77,9 @@ server_config::server_config() {
     .add(expiry_notice, "expiry-notice",
          "how long before a grant expires its chat gets credits_expiring "
          "(24h)")
+    .add(balance_low_threshold, "balance-low-threshold",
+         "a chat's available balance falling below this writes balance_low, "
+         "unless the chat has its own (set-limits); 0 off (0)")
     .add(subscriber_timeout, "subscriber-timeout",
          "an event subscriber leaving an event unanswered this long is cut "
          "off; it resumes after its last event id (30s)")
@@ -314,6 +317,8 @@ std::string server_config::finalize() {
         std::pair{"premium-max-active-jobs", premium_max_active_jobs}})
     if (value < max_active_jobs_min || value > max_active_jobs_max)
       return std::string{name} + " must be between 1 and 64";
+  if (balance_low_threshold < 0)
+    return "balance-low-threshold must be 0 (off) or more";
   for (auto [name, value] :
        {std::pair{"free-daily-messages", free_daily_messages},
         std::pair{"free-daily-images", free_daily_images},

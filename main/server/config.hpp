@@ -61,6 +61,9 @@ struct server_config : caf::actor_system_config {
   caf::timespan release_retention = store_defaults().release_retention;
   caf::timespan event_retention = store_defaults().event_retention;
   caf::timespan expiry_notice = store_defaults().expiry_notice;
+  /// balance_low below this available balance, unless a chat has its own;
+  /// 0: off.
+  int32_t balance_low_threshold = store_defaults().balance_low_threshold;
   caf::timespan subscriber_timeout = events_options{}.subscriber_timeout;
   caf::timespan refill_interval = store_defaults().refill_interval;
   caf::timespan reactivation_after = store_defaults().reactivation_after;

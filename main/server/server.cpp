@@ -151,6 +151,7 @@ persistence::store_options store_options_of(const server_config& cfg,
   out.release_retention = ms(cfg.release_retention);
   out.event_retention = ms(cfg.event_retention);
   out.expiry_notice = ms(cfg.expiry_notice);
+  out.balance_low_threshold = cfg.balance_low_threshold;
   out.refill_interval = ms(cfg.refill_interval);
   out.reactivation_after = ms(cfg.reactivation_after);
   out.products = cfg.products();

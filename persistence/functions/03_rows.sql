@@ -49,12 +49,14 @@ CREATE OR REPLACE FUNCTION chargeonce_refusal_at(i integer, code text, msg text)
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::chargeonce_outcome
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+             NULL)::chargeonce_outcome
 $$;
 
 -- Positional, in the order of chargeonce_outcome (migrations/
 -- 003_release_0_2.sql): 14 r_ columns, 4 c_, 10 s_, 2 r_ and 2 c_ of units,
--- then the flag, the window and s_grants (004_grants.sql).
+-- then the flag and the window; then the status's s_grants and
+-- s_low_threshold (004_grants.sql).
 CREATE OR REPLACE FUNCTION chargeonce_reservation_at(i integer, r reservations)
   RETURNS chargeonce_outcome LANGUAGE sql STABLE AS $$
   SELECT ROW(i, 'ok', NULL, r.id, r.chat_id, r.kind, r.status, r.queue,
@@ -63,7 +65,7 @@ CREATE OR REPLACE FUNCTION chargeonce_reservation_at(i integer, r reservations)
              NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, r.units, r.held_units, NULL, NULL,
-             r.cancel_requested, r.window_number, NULL)::chargeonce_outcome
+             r.cancel_requested, r.window_number, NULL, NULL)::chargeonce_outcome
 $$;
 
 CREATE OR REPLACE FUNCTION chargeonce_receipt_at(
@@ -75,7 +77,7 @@ CREATE OR REPLACE FUNCTION chargeonce_receipt_at(
              chat, k, charged, chargeonce_us(at),
              NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
              NULL, NULL, NULL, units, released, NULL,
-             paid_by, NULL)::chargeonce_outcome
+             paid_by, NULL, NULL)::chargeonce_outcome
 $$;
 
 CREATE OR REPLACE FUNCTION chargeonce_resolution_refusal(code text, msg text)

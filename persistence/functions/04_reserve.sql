@@ -21,6 +21,8 @@ DECLARE
   choice chargeonce_choice;
   hold chargeonce_grant_hold := ROW('{}', '{}');
   v_units integer := coalesce(nullif(p_units, 0), 1);
+  low integer;
+  available integer;
 BEGIN
   IF spec IS NULL THEN
     RETURN chargeonce_refusal('invalid_argument', 'unknown kind ' || p_kind);
@@ -31,7 +33,7 @@ BEGIN
   END IF;
   SELECT pockets, max_active_jobs,
          coalesce(premium_until > now(), false) AS premium, blocked, banned,
-         window_number, next_expiry, sole_grant
+         window_number, next_expiry, sole_grant, balance_low_threshold
     INTO c FROM chats WHERE chat_id = p_chat FOR UPDATE;
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('not_found', 'unknown chat ' || p_chat);
@@ -42,7 +44,8 @@ BEGIN
     PERFORM chargeonce_expire_grants(p_chat);
     SELECT pockets, max_active_jobs,
            coalesce(premium_until > now(), false) AS premium, blocked,
-           banned, window_number, next_expiry, sole_grant
+           banned, window_number, next_expiry, sole_grant,
+           balance_low_threshold
       INTO c FROM chats WHERE chat_id = p_chat;
   END IF;
   o := chargeonce_find_request(p_chat, p_request_id);
@@ -119,6 +122,23 @@ BEGIN
   IF NOT FOUND THEN
     RETURN chargeonce_refusal('busy',
       chargeonce_busy_message(p_chat, a.n + 1, job_limit));
+  END IF;
+  -- balance_low when this hold takes the available balance below the
+  -- threshold (chargeonce_note_balance). The hot path: with no threshold
+  -- (0, the default) a hold on balance costs one expression more, and one
+  -- that holds no balance nothing; the threshold as chargeonce_low_threshold
+  -- has it, inline.
+  IF choice.held[3] > 0 THEN
+    low := coalesce(c.balance_low_threshold,
+                    nullif(current_setting('chargeonce.balance_low_threshold',
+                                           true), '')::integer,
+                    0);
+    IF low > 0 THEN
+      available := coalesce(c.pockets[3], 0) - coalesce(a.held[3], 0);
+      PERFORM chargeonce_note_balance(p_chat, available,
+                                      available - choice.held[3], low,
+                                      'reserve', r.id);
+    END IF;
   END IF;
   RETURN chargeonce_with_reservation(r);
 END $$;

@@ -69,6 +69,10 @@ DECLARE
   v_start_ids bigint[];
   v_commit_ids bigint[];
   v_due_chats bigint[];
+  -- balance_low: the server's threshold, and whether any reserve of the
+  -- batch may cross one (the server's, or a chat's own)
+  v_low integer;
+  v_low_on boolean := false;
   distinct_chats bigint;
   answers chargeonce_outcome[] := '{}';
   part chargeonce_outcome[];
@@ -121,10 +125,13 @@ BEGIN
   -- instead of deadlocking. (A start writes only its reservation row.)
   -- Those with a grant due to expire are noted: their reserves and commits
   -- go one by one below, each expiring it first, as every writer does.
+  -- Whether one has a balance_low threshold of its own is noted too: with
+  -- none and none of the server's, the reserves below skip the check.
   IF v_lock_chats IS NOT NULL THEN
-    SELECT array_agg(l.chat_id) FILTER (WHERE l.next_expiry <= now())
-      INTO v_due_chats
-      FROM (SELECT chat_id, next_expiry FROM chats
+    SELECT array_agg(l.chat_id) FILTER (WHERE l.next_expiry <= now()),
+           coalesce(bool_or(l.balance_low_threshold IS NOT NULL), false)
+      INTO v_due_chats, v_low_on
+      FROM (SELECT chat_id, next_expiry, balance_low_threshold FROM chats
              WHERE chat_id = ANY (v_lock_chats)
              ORDER BY chat_id FOR UPDATE) l;
   END IF;
@@ -138,6 +145,12 @@ BEGIN
   -- (chat_id, slot) index stays the arbiter. The others are answered one
   -- by one below.
   IF v_reserve_chats IS NOT NULL THEN
+    -- As chargeonce_low_threshold has it (functions/10_events.sql).
+    v_low := coalesce(nullif(current_setting(
+                               'chargeonce.balance_low_threshold', true),
+                             '')::integer,
+                      0);
+    v_low_on := v_low_on OR v_low > 0;
     WITH req AS (
       SELECT u.n, u.chat, u.k, u.request_id, products -> u.k AS spec,
              u.p1, u.c1, u.p2, u.c2
@@ -152,10 +165,11 @@ BEGIN
       SELECT req.*, c.banned, c.blocked, c.premium,
              c.window_number AS chat_window,
              coalesce(c.next_expiry <= now(), false) AS expiry_due,
-             c.sole_grant,
+             c.sole_grant, c.balance_low_threshold AS own_low,
+             coalesce(c.pockets[3], 0) AS balance,
              chargeonce_job_limit(c.max_active_jobs, c.premium, free_max,
                                   premium_max) AS job_limit,
-             a.slots,
+             a.slots, a.held1, a.held2,
              CASE WHEN c.premium AND (req.spec ->> 'free')::boolean THEN 0
                   WHEN req.p1 > 0
                    AND coalesce(c.pockets[req.p1], 0) - a.held1 >= req.c1
@@ -228,7 +242,29 @@ BEGIN
              chat_window, (hold).grant_ids, (hold).credits
         FROM split ORDER BY chat
       ON CONFLICT (chat_id, slot) DO NOTHING
-      RETURNING *)
+      RETURNING *),
+    -- balance_low for a hold on balance that takes the available balance
+    -- (balance less the other holds' balance part) below the chat's
+    -- threshold, as chargeonce_reserve decides it (chargeonce_note_balance).
+    -- With no threshold anywhere, v_low_on is false: a one-time filter,
+    -- nothing read, nothing written.
+    fell AS (
+      SELECT s.chat, s.low, s.available, s.available - s.price AS after
+        FROM (SELECT chat, coalesce(own_low, v_low) AS low,
+                     balance - CASE choice WHEN 1 THEN held1 ELSE held2 END
+                       AS available,
+                     CASE choice WHEN 1 THEN c1 ELSE c2 END AS price
+                FROM split
+               WHERE v_low_on
+                 AND ((choice = 1 AND p1 = 3) OR (choice = 2 AND p2 = 3))) s
+       WHERE s.low > 0 AND s.available >= s.low
+         AND s.available - s.price < s.low),
+    low AS (
+      INSERT INTO events (event, chat_id, reservation_id, detail, credits,
+                          threshold)
+      SELECT 'balance_low', f.chat, i.id, 'reserve', f.after, f.low
+        FROM fell f JOIN inserted i ON i.chat_id = f.chat
+       ORDER BY f.chat)
     SELECT array_agg(chargeonce_reservation_at(g.n::integer - 1,
                                                ROW(i.*)::reservations))
       INTO part

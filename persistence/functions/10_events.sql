@@ -13,6 +13,60 @@ CREATE OR REPLACE FUNCTION chargeonce_publish(
   VALUES (p_event, p_chat, p_reservation, p_detail);
 $$;
 
+-- -- low balance ---------------------------------------------------------------
+
+-- The balance_low threshold of a chat whose own is `p_own`: its own, else
+-- the server's balance-low-threshold, which every connection of a server
+-- sets as chargeonce.balance_low_threshold (store::impl::connection), so
+-- that it reaches every function that can lower a balance without a
+-- parameter in each (and without changing a signature 0.2's servers call);
+-- else 0, never. chargeonce_reserve and the batch spell the same out
+-- inline, on the hot path.
+CREATE OR REPLACE FUNCTION chargeonce_low_threshold(p_own integer)
+  RETURNS integer LANGUAGE sql STABLE AS $$
+  SELECT coalesce(p_own,
+                  nullif(current_setting('chargeonce.balance_low_threshold',
+                                         true), '')::integer,
+                  0)
+$$;
+
+-- What the chat's holds hold of its balance: its active reservations' and
+-- its unresolved uncertain ones' (ordinal 3, as catalog_pockets fixes it).
+-- The available balance is pockets[3] less this.
+CREATE OR REPLACE FUNCTION chargeonce_balance_held(p_chat bigint)
+  RETURNS integer LANGUAGE sql STABLE AS $$
+  SELECT coalesce(sum(x.held), 0)::integer
+    FROM (SELECT held[3] AS held FROM reservations WHERE chat_id = p_chat
+          UNION ALL
+          SELECT held[3] FROM uncertain_reservations
+           WHERE chat_id = p_chat AND outcome IS NULL) x
+$$;
+
+-- One balance_low event when the available balance fell across
+-- `p_threshold`: from at or above it (`p_before`) to below it (`p_after`).
+-- Once per crossing without a flag to keep: a balance already below it
+-- does not cross again until something brought it back up (a top-up, a
+-- hold released). `p_cause` (reserve, expire, void) is the event's detail;
+-- the reservation whose reserve crossed it, if that was the cause. True
+-- when it wrote one.
+CREATE OR REPLACE FUNCTION chargeonce_note_balance(
+  p_chat bigint, p_before integer, p_after integer, p_threshold integer,
+  p_cause text, p_reservation bigint DEFAULT NULL)
+  RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_threshold > 0 AND p_before >= p_threshold
+     AND p_after < p_threshold THEN
+    INSERT INTO events (event, chat_id, reservation_id, detail, credits,
+                        threshold)
+      VALUES ('balance_low', p_chat, p_reservation, p_cause, p_after,
+              p_threshold);
+    RETURN true;
+  END IF;
+  RETURN false;
+END $$;
+
+-- -- the triggers' functions ---------------------------------------------------
+
 -- A sweep released a job past its lease or sweep-timeout.
 CREATE OR REPLACE FUNCTION chargeonce_event_released() RETURNS trigger
   LANGUAGE plpgsql AS $$

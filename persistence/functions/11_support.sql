@@ -76,6 +76,7 @@ BEGIN
   o.s_window_us := chargeonce_us(c.window_started_at);
   o.s_activity_us := chargeonce_us(c.last_activity_at);
   o.s_max_jobs := c.max_active_jobs;
+  o.s_low_threshold := c.balance_low_threshold;
   o.s_reservations := chargeonce_reservations_json(p_chat);
   o.s_grants := chargeonce_grants_json(p_chat);
   -- A status answer's window is the chat's.

@@ -201,13 +201,21 @@ END $$;
 -- balance (one ledger row `expire`, one credits_expired event, for a grant
 -- that had anything left); credits still held stay in the grant, since a
 -- hold belongs to what it was taken from, and expire when their hold ends
--- (chargeonce_settle_hold). Returns how many grants expired.
+-- (chargeonce_settle_hold). One balance_low event when what left takes the
+-- available balance below the chat's threshold. Returns how many grants
+-- expired.
 CREATE OR REPLACE FUNCTION chargeonce_expire_grants(p_chat bigint)
   RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   g record;
   n integer := 0;
+  low integer;
+  balance_before integer;
+  held_balance integer;
 BEGIN
+  SELECT chargeonce_low_threshold(balance_low_threshold),
+         coalesce(pockets[3], 0)
+    INTO low, balance_before FROM chats WHERE chat_id = p_chat;
   FOR g IN
     SELECT x.grant_id, chargeonce_grant_left(x) AS left_credits,
            coalesce(h.held, 0) AS held
@@ -229,12 +237,22 @@ BEGIN
       'grant ' || g.grant_id || ' expired'
       || CASE WHEN g.held > 0 THEN ' (' || g.held || ' credits still held)'
               ELSE '' END);
-    PERFORM chargeonce_publish('credits_expired', p_chat, NULL,
-      'grant ' || g.grant_id || ': '
-      || GREATEST(0, g.left_credits - g.held) || ' credits expired'
-      || CASE WHEN g.held > 0 THEN ', ' || g.held || ' held'
-              ELSE '' END);
+    INSERT INTO events (event, chat_id, detail, grant_id, credits)
+      VALUES ('credits_expired', p_chat,
+              'grant ' || g.grant_id || ': '
+              || GREATEST(0, g.left_credits - g.held) || ' credits expired'
+              || CASE WHEN g.held > 0 THEN ', ' || g.held || ' held'
+                      ELSE '' END,
+              g.grant_id, GREATEST(0, g.left_credits - g.held));
   END LOOP;
+  -- Holds are what they were: the fall is what left pockets[3].
+  IF low > 0 AND n > 0 THEN
+    held_balance := chargeonce_balance_held(p_chat);
+    PERFORM chargeonce_note_balance(p_chat, balance_before - held_balance,
+      (SELECT coalesce(pockets[3], 0) FROM chats WHERE chat_id = p_chat)
+        - held_balance,
+      low, 'expire');
+  END IF;
   UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
    WHERE chat_id = p_chat;
   RETURN n;
@@ -292,10 +310,21 @@ BEGIN
   RETURN n;
 END $$;
 
--- One credits_expiring event per grant, p_notice_ms before it expires (at
--- once for a grant created inside that time): up to p_limit grants, rows
--- another transaction holds skipped for the next scan. A grant with
--- nothing left is marked without an event. Returns how many were marked.
+-- The human detail of a grant's credits_expiring event (a subscriber reads
+-- the event's columns).
+CREATE OR REPLACE FUNCTION chargeonce_expiring_detail(g grants)
+  RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT 'grant ' || g.grant_id || ': ' || chargeonce_grant_left(g)
+         || ' credits expire at '
+         || to_char(g.expires_at AT TIME ZONE 'UTC',
+                    'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+-- One credits_expiring event per grant, p_notice_ms before it expires:
+-- up to p_limit grants, rows another transaction holds skipped for the
+-- next scan. A grant with nothing left is marked without an event. A
+-- grant created inside that time got its event from its top-up
+-- (chargeonce_top_up) and is marked already. Returns how many were marked.
 CREATE OR REPLACE FUNCTION chargeonce_notice_expiring(p_notice_ms bigint,
                                                       p_limit integer)
   RETURNS integer LANGUAGE plpgsql AS $$
@@ -313,12 +342,10 @@ BEGIN
       FROM due WHERE g.grant_id = due.grant_id
     RETURNING g.*),
   published AS (
-    INSERT INTO events (event, chat_id, detail)
-    SELECT 'credits_expiring', x.chat_id,
-           'grant ' || x.grant_id || ': ' || chargeonce_grant_left(x)
-           || ' credits expire at '
-           || to_char(x.expires_at AT TIME ZONE 'UTC',
-                      'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    INSERT INTO events (event, chat_id, detail, grant_id, credits,
+                        expires_at)
+    SELECT 'credits_expiring', x.chat_id, chargeonce_expiring_detail(x),
+           x.grant_id, chargeonce_grant_left(x), x.expires_at
       FROM noticed x
      WHERE chargeonce_grant_left(x) > 0
      ORDER BY x.chat_id, x.grant_id)
@@ -493,17 +520,22 @@ $$;
 -- resolved to) answers the first grant and changes nothing; other values
 -- are invalid_argument. Without the new fields (NULLs) it is the top-up of
 -- 0.2: a grant that never expires, priority 100, source purchase, and the
--- same answers and refusals (store::top_up).
+-- same answers and refusals (store::top_up). A grant that expires within
+-- p_notice_ms (the server's expiry-notice) gets its credits_expiring event
+-- in this transaction, not at the next scan; without p_notice_ms the scan
+-- (chargeonce_notice_expiring) writes it.
 CREATE OR REPLACE FUNCTION chargeonce_top_up(
   p_chat bigint, p_credits integer, p_payment_id text,
   p_expires_at timestamptz DEFAULT NULL, p_expires_in_ms bigint DEFAULT NULL,
-  p_priority integer DEFAULT NULL, p_source text DEFAULT NULL)
+  p_priority integer DEFAULT NULL, p_source text DEFAULT NULL,
+  p_notice_ms bigint DEFAULT NULL)
   RETURNS chargeonce_grant_answer LANGUAGE plpgsql AS $$
 DECLARE
   v_priority integer := coalesce(p_priority, 100);
   v_source text := coalesce(p_source, 'purchase');
   why text := chargeonce_top_up_invalid(p_credits, p_expires_at,
                                         p_expires_in_ms, p_priority, p_source);
+  v_expires_at timestamptz;
   c record;
   g grants;
   l record;
@@ -567,18 +599,29 @@ BEGIN
     RETURN chargeonce_grant_refusal('invalid_argument',
       'balance of chat ' || p_chat || ' would overflow');
   END IF;
+  v_expires_at := coalesce(p_expires_at,
+                           now() + p_expires_in_ms * interval '1 millisecond');
+  -- Inside the notice window: noticed as it is made, so that the scan
+  -- never writes a second credits_expiring for it.
   INSERT INTO grants (chat_id, source, credits, priority, expires_at,
-                      expires_in_ms, payment_id)
-    VALUES (p_chat, v_source, p_credits, v_priority,
-            coalesce(p_expires_at,
-                     now() + p_expires_in_ms * interval '1 millisecond'),
-            p_expires_in_ms, p_payment_id)
+                      expires_in_ms, payment_id, expiring_noticed_at)
+    VALUES (p_chat, v_source, p_credits, v_priority, v_expires_at,
+            p_expires_in_ms, p_payment_id,
+            CASE WHEN v_expires_at
+                      <= now() + p_notice_ms * interval '1 millisecond'
+                 THEN now() END)
     ON CONFLICT (payment_id) WHERE payment_id IS NOT NULL DO NOTHING
     RETURNING * INTO g;
   IF NOT FOUND THEN
     -- The same payment_id committed for another chat in the meantime.
     RETURN chargeonce_grant_refusal('invalid_argument',
       'payment_id ' || p_payment_id || ' was already used for another chat');
+  END IF;
+  IF g.expiring_noticed_at IS NOT NULL THEN
+    INSERT INTO events (event, chat_id, detail, grant_id, credits,
+                        expires_at)
+      VALUES ('credits_expiring', p_chat, chargeonce_expiring_detail(g),
+              g.grant_id, g.credits, g.expires_at);
   END IF;
   UPDATE chats
      SET pockets = chargeonce_pockets_set(pockets, 3,
@@ -596,7 +639,8 @@ END $$;
 -- what nobody holds of it leaves the balance (ledger `void`); holds on it
 -- finish normally, and what they release afterwards is voided too
 -- (chargeonce_settle_hold). A second void answers the grant and changes
--- nothing.
+-- nothing. One balance_low event when what left takes the available
+-- balance below the chat's threshold.
 CREATE OR REPLACE FUNCTION chargeonce_void_grant(
   p_chat bigint, p_grant bigint, p_payment_id text DEFAULT NULL)
   RETURNS chargeonce_grant_answer LANGUAGE plpgsql AS $$
@@ -605,6 +649,9 @@ DECLARE
   g grants;
   held integer;
   gone integer;
+  low integer;
+  balance_before integer;
+  held_balance integer;
 BEGIN
   IF (p_grant IS NULL) = (p_payment_id IS NULL) THEN
     RETURN chargeonce_grant_refusal('invalid_argument',
@@ -631,12 +678,22 @@ BEGIN
   held := coalesce((SELECT h.held FROM chargeonce_grants_held(p_chat) h
                      WHERE h.grant_id = g.grant_id), 0);
   gone := GREATEST(0, chargeonce_grant_left(g) - held);
+  SELECT chargeonce_low_threshold(balance_low_threshold),
+         coalesce(pockets[3], 0)
+    INTO low, balance_before FROM chats WHERE chat_id = p_chat;
   UPDATE grants SET voided = voided + gone, voided_at = now()
    WHERE grant_id = g.grant_id RETURNING * INTO g;
   PERFORM chargeonce_grant_leaves(p_chat, g.grant_id, gone, 'void',
     'grant ' || g.grant_id || ' voided'
     || CASE WHEN held > 0 THEN ' (' || held || ' credits still held)'
             ELSE '' END);
+  IF low > 0 AND gone > 0 THEN
+    held_balance := chargeonce_balance_held(p_chat);
+    PERFORM chargeonce_note_balance(p_chat, balance_before - held_balance,
+      (SELECT coalesce(pockets[3], 0) FROM chats WHERE chat_id = p_chat)
+        - held_balance,
+      low, 'void');
+  END IF;
   UPDATE chats SET next_expiry = chargeonce_next_expiry(p_chat)
    WHERE chat_id = p_chat;
   RETURN chargeonce_grant_answer_of(g);

@@ -150,11 +150,36 @@ ALTER TABLE ledger
       AND cardinality(grant_ids) = 1 AND detail IS NOT NULL
       AND pockets IS NOT NULL));
 
+-- A grant's events and balance_low carry what a subscriber reads as
+-- columns, not inside the human `detail` (NULL for the other events):
+-- grant_id, the grant (credits_expired, credits_expiring); credits, the
+-- credits that left the balance (credits_expired), that the grant has
+-- left (credits_expiring) or the available balance after the fall
+-- (balance_low); expires_at, when the grant expires (credits_expiring);
+-- threshold, the one the balance fell below (balance_low). Nullable and
+-- without a default: adding them rewrites no row.
 ALTER TABLE events DROP CONSTRAINT events_event_check,
   ADD CONSTRAINT events_event_check
     CHECK (event IN ('reservation_released', 'limits_refilled',
                      'cancel_requested', 'reconcile_needed',
-                     'credits_expired', 'credits_expiring'));
+                     'credits_expired', 'credits_expiring', 'balance_low')),
+  ADD COLUMN grant_id bigint NULL,
+  ADD COLUMN credits integer NULL,
+  ADD COLUMN expires_at timestamptz NULL,
+  ADD COLUMN threshold integer NULL;
+
+-- Low balance ---------------------------------------------------------------
+
+-- The chat's own balance_low threshold: one balance_low event when its
+-- available balance (pockets[3] less what holds hold of it) falls from at
+-- or above it to below it. NULL: the server's balance-low-threshold; 0:
+-- never. Nothing else is stored: whether a fall crosses is decided from
+-- the amounts before and after it, so re-arming costs no write.
+ALTER TABLE chats ADD COLUMN balance_low_threshold integer NULL
+  CHECK (balance_low_threshold >= 0);
+
+-- status answers the chat's own threshold with its other limits.
+ALTER TYPE chargeonce_outcome ADD ATTRIBUTE s_low_threshold integer;
 
 -- Conversion ----------------------------------------------------------------
 

@@ -69,15 +69,26 @@ TEST_SUITE("facade") {
     CHECK(named->id == 7);
     CHECK(ask<reservation>(gateway, atom::cancel_v, chat_id{1},
                            reservation_id{0}, std::string{"tap"}));
-    auto limit =
-      ask<chat_status>(admin, atom::limits_v, chat_id{1}, limits_update{3});
+    auto limit = ask<chat_status>(admin, atom::limits_v, chat_id{1},
+                                  limits_update{3, true, caf::none, false});
     REQUIRE(limit);
     CHECK(limit->own_max_active_jobs == caf::optional<int32_t>{3});
-    CHECK(
-      ask<chat_status>(gateway, atom::limits_v, chat_id{1}, limits_update{3})
-        .error()
-      == caf::sec::unexpected_message);
-    CHECK(ask<chat_status>(admin, atom::limits_v, chat_id{1}, limits_update{0})
+    CHECK(ask<chat_status>(gateway, atom::limits_v, chat_id{1},
+                           limits_update{3, true, caf::none, false})
+            .error()
+          == caf::sec::unexpected_message);
+    CHECK(ask<chat_status>(admin, atom::limits_v, chat_id{1},
+                           limits_update{0, true, caf::none, false})
+            .error()
+          == ec::invalid_argument);
+    // A negative balance-low threshold, or a set-limits that sets nothing,
+    // is refused before it reaches the chat.
+    CHECK(ask<chat_status>(admin, atom::limits_v, chat_id{1},
+                           limits_update{caf::none, false, -1, true})
+            .error()
+          == ec::invalid_argument);
+    CHECK(ask<chat_status>(admin, atom::limits_v, chat_id{1},
+                           limits_update{caf::none, false, caf::none, false})
             .error()
           == ec::invalid_argument);
     CHECK(ask<reservation>(gateway, atom::cancel_v, chat_id{1},

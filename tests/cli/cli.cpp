@@ -402,6 +402,23 @@ TEST_SUITE("cli") {
              "--max-active-jobs=default"});
     CHECK(r.status == 2);
     CHECK(r.out.rfind("{\"error\":\"connection\"", 0) == 0);
+    // The balance-low threshold alone (the job limit stays), a number or
+    // `default`; one of the two is needed.
+    r = run({"--server=127.0.0.1:1", "set-limits", "--chat=1",
+             "--balance-low-threshold=default"});
+    CHECK(r.status == 2);
+    CHECK(r.out.rfind("{\"error\":\"connection\"", 0) == 0);
+    r = run({"--server=127.0.0.1:1", "set-limits", "--chat=1",
+             "--balance-low-threshold=low"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"--balance-low-threshold "
+             "must be an integer, got 'low'\"}\n");
+    r = run({"--server=127.0.0.1:1", "set-limits", "--chat=1"});
+    CHECK(r.status == 2);
+    CHECK(r.out
+          == "{\"error\":\"usage\",\"message\":\"set-limits needs "
+             "--max-active-jobs, --balance-low-threshold or both\"}\n");
   }
 
   TEST_CASE("--pocket=NAME=N may be repeated and keeps its values in order; "

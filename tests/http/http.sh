@@ -450,6 +450,20 @@ check 422 invalid_argument PUT "/v1/chats/$par/limits" "$ad" '{}'
 check 404 not_found PUT "/v1/chats/$(random_chat)/limits" "$ad" '{"max_active_jobs":3}'
 check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"max_active_jobs":null}'
 [[ $(field .max_active_jobs) == 1 ]] || die "limit back to the plan's: $out"
+# The balance-low threshold: alone (the job limit stays), null or "default"
+# back to the server's (0 here); a negative one refused.
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"max_active_jobs":2}'
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":4}'
+[[ $(field .balance_low_threshold) == 4 && $(field .max_active_jobs) == 2 ]] \
+  || die "threshold alone: $out"
+check 422 invalid_argument PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":-1}'
+check 422 invalid_argument PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":"low"}'
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":"default"}'
+[[ $(field .balance_low_threshold) == 0 ]] || die "threshold back to the server's: $out"
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":4,"max_active_jobs":null}'
+check 200 - PUT "/v1/chats/$par/limits" "$ad" '{"balance_low_threshold":null}'
+[[ $(field .balance_low_threshold) == 0 && $(field .max_active_jobs) == 1 ]] \
+  || die "threshold null: $out"
 ok "two jobs at once: status, busy with the count, cancel by id and request id, limits"
 
 # Races over HTTP, more at once than --http-threads: one chat, 16 reserves
@@ -588,6 +602,34 @@ check 410 expired POST "$W/$id/heartbeat" "$wk"
 check 200 - GET "/v1/chats/$chat" "$gw"
 [[ $(field .balance) == 6 && $(field .reservation) == null ]] || die "after release: $out"
 ok "SSE: queue_notice and reservation_released; a released job's commit -> 410"
+
+# has_json FILE TYPE FILTER: the stream in FILE carried event TYPE for $chat
+# whose JSON passes the jq FILTER.
+has_json() {
+  grep -A1 -x "event: $2" "$1" | sed -n 's/^data: //p' \
+    | jq -e -s --arg type "$2" --argjson chat "$chat" \
+      "any(.[]; .event == \$type and .chat == \$chat and ($3))" >/dev/null
+}
+# A grant that expires inside expiry-notice (24 h) is told at once, by its
+# top-up; a reserve that takes the available balance (6 + 1) below the
+# chat's own threshold (7) is balance_low, with the reservation.
+check 200 - PUT "/v1/chats/$chat/limits" "$ad" '{"balance_low_threshold":7}'
+check 200 - POST "/v1/chats/$chat/top-ups" "$ad" \
+  "{\"credits\":1,\"payment_id\":\"sse-$chat\",\"expires_in_ms\":3600000}"
+grant=$(field .grant_id)
+expires=$(field .expires_at)
+poll 60 has_json "$tmp/events" credits_expiring \
+  ".grant == $grant and .credits == 1 and .expires_at == \"$expires\" and .event_id > 0" \
+  || die "no credits_expiring for grant $grant: $(grep -v '^:' "$tmp/events")"
+check 200 - POST "$W" "$gw" '{"kind":"image","request_id":"low-1"}'
+id=$(field .id)
+poll 60 has_json "$tmp/events" balance_low \
+  ".available == 6 and .threshold == 7 and .cause == \"reserve\" and .reservation == $id" \
+  || die "no balance_low for $id: $(grep -v '^:' "$tmp/events")"
+check 200 - DELETE "$W/$id" "$gw"
+check 200 - PUT "/v1/chats/$chat/limits" "$ad" '{"balance_low_threshold":null}'
+check 200 - POST "/v1/chats/$chat/grants/$grant/void" "$ad" # the balance of 6 again
+ok "SSE: credits_expiring from the top-up and balance_low, with their fields"
 
 # Text runs with --text-cancel-after-start=request (image keeps refuse).
 saved_chat=$chat saved_W=$W

@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -264,6 +265,94 @@ TEST_SUITE("events") {
     test::sql("DELETE FROM released_reservations WHERE id BETWEEN "
               + std::to_string(base) + " AND "
               + std::to_string(base + writers * per_writer));
+  }
+
+  TEST_CASE_FIXTURE(events_fixture,
+                    "the server's balance-low-threshold reaches the SQL, alone "
+                    "and batched: balance_low with the available balance, the "
+                    "threshold and the reservation; a chat's own 0 is off") {
+    auto opts = options();
+    opts.balance_low_threshold = 3;
+    // A server of its own; the fixture's store reads the events.
+    store low_db{opts};
+    auto base = test::fresh_chat_block(4);
+    // Three credits each, no daily images: an image job holds 1 of the
+    // balance, 3 available fall to 2.
+    for (chat_id c = base; c < base + 4; ++c)
+      REQUIRE(low_db.create_chat({c, pockets{0, 0, 3}, caf::none, caf::none}));
+    limits_update off;
+    off.set_max_active_jobs = false;
+    off.set_balance_low_threshold = true;
+    off.balance_low_threshold = 0;
+    auto own_off = low_db.set_limits(base + 3, off);
+    REQUIRE(own_off);
+    CHECK(own_off->balance_low_threshold == 0);
+    CHECK(own_off->own_balance_low_threshold == caf::optional<int32_t>{0});
+    CHECK(own_off->max_active_jobs == 1); // left as it was
+    auto shown = low_db.status(base);
+    REQUIRE(shown);
+    CHECK(shown->balance_low_threshold == 3);
+    CHECK_FALSE(shown->own_balance_low_threshold);
+    limits_update negative = off;
+    negative.balance_low_threshold = -1;
+    auto refused = low_db.set_limits(base, negative);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == ec::invalid_argument);
+    auto before = newest();
+    // base alone (chargeonce_apply_one); the others in one batch, each of
+    // another chat (the set-based statement).
+    auto alone = low_db.reserve(base, kind::image, "", 0);
+    REQUIRE(alone);
+    auto batched = low_db.apply(
+      {operation{operation_type::reserve, base + 1, 0, kind::image, ""},
+       operation{operation_type::reserve, base + 2, 0, kind::image, ""},
+       operation{operation_type::reserve, base + 3, 0, kind::image, ""}});
+    std::map<chat_id, reservation_id> held{{base, alone->id}};
+    for (size_t i = 0; i < batched.size(); ++i) {
+      auto r = std::get_if<reservation>(&batched[i]);
+      REQUIRE(r != nullptr);
+      held[base + 1 + static_cast<chat_id>(i)] = r->id;
+    }
+    std::map<chat_id, event_record> low;
+    for (const auto& e : after(before))
+      if (e.event == "balance_low" && e.chat >= base && e.chat < base + 4) {
+        CHECK(low.count(e.chat) == 0);
+        low[e.chat] = e;
+      }
+    REQUIRE(low.size() == 3);
+    CHECK(low.count(base + 3) == 0);
+    for (const auto& [chat, e] : low) {
+      CAPTURE(chat);
+      CHECK(e.credits == 2);
+      CHECK(e.threshold == 3);
+      CHECK(e.detail == "reserve");
+      CHECK(e.reservation == held[chat]);
+    }
+  }
+
+  TEST_CASE_FIXTURE(events_fixture,
+                    "a top-up whose grant expires inside expiry-notice "
+                    "writes credits_expiring in its own transaction, with "
+                    "the grant, its credits and its expiry") {
+    auto chat = make_chat();
+    auto before = newest();
+    grant_terms soon;
+    soon.expires_in_ms = 3'600'000; // the notice is 24 h
+    auto told = db.top_up(chat, 6, "notice-" + std::to_string(chat), soon);
+    REQUIRE(told);
+    grant_terms later;
+    later.expires_in_ms = 48 * 3'600'000;
+    REQUIRE(db.top_up(chat, 2, "later-" + std::to_string(chat), later));
+    std::vector<event_record> mine;
+    for (const auto& e : after(before))
+      if (e.chat == chat)
+        mine.push_back(e);
+    REQUIRE(mine.size() == 1);
+    CHECK(mine[0].event == "credits_expiring");
+    CHECK(mine[0].grant == told->grant_id);
+    CHECK(mine[0].credits == 6);
+    REQUIRE(mine[0].expires_at);
+    CHECK(mine[0].expires_at == told->expires_at);
   }
 
   TEST_CASE("events older than event-retention are pruned, newer ones kept") {

@@ -100,12 +100,43 @@ TEST_SUITE("json") {
                             {"event_id", 9}});
   }
 
+  TEST_CASE("grant and balance events name their grant, credits, expiry, "
+            "threshold and cause") {
+    CHECK(to_json(credits_expired{42, 7, 5, 10})
+          == nlohmann::json{{"event", "credits_expired"},
+                            {"chat", 42},
+                            {"grant", 7},
+                            {"credits", 5},
+                            {"event_id", 10}});
+    auto at = parse_iso8601("2026-03-01T12:00:00Z");
+    REQUIRE(at);
+    CHECK(to_json(credits_expiring{42, 7, 5, *at, 11})
+          == nlohmann::json{{"event", "credits_expiring"},
+                            {"chat", 42},
+                            {"grant", 7},
+                            {"credits", 5},
+                            {"expires_at", format_iso8601(*at)},
+                            {"event_id", 11}});
+    CHECK(to_json(balance_low{42, 4, 5, "reserve", 9, 12})
+          == nlohmann::json{{"event", "balance_low"},
+                            {"chat", 42},
+                            {"available", 4},
+                            {"threshold", 5},
+                            {"cause", "reserve"},
+                            {"reservation", 9},
+                            {"event_id", 12}});
+    CHECK(to_json(balance_low{42, 0, 5, "expire", 0, 13})["reservation"]
+          == nullptr);
+  }
+
   TEST_CASE("a chat shows pockets, plan, window and its reservation") {
     chat_status st;
     st.chat = 8;
     st.amounts = {1, 2, 3};
     st.premium = true;
+    st.balance_low_threshold = 4;
     auto js = to_json(st);
+    CHECK(js["balance_low_threshold"] == 4);
     CHECK(js["plan"] == "premium");
     CHECK(js["daily_messages"] == 1);
     CHECK(js["balance"] == 3);

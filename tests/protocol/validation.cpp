@@ -135,4 +135,23 @@ TEST_SUITE("validation") {
           == ec::invalid_argument);
   }
 
+  TEST_CASE("set-limits sets a job limit of 1 to 64, a balance-low threshold "
+            "of 0 or more, or both, and something") {
+    auto update = [](caf::optional<int32_t> jobs, bool set_jobs,
+                     caf::optional<int32_t> low, bool set_low) {
+      return limits_update{jobs, set_jobs, low, set_low};
+    };
+    CHECK_FALSE(validate_limits(update(2, true, caf::none, false)));
+    CHECK_FALSE(validate_limits(update(caf::none, false, 0, true)));
+    CHECK_FALSE(validate_limits(update(caf::none, false, caf::none, true)));
+    CHECK_FALSE(validate_limits(update(caf::none, true, 2'000'000, true)));
+    CHECK(validate_limits(update(caf::none, false, -1, true))
+          == ec::invalid_argument);
+    CHECK(validate_limits(update(0, true, 5, true)) == ec::invalid_argument);
+    CHECK(validate_limits(update(caf::none, false, caf::none, false))
+          == ec::invalid_argument);
+    // What is not set is not checked: the old limit's field is ignored.
+    CHECK_FALSE(validate_limits(update(0, false, 5, true)));
+  }
+
 } // TEST_SUITE

@@ -33,5 +33,8 @@ TEST_SUITE("server.config") {
     CHECK(cfg.reactivation_after == caf::timespan{store.reactivation_after});
     CHECK(to_json(cfg.builtin_products()) == to_json(store.products));
     CHECK(cfg.reconcile_timeout == caf::timespan{store.reconcile_timeout});
+    CHECK(cfg.expiry_notice == caf::timespan{store.expiry_notice});
+    CHECK(cfg.balance_low_threshold == store.balance_low_threshold);
+    CHECK(cfg.balance_low_threshold == 0);
   }
 }

@@ -59,8 +59,13 @@ struct fake_log {
   void write_event(const char* event, chat_id chat, reservation_id id,
                    std::string detail = {}) {
     auto next = static_cast<event_id>(event_table.size()) + 1;
-    event_table.push_back(
-      event_record{next, event, chat, id, std::move(detail)});
+    event_record e;
+    e.id = next;
+    e.event = event;
+    e.chat = chat;
+    e.reservation = id;
+    e.detail = std::move(detail);
+    event_table.push_back(std::move(e));
   }
 };
 

@@ -39,6 +39,11 @@ final readonly class ChatStatus
         public array $reservations,
         /** @var list<Grant> the grants with credits left, in spending order */
         public array $grants = [],
+        /**
+         * balance_low comes when the available balance falls below this: the
+         * chat's own threshold, else the server's; 0: never.
+         */
+        public int $balance_low_threshold = 0,
     ) {
     }
 
@@ -68,6 +73,7 @@ final readonly class ChatStatus
             array_map(Reservation::fromArray(...), array_values(Json::array($x, 'reservations'))),
             // A server before credit grants sends none.
             array_map(Grant::fromArray(...), array_values(Json::arrayOrNull($x, 'grants') ?? [])),
+            Json::intOrNull($x, 'balance_low_threshold') ?? 0,
         );
     }
 }

@@ -367,6 +367,17 @@ final class Client
     }
 
     /**
+     * Below which available balance the chat gets balance_low (0 or more, 0
+     * never); null: the server's balance-low-threshold again. Its job limit
+     * stays as it is.
+     */
+    public function setBalanceLowThreshold(int $chat, ?int $threshold): ChatStatus
+    {
+        $body = ['balance_low_threshold' => $threshold];
+        return ChatStatus::fromArray($this->call(Operation::SetLimits, 'PUT', "/v1/chats/$chat/limits", $body));
+    }
+
+    /**
      * One page of the chat's history, newest first.
      *
      * @param ?int $limit ledger rows, 1…1,000; null: 50

@@ -9,9 +9,11 @@ namespace Chargeonce;
  * One event of the stream (GET /v1/events), the fields of its JSON
  * (`chargeonce-cli watch` prints the same objects). The durable ones
  * (reservation_released, cancel_requested, reconcile_needed,
- * limits_refilled) carry an $event_id: store the last one handled and
- * resume after it. queue_notice has none (a timer, sent at most once);
- * overflow and subscription_ended end the stream.
+ * limits_refilled, credits_expired, credits_expiring, balance_low) carry
+ * an $event_id: store the last one handled and resume after it.
+ * queue_notice has none (a timer, sent at most once); overflow and
+ * subscription_ended end the stream. An event this version does not know
+ * comes as it is (its name and $data): skip it, do not stop.
  */
 final readonly class Event
 {
@@ -33,6 +35,22 @@ final readonly class Event
         /** subscription_ended: the last event the server sent; resume after it. */
         public ?int $last_event_id,
         public array $data,
+        /** credits_expired, credits_expiring: the grant. */
+        public ?int $grant = null,
+        /**
+         * credits_expired: the credits that left the balance (those jobs still
+         * hold expire when the jobs end, unless charged); credits_expiring:
+         * what the grant has left.
+         */
+        public ?int $credits = null,
+        /** credits_expiring: when the grant expires. */
+        public ?\DateTimeImmutable $expires_at = null,
+        /** balance_low: the available balance after the fall. */
+        public ?int $available = null,
+        /** balance_low: the threshold it fell below. */
+        public ?int $threshold = null,
+        /** balance_low: reserve (then $reservation is the job), expire or void. */
+        public ?string $cause = null,
     ) {
     }
 
@@ -56,6 +74,12 @@ final readonly class Event
             Json::stringOrNull($data, 'provider_ref'),
             Json::intOrNull($data, 'last_event_id'),
             $data,
+            Json::intOrNull($data, 'grant'),
+            Json::intOrNull($data, 'credits'),
+            Json::timeOrNull($data, 'expires_at'),
+            Json::intOrNull($data, 'available'),
+            Json::intOrNull($data, 'threshold'),
+            Json::stringOrNull($data, 'cause'),
         );
     }
 

@@ -6,6 +6,7 @@ declare(strict_types=1);
 namespace Chargeonce\Tests\Unit;
 
 use Chargeonce\ChatStatus;
+use Chargeonce\Event;
 use Chargeonce\Exception\UnexpectedResponseException;
 use Chargeonce\Explanation;
 use Chargeonce\Grant;
@@ -129,6 +130,9 @@ final class ModelTest extends TestCase
         self::assertSame(['balance' => 3, 'daily_images' => 1, 'daily_messages' => 0], $chat->pockets);
         self::assertSame(3, $chat->available->balance);
         self::assertSame([], $chat->grants); // a server before grants sends none
+        self::assertSame(0, $chat->balance_low_threshold, 'a server before the threshold: 0, off');
+        $withThreshold = ChatStatus::fromArray(['balance_low_threshold' => 50] + Fixtures::chat());
+        self::assertSame(50, $withThreshold->balance_low_threshold);
     }
 
     public function testAChatStatusListsItsGrantsInTheOrderSent(): void
@@ -142,6 +146,34 @@ final class ModelTest extends TestCase
             [[12, 'promo', 2, 1, true, false], [9, 'purchase', 5, 0, false, false]],
             array_map(static fn (Grant $g) => [$g->id, $g->source, $g->left, $g->held, $g->expired, $g->voided], $chat->grants),
         );
+    }
+
+    public function testGrantAndBalanceEventsReadTheirFields(): void
+    {
+        $expired = Event::fromFrame('credits_expired', [
+            'event' => 'credits_expired', 'chat' => 1, 'grant' => 7, 'credits' => 5, 'event_id' => 9,
+        ], '9');
+        self::assertSame([7, 5, null], [$expired->grant, $expired->credits, $expired->expires_at]);
+        $expiring = Event::fromFrame('credits_expiring', [
+            'event' => 'credits_expiring', 'chat' => 1, 'grant' => 7, 'credits' => 5,
+            'expires_at' => '2027-01-31T12:00:00Z', 'event_id' => 10,
+        ], '10');
+        self::assertSame([7, 5], [$expiring->grant, $expiring->credits]);
+        self::assertSame('2027-01-31T12:00:00+00:00', $expiring->expires_at?->format(DATE_ATOM));
+        $low = Event::fromFrame('balance_low', [
+            'event' => 'balance_low', 'chat' => 1, 'available' => 4, 'threshold' => 5, 'cause' => 'reserve',
+            'reservation' => 3, 'event_id' => 11,
+        ], '11');
+        self::assertSame([4, 5, 'reserve', 3, 11], [$low->available, $low->threshold, $low->cause,
+            $low->reservation, $low->event_id]);
+    }
+
+    public function testAnEventThisVersionDoesNotKnowComesAsItIs(): void
+    {
+        $e = Event::fromFrame('from_the_future', ['event' => 'from_the_future', 'chat' => 1, 'event_id' => 12,
+            'shape' => [1]], '12');
+        self::assertSame(['from_the_future', 12, [1], false], [$e->event, $e->event_id, $e->data['shape'],
+            $e->endsStream()]);
     }
 
     public function testHistoryExplanationAndUnresolvedPages(): void

@@ -187,9 +187,17 @@ def set_flags(chat: int, started: Optional[bool], blocked: Optional[bool],
                 _body({"started": started, "blocked": blocked, "banned": banned}), _chat)
 
 
-def set_limits(chat: int, max_active_jobs: Optional[int]) -> Call[ChatStatus]:
-    # null is meaningful here (the plan's limit again): always sent.
-    body = json.dumps({"max_active_jobs": max_active_jobs}).encode()
+#: set_limits' "leave this limit as it is" (None means: back to the default).
+KEEP: Any = object()
+
+
+def set_limits(chat: int, max_active_jobs: Any = KEEP,
+               balance_low_threshold: Any = KEEP) -> Call[ChatStatus]:
+    # null is meaningful here (the default again): sent for every limit
+    # given, None included; a limit not given is left out, and stays.
+    given = {"max_active_jobs": max_active_jobs,
+             "balance_low_threshold": balance_low_threshold}
+    body = json.dumps({k: v for k, v in given.items() if v is not KEEP}).encode()
     return Call(Operation.SET_LIMITS, "PUT", f"/v1/chats/{_id(chat)}/limits", body, _chat)
 
 

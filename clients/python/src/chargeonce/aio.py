@@ -7,7 +7,7 @@ import asyncio
 import ssl
 import time
 from datetime import datetime
-from typing import AsyncIterator, Dict, List, Optional, Protocol, TypeVar, Union
+from typing import Any, AsyncIterator, Dict, List, Optional, Protocol, TypeVar, Union
 
 import aiohttp
 
@@ -284,8 +284,9 @@ class AsyncClient:
                         banned: Optional[bool] = None) -> ChatStatus:
         return await self._run(routes.set_flags(chat, started, blocked, banned))
 
-    async def set_limits(self, chat: int, max_active_jobs: Optional[int]) -> ChatStatus:
-        return await self._run(routes.set_limits(chat, max_active_jobs))
+    async def set_limits(self, chat: int, max_active_jobs: Any = routes.KEEP,
+                         balance_low_threshold: Any = routes.KEEP) -> ChatStatus:
+        return await self._run(routes.set_limits(chat, max_active_jobs, balance_low_threshold))
 
     async def history(self, chat: int, limit: Optional[int] = None,
                       before: Optional[int] = None) -> HistoryPage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Dict, Iterator, List, Optional, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Optional, TypeVar, Union
 
 from . import _routes as routes
 from .errors import ChargeonceConnectionError, ChargeonceError, TooManyStreamsError, TransientError, from_response
@@ -239,9 +239,13 @@ class Client:
         """Sets the flags given; None leaves one as it is."""
         return self._run(routes.set_flags(chat, started, blocked, banned))
 
-    def set_limits(self, chat: int, max_active_jobs: Optional[int]) -> ChatStatus:
-        """How many jobs the chat may run at once (1…64); None: its plan's again."""
-        return self._run(routes.set_limits(chat, max_active_jobs))
+    def set_limits(self, chat: int, max_active_jobs: Any = routes.KEEP,
+                   balance_low_threshold: Any = routes.KEEP) -> ChatStatus:
+        """How many jobs the chat may run at once (1…64; None: its plan's
+        again) and below which available balance it gets balance_low (0 or
+        more, 0 never; None: the server's balance-low-threshold again). A
+        limit not given stays as it is; give at least one."""
+        return self._run(routes.set_limits(chat, max_active_jobs, balance_low_threshold))
 
     def history(self, chat: int, limit: Optional[int] = None,
                 before: Optional[int] = None) -> HistoryPage:

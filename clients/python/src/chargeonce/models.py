@@ -112,6 +112,9 @@ class ChatStatus:
     #: The grants with credits left, in spending order (none from a server
     #: before credit grants).
     grants: List["Grant"] = field(default_factory=list)
+    #: balance_low comes when the available balance falls below this: the
+    #: chat's own threshold, else the server's; 0: never.
+    balance_low_threshold: int = 0
 
     @classmethod
     def from_json(cls, x: Mapping[str, Any]) -> "ChatStatus":
@@ -127,7 +130,8 @@ class ChatStatus:
             j.integer(x, "max_active_jobs"), Pockets.from_json(j.obj(x, "held")),
             Pockets.from_json(j.obj(x, "available")),
             [Reservation.from_json(r) for r in j.array(x, "reservations")],
-            [Grant.from_json(g) for g in (j.array_or_none(x, "grants") or [])])
+            [Grant.from_json(g) for g in (j.array_or_none(x, "grants") or [])],
+            j.integer_or_none(x, "balance_low_threshold") or 0)
 
 
 @dataclass(frozen=True)
@@ -359,9 +363,11 @@ class Explanation:
 class Event:
     """One event of the stream (GET /v1/events). The durable ones
     (reservation_released, cancel_requested, reconcile_needed,
-    limits_refilled) carry an `event_id`: store the last one handled and
-    resume after it. queue_notice has none (a timer, sent at most once);
-    overflow and subscription_ended end the stream."""
+    limits_refilled, credits_expired, credits_expiring, balance_low) carry
+    an `event_id`: store the last one handled and resume after it.
+    queue_notice has none (a timer, sent at most once); overflow and
+    subscription_ended end the stream. An event this version does not know
+    comes as it is (its name and `data`): skip it, do not stop."""
     event: str
     chat: Optional[int]
     reservation: Optional[int]
@@ -374,6 +380,20 @@ class Event:
     last_event_id: Optional[int]
     #: The whole JSON object.
     data: Dict[str, Any]
+    #: credits_expired, credits_expiring: the grant.
+    grant: Optional[int] = None
+    #: credits_expired: the credits that left the balance (those jobs still
+    #: hold expire when the jobs end, unless charged); credits_expiring:
+    #: what the grant has left.
+    credits: Optional[int] = None
+    #: credits_expiring: when the grant expires.
+    expires_at: Optional[datetime] = None
+    #: balance_low: the available balance after the fall, the threshold it
+    #: fell below, and why: reserve (then `reservation` is the job), expire
+    #: or void.
+    available: Optional[int] = None
+    threshold: Optional[int] = None
+    cause: Optional[str] = None
 
     @classmethod
     def from_frame(cls, name: str, data: Mapping[str, Any], frame_id: Optional[str]) -> "Event":
@@ -383,7 +403,10 @@ class Event:
         return cls(name or j.string(data, "event"), j.integer_or_none(data, "chat"),
                    j.integer_or_none(data, "reservation"), event_id,
                    j.string_or_none(data, "reason"), j.string_or_none(data, "provider_ref"),
-                   j.integer_or_none(data, "last_event_id"), dict(data))
+                   j.integer_or_none(data, "last_event_id"), dict(data),
+                   j.integer_or_none(data, "grant"), j.integer_or_none(data, "credits"),
+                   j.time_or_none(data, "expires_at"), j.integer_or_none(data, "available"),
+                   j.integer_or_none(data, "threshold"), j.string_or_none(data, "cause"))
 
     @property
     def ends_stream(self) -> bool:

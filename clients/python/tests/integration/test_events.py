@@ -63,3 +63,24 @@ def test_listen_resumes_after_the_last_id_and_never_repeats(server, chat):
 def test_a_last_event_id_beyond_the_newest_is_invalid_argument(server):
     with pytest.raises(InvalidArgumentError):
         make_client(server).events(after_id=10**15)
+
+
+def test_credits_expiring_and_balance_low_come_typed_with_their_fields(server, chat):
+    c = make_client(server)
+    c.create_chat(chat)
+    status = c.set_limits(chat, balance_low_threshold=3)
+    assert status.balance_low_threshold == 3 and status.max_active_jobs == 1
+    with c.events() as stream:
+        # Expires in an hour, inside expiry-notice (24 h): told at once.
+        grant = c.top_up(chat, 3, f"soon-{chat}", expires_in_ms=3_600_000)
+        expiring = next_of(stream, lambda e: e.chat == chat and e.event == "credits_expiring")
+        assert (expiring.grant, expiring.credits) == (grant.grant_id, 3)
+        assert expiring.expires_at == grant.expires_at and expiring.event_id is not None
+        # An image job with no daily images holds 1 credit: 3 available fall to 2.
+        job = c.reserve(chat, "image", "low-1")
+        low = next_of(stream, lambda e: e.chat == chat and e.event == "balance_low")
+        assert (low.available, low.threshold, low.cause, low.reservation) == \
+            (2, 3, "reserve", job.id)
+    assert c.set_limits(chat, balance_low_threshold=None).balance_low_threshold == 0
+    with pytest.raises(InvalidArgumentError):
+        c.set_limits(chat, balance_low_threshold=-1)

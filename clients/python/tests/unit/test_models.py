@@ -27,6 +27,28 @@ def test_an_event_takes_its_name_from_the_frame_and_its_id_from_the_json_or_the_
     assert Event.from_frame("", {"event": "overflow"}, None).ends_stream
 
 
+def test_grant_and_balance_events_read_their_fields():
+    expired = Event.from_frame("credits_expired", {"event": "credits_expired", "chat": 1,
+                                                   "grant": 7, "credits": 5, "event_id": 9}, "9")
+    assert (expired.grant, expired.credits, expired.expires_at) == (7, 5, None)
+    expiring = Event.from_frame("credits_expiring", {
+        "event": "credits_expiring", "chat": 1, "grant": 7, "credits": 5,
+        "expires_at": "2027-01-31T12:00:00Z", "event_id": 10}, "10")
+    assert (expiring.grant, expiring.credits) == (7, 5)
+    assert expiring.expires_at == datetime(2027, 1, 31, 12, 0, tzinfo=timezone.utc)
+    low = Event.from_frame("balance_low", {
+        "event": "balance_low", "chat": 1, "available": 4, "threshold": 5, "cause": "reserve",
+        "reservation": 3, "event_id": 11}, "11")
+    assert (low.available, low.threshold, low.cause, low.reservation) == (4, 5, "reserve", 3)
+
+
+def test_an_event_this_version_does_not_know_comes_as_it_is():
+    e = Event.from_frame("from_the_future", {"event": "from_the_future", "chat": 1,
+                                             "event_id": 12, "shape": [1]}, "12")
+    assert (e.event, e.event_id, e.data["shape"], e.ends_stream) == \
+        ("from_the_future", 12, [1], False)
+
+
 def test_a_top_up_reads_its_grant():
     t = TopUp.from_json(top_up_json(grant_id=12, source="promo", priority=10,
                                     expires_at="2027-01-31T12:00:00.5Z", expires_in_ms=86_400_000))
