@@ -235,6 +235,8 @@ chat_status status_of(const Row& r, chat_id chat, const store_options& o,
   if (!r["window_number"].is_null())
     x.window = r["window_number"].template as<int64_t>();
   x.grants = grants_from_json(r["s_grants"].template as<std::string>(), chat);
+  if (!r["s_low_threshold"].is_null())
+    x.own_balance_low_threshold = r["s_low_threshold"].template as<int32_t>();
   complete_status(x, o);
   return x;
 }
