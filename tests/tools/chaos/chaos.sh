@@ -194,8 +194,19 @@ took "the generated run"
 check "the generated run is clean" '.result == "ok" and .violations_total == 0
   and .catalog == "generated"' "$tmp/generated.json"
 check "it did real work" '.operations.by_op.commit.ok > 20' "$tmp/generated.json"
-check "every invariant was checked" \
-  '[.invariants[] | .checked > 0] | all' "$tmp/generated.json"
+# A generated catalog may have no kind that pays from the balance: then no
+# hold is ever taken from a grant, and the checks of holds on grants (21,
+# 22) have nothing to judge.
+if jq -e '[.kinds[].pay_from[].pocket] | index("balance") != null' \
+  "$gen_data/catalog.json" >/dev/null; then
+  check "every invariant was checked" \
+    '[.invariants[] | .checked > 0] | all' "$tmp/generated.json"
+else
+  echo "no kind pays from the balance: 21 and 22 judge no hold"
+  check "every other invariant was checked" '[.invariants | to_entries[]
+    | select(.key | test("^2[12]_") | not) | .value.checked > 0] | all' \
+    "$tmp/generated.json"
+fi
 kinds=$(jq -r '.kinds | keys | join(",")' "$gen_data/catalog.json")
 [[ $kinds == kind_* ]] || die "the servers' catalog is not the generated one: $kinds"
 echo "kinds sold: $kinds"
