@@ -96,8 +96,12 @@ check "every invariant was checked" \
 check "windows were refilled during the run, each in the ledger" \
   '.ledger.refill > 0 and .ledger.admin > 0 and .ledger.charge > 0' \
   "$tmp/run.json"
+check "grants with expiries were given, and some voided" \
+  '.grants.with_expiry > 0 and (.operations.by_op.void_grant.ok // 0) > 0' \
+  "$tmp/run.json"
 jq -c '{operations: .operations.total, faults: .faults.by_type,
-  locks, checked: (.invariants | map_values(.checked))}' "$tmp/run.json"
+  locks, grants, checked: (.invariants | map_values(.checked))}' \
+  "$tmp/run.json"
 
 # Every forgery of the default catalog shares one short run; each must be
 # reported by its invariant, told apart by what the auditor says where two
