@@ -556,6 +556,115 @@ caf::error forge_ledger_after(const std::string& dsn, chat_id first,
   }
 }
 
+caf::error forge_grant_conserved(const std::string& dsn, chat_id first,
+                                 int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto forged = tx.exec_params(
+      "UPDATE grants SET credits = credits + 1, charged = charged + 1 "
+      "WHERE grant_id = (SELECT grant_id FROM grants WHERE chat_id > $1 "
+      "AND chat_id <= $2 AND payment_id IS NOT NULL ORDER BY grant_id "
+      "LIMIT 1) RETURNING grant_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no top-up's grant in the range");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a grant's credits");
+  }
+}
+
+caf::error forge_hold_expired(const std::string& dsn, chat_id first,
+                              int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // An expired grant: moving the expiry of one that never expired would
+    // also make it overdue.
+    auto forged = tx.exec_params(
+      "UPDATE grants g SET expires_at = x.created_at - interval '1 ms'"
+      "  FROM (SELECT h.grant_id, e.created_at FROM ledger l"
+      "          JOIN ended_reservations e ON e.id = l.reservation_id"
+      "          CROSS JOIN LATERAL unnest(l.grant_ids) AS h(grant_id)"
+      "          JOIN grants gr ON gr.grant_id = h.grant_id"
+      "         WHERE l.chat_id > $1 AND l.chat_id <= $2"
+      "           AND l.entry = 'charge' AND gr.expired_at IS NOT NULL"
+      "         ORDER BY l.id LIMIT 1) x"
+      " WHERE g.grant_id = x.grant_id RETURNING g.grant_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found,
+                             "no charge of the range held an expired grant");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a hold on an expired grant");
+  }
+}
+
+caf::error forge_grant_order(const std::string& dsn, chat_id first,
+                             int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto x = tx.exec_params(
+      "SELECT id, grant_ids[2], grant_credits[2],"
+      "       grant_ids[cardinality(grant_ids)] FROM ledger"
+      " WHERE chat_id > $1 AND chat_id <= $2 AND entry = 'charge'"
+      "   AND cardinality(grant_ids) >= 3 ORDER BY id LIMIT 1",
+      first, first + count);
+    if (x.empty())
+      return caf::make_error(ec::not_found,
+                             "no charge of the range held three grants");
+    auto row = x[0][0].as<int64_t>();
+    auto passed = x[0][1].as<int64_t>();
+    auto credits = x[0][2].as<int32_t>();
+    auto last = x[0][3].as<int64_t>();
+    tx.exec_params("UPDATE grants SET charged = charged + CASE grant_id"
+                   " WHEN $1 THEN -$3::integer ELSE $3::integer END"
+                   " WHERE grant_id IN ($1, $2)",
+                   passed, last, credits);
+    tx.exec_params(
+      "UPDATE ledger SET grant_ids = grant_ids[1:1] || grant_ids[3:],"
+      "  grant_credits = grant_credits[1:1] || grant_credits[3:"
+      "    cardinality(grant_credits) - 1]"
+      "    || (grant_credits[cardinality(grant_credits)] + $2::integer)"
+      " WHERE id = $1",
+      row, credits);
+    tx.commit();
+    return caf::none;
+  } catch (...) {
+    return failed("forging a hold that passed over a grant");
+  }
+}
+
+caf::error forge_void_twice(const std::string& dsn, chat_id first,
+                            int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // The chat's pockets as they are: the ledger's chain stays whole.
+    auto forged = tx.exec_params(
+      "INSERT INTO ledger (entry, chat_id, detail, pockets, changed,"
+      "                    grant_ids, grant_credits)"
+      " SELECT 'void', g.chat_id, 'grant ' || g.grant_id || ' voided',"
+      "        c.pockets, '{}', ARRAY[g.grant_id], ARRAY[0]"
+      "   FROM grants g JOIN chats c ON c.chat_id = g.chat_id"
+      "  WHERE g.chat_id > $1 AND g.chat_id <= $2"
+      "    AND g.voided_at IS NOT NULL"
+      "  ORDER BY g.grant_id LIMIT 1 RETURNING id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no grant of the range was voided");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a second void");
+  }
+}
+
 caf::error forge_reopen_uncertain(const std::string& dsn, chat_id first,
                                   int64_t count) {
   try {

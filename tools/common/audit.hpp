@@ -221,6 +221,34 @@ caf::error forge_sole_grant(const std::string& dsn, chat_id first,
 caf::error forge_ledger_after(const std::string& dsn, chat_id first,
                               int64_t count);
 
+/// Self-test of the auditor only: the first top-up's grant of the range
+/// gets one credit more and one charged more, with no ledger row: what it
+/// has left and every pocket stay as they were; only the check of each
+/// grant against the ledger's rows naming it sees it.
+caf::error forge_grant_conserved(const std::string& dsn, chat_id first,
+                                 int64_t count);
+
+/// Self-test of the auditor only: the first grant of the range that a
+/// charge's hold names and that has expired is made to have expired a
+/// millisecond before that reservation was created (its expires_at moved,
+/// nothing else), as if the hold had been taken from an expired grant.
+caf::error forge_hold_expired(const std::string& dsn, chat_id first,
+                              int64_t count);
+
+/// Self-test of the auditor only: the first charge of the range whose hold
+/// spans three grants or more is made to have passed over its second one:
+/// that grant leaves the charge's row, and what the charge took of it is
+/// taken of the hold's last grant instead (the row and both grants alike,
+/// every total kept). ec::not_found when no hold spans three grants.
+caf::error forge_grant_order(const std::string& dsn, chat_id first,
+                             int64_t count);
+
+/// Self-test of the auditor only: a second void row (of no credits, the
+/// pockets unchanged) for the first voided grant of the range, as a void
+/// that a retry repeated would write.
+caf::error forge_void_twice(const std::string& dsn, chat_id first,
+                            int64_t count);
+
 /// Self-test of the auditor only: the first settled job of unknown outcome
 /// of the range is made open again, as if the sweep had never released it
 /// nor anyone resolved it. ec::not_found when the range has none.

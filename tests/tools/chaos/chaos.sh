@@ -127,6 +127,8 @@ status=0
   --self-test-over-capture --self-test-ledger-chain \
   --self-test-second-start --self-test-window-paid-twice \
   --self-test-grant-left --self-test-sole-grant \
+  --self-test-grant-conserved --self-test-hold-expired \
+  --self-test-grant-order --self-test-void-twice \
   --data-dir="$data" --server="$server" --json="$tmp/forged.json" \
   >"$tmp/forged.txt" || status=$?
 took "the forged run"
@@ -166,6 +168,18 @@ check "the grant charged behind the balance is reported" \
   "$(seen 18_balance_is_its_grants "its grants have")" "$tmp/forged.json"
 check "the sole grant that is not the chat's is reported" \
   "$(seen 19_sole_grant_alone "contradict its sole grant")" "$tmp/forged.json"
+check "the grant given a credit no ledger row gave is reported" \
+  "$(seen 20_grant_conserved "its top-up gave")" "$tmp/forged.json"
+check "the hold on a grant that had expired is reported" \
+  "$(seen 21_nothing_held_expired "which expired")" "$tmp/forged.json"
+check "the hold that passed over a grant is reported" \
+  "$(seen 22_spending_order "earlier in spending order")" "$tmp/forged.json"
+check "the grant voided twice is reported" \
+  "$(seen 23_expiry_and_void_once "voided 2 times")" "$tmp/forged.json"
+# Without faults the planted grants run their course: a promo that expired
+# while a job held it, a grant voided before the hold.
+check "a grant expired while held, one was voided" \
+  '.grants.expired_while_held > 0 and .grants.voided > 0' "$tmp/forged.json"
 check "the lost event is reported" "$(seen 14_event_with_each_change)" \
   "$tmp/forged.json"
 check "the job started by a second worker is reported" \
