@@ -505,6 +505,7 @@ private:
         others = others_held(h.id, r);
       if (others == unknown)
         return;
+      ++passed_over_judged_;
       auto free = given(*e) - taken_before(*e, r) - others;
       if (free > 0)
         sink_.fail(spending_order, h.chat, h.id,
@@ -618,6 +619,9 @@ private:
 
   void tell(std::map<std::string, uint64_t>& facts) const {
     facts["grants"] = snap_.grants.size();
+    // How often 22 (b) could bound what a passed-over grant had unheld:
+    // how much that check judged in this run.
+    facts["passed_over_judged"] = passed_over_judged_;
     for (const auto& g : snap_.grants) {
       facts["with_expiry"] += g.expires ? 1 : 0;
       facts["expired"] += g.expired_us != 0 ? 1 : 0;
@@ -647,6 +651,7 @@ private:
   std::map<chat_id, std::vector<reservation_id>> chat_reservations_;
   std::map<chat_id, int64_t> created_acked_;    ///< create-chat's first answer
   std::map<std::string, int64_t> top_up_acked_; ///< per payment id
+  uint64_t passed_over_judged_ = 0;             ///< grants 22 (b) bounded
 };
 
 } // namespace
