@@ -49,6 +49,9 @@ struct audit_result {
   /// beside the slack.
   int64_t lock_slack_used_ms = 0;
   int64_t lock_slack_ms = 0; ///< audit_limits::slack_ms
+  /// What the run did with grants: how many there are, expired, expired
+  /// while held, voided, … (audit_grants).
+  std::map<std::string, uint64_t> grants;
 };
 
 audit_result audit(const recorder& rec,
@@ -56,7 +59,12 @@ audit_result audit(const recorder& rec,
                    const persistence::audit_snapshot& snapshot,
                    const audit_limits& limits);
 
-inline constexpr size_t invariant_count = 19;
+inline constexpr size_t invariant_count = 23;
+
+/// How late a request without an answer may still take effect: the client
+/// gave up after 4 s, the server's store-timeout is 2 s, and a paused
+/// Postgres runs the queued statements within seconds of SIGCONT.
+inline constexpr int64_t unknown_horizon_us = 15'000'000;
 
 /// Invariant names, as the summary and the JSON show them.
 extern const char* const invariant_names[invariant_count];

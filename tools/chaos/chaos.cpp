@@ -438,6 +438,16 @@ std::string forge(const chaos_options& o, const setup& s, recorder& rec,
           [&] { return persistence::forge_grant_left(s.dsn, first, count); });
   attempt(o.self_test_sole_grant, "name another chat's grant as sole",
           [&] { return persistence::forge_sole_grant(s.dsn, first, count); });
+  attempt(
+    o.self_test_grant_conserved, "give a grant a credit no row gave",
+    [&] { return persistence::forge_grant_conserved(s.dsn, first, count); });
+  attempt(o.self_test_hold_expired,
+          "move a held grant's expiry before its hold",
+          [&] { return persistence::forge_hold_expired(s.dsn, first, count); });
+  attempt(o.self_test_grant_order, "make a hold pass over a grant",
+          [&] { return persistence::forge_grant_order(s.dsn, first, count); });
+  attempt(o.self_test_void_twice, "void a grant twice",
+          [&] { return persistence::forge_void_twice(s.dsn, first, count); });
   attempt(o.self_test_lost_event, "lose an event",
           [&] { return persistence::forge_lost_event(s.dsn, first, count); });
   attempt(o.self_test_second_start, "start a job by a second worker",
@@ -484,7 +494,9 @@ int chaos_main(chaos_options& o) {
                    || o.self_test_uncertain_left || o.self_test_ledger_chain
                    || o.self_test_lost_commit || o.self_test_lost_event
                    || o.self_test_second_start || o.self_test_window_paid_twice
-                   || o.self_test_grant_left || o.self_test_sole_grant;
+                   || o.self_test_grant_left || o.self_test_sole_grant
+                   || o.self_test_grant_conserved || o.self_test_hold_expired
+                   || o.self_test_grant_order || o.self_test_void_twice;
   run_facts facts{o.seed, o.duration_s, o.servers, o.faults,
                   error,  self_test,    o.catalog, planted_chat};
   auto summary = summarize(facts, rec, result);

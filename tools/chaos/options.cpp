@@ -23,6 +23,9 @@ const char* const usage_text =
                         [--self-test-uncertain-left]
                         [--self-test-ledger-chain] [--self-test-lost-event]
                         [--self-test-grant-left] [--self-test-sole-grant]
+                        [--self-test-grant-conserved]
+                        [--self-test-hold-expired]
+                        [--self-test-grant-order] [--self-test-void-twice]
                         [--self-test-lost-commit]
                         [--self-test-second-start]
                         [--self-test-window-paid-twice]
@@ -88,6 +91,18 @@ against its record of every request and answer.
   --self-test-sole-grant   name another chat's grant as the sole grant of
                a chat: the check that a chat's sole grant is its one live
                grant with credits nobody holds must see it
+  --self-test-grant-conserved   give one grant a credit more and a charge
+               more, no ledger row: the check of each grant against the
+               ledger's rows naming it must see it
+  --self-test-hold-expired   move the expiry of a grant a charge held to
+               before that job's reservation was created: the check that
+               nothing new is held from an expired grant must see it
+  --self-test-grant-order   make a charge whose hold spans three grants
+               pass over its second one (what it took of it taken of the
+               last one, every total kept): the check of the spending
+               order must see it
+  --self-test-void-twice   write a second void row of a voided grant: the
+               check that each expiry and void happens once must see it
   --self-test-lost-event   delete one event before the audit (in a run
                without any, write one that no change made): the check that
                each change has its one event must see it
@@ -273,6 +288,22 @@ chaos_options parse_options(int argc, char** argv) {
       o.self_test_sole_grant = true;
       continue;
     }
+    if (arg == "--self-test-grant-conserved") {
+      o.self_test_grant_conserved = true;
+      continue;
+    }
+    if (arg == "--self-test-hold-expired") {
+      o.self_test_hold_expired = true;
+      continue;
+    }
+    if (arg == "--self-test-grant-order") {
+      o.self_test_grant_order = true;
+      continue;
+    }
+    if (arg == "--self-test-void-twice") {
+      o.self_test_void_twice = true;
+      continue;
+    }
     if (arg == "--self-test-lost-event") {
       o.self_test_lost_event = true;
       continue;
@@ -330,7 +361,9 @@ chaos_options parse_options(int argc, char** argv) {
       && (o.self_test_pocket_move || o.self_test_over_capture
           || o.self_test_uncertain_left || o.self_test_ledger_chain
           || o.self_test_lost_event || o.self_test_window_paid_twice
-          || o.self_test_grant_left || o.self_test_sole_grant))
+          || o.self_test_grant_left || o.self_test_sole_grant
+          || o.self_test_grant_conserved || o.self_test_hold_expired
+          || o.self_test_grant_order || o.self_test_void_twice))
     throw usage_error("with --postgres-ha only the forgeries keyed by a "
                       "reservation id (--self-test-violation, "
                       "--self-test-cancel-charged, "

@@ -51,6 +51,13 @@ struct chaos_options {
   /// that the balance is what its grants have left must see it.
   bool self_test_grant_left = false;
   bool self_test_sole_grant = false;
+  /// The grant invariants' forgeries (20 to 23): a grant whose credits the
+  /// ledger does not give, a hold on a grant that had expired, a hold that
+  /// passed over a grant, a grant voided twice.
+  bool self_test_grant_conserved = false;
+  bool self_test_hold_expired = false;
+  bool self_test_grant_order = false;
+  bool self_test_void_twice = false;
   /// Deletes one event before the audit (or, without any, writes one no
   /// change made): the check of an event with each change must see it.
   bool self_test_lost_event = false;

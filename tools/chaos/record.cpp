@@ -24,8 +24,9 @@ bool op_from_string(const std::string& name, op& out) {
 
 const char* to_string(op x) {
   static constexpr const char* names[] = {
-    "touch", "reserve", "cancel", "status",  "start",     "heartbeat", "commit",
-    "fail",  "create",  "top_up", "premium", "uncertain", "resolve",
+    "touch",     "reserve",   "cancel",  "status",     "start",
+    "heartbeat", "commit",    "fail",    "create",     "top_up",
+    "premium",   "uncertain", "resolve", "void_grant",
   };
   return names[static_cast<size_t>(x)];
 }

@@ -36,8 +36,9 @@ enum class op : uint8_t {
   premium,
   uncertain,
   resolve,
+  void_grant,
 };
-constexpr size_t op_count = 13;
+constexpr size_t op_count = 14;
 const char* to_string(op x);
 bool op_from_string(const std::string& name, op& out);
 
@@ -61,6 +62,9 @@ struct op_record {
   int32_t units = 0;
   pockets held_units;
   int32_t credits = 0;
+  /// A top-up: the grant its receipt names; a void: the grant it named (0
+  /// when it named the top-up's payment id instead).
+  int64_t grant = 0;
   uint32_t actor = 0; ///< gateway/worker/admin thread or worker process
   op what = op::status;
   uint8_t result = static_cast<uint8_t>(outcome::pending);

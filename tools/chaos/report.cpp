@@ -86,6 +86,9 @@ nlohmann::json summarize(const run_facts& facts, const recorder& rec,
           {"faults", faults(facts, rec)},
           {"invariants", inv},
           {"ledger", result.ledger_entries},
+          // What the run did with grants: made, expired (while held, and
+          // holds that ended after their grant expired), voided.
+          {"grants", result.grants},
           // The liveness allowance of invariant 4 and how much of it the
           // latest lock took: what the slack is measured against.
           {"locks",
@@ -119,6 +122,9 @@ std::string render(const nlohmann::json& s) {
   out << "\nledger rows:";
   for (const auto& [entry, n] : s["ledger"].items())
     out << ' ' << entry << '=' << n;
+  out << "\ngrants:";
+  for (const auto& [what, n] : s["grants"].items())
+    out << ' ' << what << '=' << n;
   out << "\nlocks: the latest ended " << s["locks"]["slack_used_ms_max"]
       << " ms after its deadline and one sweep (slack allowed: "
       << s["locks"]["slack_ms"] << " ms)";

@@ -36,6 +36,24 @@ constexpr int64_t straddle_lag_us = 300'000;
 /// Windows tried before the straddle gives up (a job the sweep released
 /// meanwhile, a window turned before the job was reserved).
 constexpr int straddle_attempts_max = 3;
+/// Every grant_chat_every-th chat of the gateways' range also gets grant
+/// top-ups with expiries and voids: a quarter of the chats, so that the
+/// rest of the workload keeps its share of the run.
+constexpr int64_t grant_chat_every = 4;
+/// Where those grants stand in the spending order, and what they expire in:
+/// a few seconds to tens of seconds, so that most expire within a run and
+/// some while a job holds them.
+constexpr int32_t grant_priorities[] = {10, 50, 100, 150};
+constexpr const char* grant_sources[] = {"promo", "admin", "purchase"};
+constexpr int64_t grant_expiry_ms_min = 2000;
+constexpr int64_t grant_expiry_ms_max = 20000;
+/// Grants remembered for voids: about the last few seconds' worth.
+constexpr size_t granted_max = 32;
+/// plant_grants(): its promo grant expires this long after its top-up, long
+/// after the hold is taken and before the job's sweep deadline (6 s), and
+/// the job heartbeats this often meanwhile (its lease is 2 s).
+constexpr auto planted_expiry = std::chrono::milliseconds(2500);
+constexpr auto planted_heartbeat = std::chrono::milliseconds(700);
 
 op_record begin(op what, uint32_t actor, chat_id chat, reservation_id id = 0) {
   op_record r;
@@ -78,6 +96,11 @@ void fill(op_record& r, const chat_status& x) {
 
 void fill(op_record& r, const top_up_receipt& x) {
   r.credits = x.credits;
+  r.grant = x.grant_id;
+}
+
+void fill(op_record& r, const grant_info& x) {
+  r.grant = x.id;
 }
 
 template <class T>
@@ -201,6 +224,12 @@ bool workload::create_chats(std::mt19937_64& rng) {
     spec.chat = opts_.first_chat + i;
     // Some chats start poor, so insufficient_* answers happen too.
     spec.initial = starting_pockets(rng);
+    // The chats of grants start with their daily pockets empty and a
+    // balance of 30 jobs' worth: until refills come, what they pay comes of
+    // their grants, whose holds the grant invariants judge.
+    if (i % grant_chat_every == 0)
+      for (const auto& p : opts_.products.pockets)
+        spec.initial.set(p.name, p.purchased ? 30 * highest_price(p.name) : 0);
     auto limit = job_limits[i % 3];
     if (limit > 1)
       spec.max_active_jobs = limit;
@@ -213,9 +242,15 @@ bool workload::create_chats(std::mt19937_64& rng) {
     chat_spec spec;
     spec.chat = process_chat(i);
     // Killed workers reserve paid_kind() here, again and again; the
-    // planted jobs take two of these chats.
+    // planted jobs take two of these chats. plant_grants() one more, whose
+    // daily pockets are empty until a refill, so that its holds take the
+    // balance and span its grants.
+    if (i == opts_.process_chats - 4)
+      grant_chat_ = spec.chat;
     for (const auto& p : opts_.products.pockets)
-      spec.initial.set(p.name, 1000 * highest_price(p.name));
+      spec.initial.set(p.name, spec.chat == grant_chat_ && !p.purchased
+                                 ? 0
+                                 : 1000 * highest_price(p.name));
     if (!create(spec))
       return false;
     initial[spec.chat] = spec.initial;
@@ -252,6 +287,8 @@ void workload::start() {
   threads_.emplace_back([this, actor, s = seeds()] { admin(actor, s); });
   ++actor;
   threads_.emplace_back([this, actor, s = seeds()] { reconciler(actor, s); });
+  if (grant_chat_ != 0)
+    threads_.emplace_back([this] { plant_grants(); });
 }
 
 void workload::stop() {
@@ -899,8 +936,13 @@ void workload::admin(uint32_t actor, uint64_t seed) {
   std::mt19937_64 rng{seed};
   while (stop_.nap(uniform(rng, 20, 120))) {
     auto chat = pick_chat(rng);
-    if (chance(rng) < 0.7) {
+    auto p = chance(rng);
+    if (p < 0.55) {
       top_up(actor, chat, uniform(rng, 1, 5), next_key(), rng);
+    } else if (p < 0.67) {
+      some_grant(actor, rng);
+    } else if (p < 0.72) {
+      void_some_grant(actor, rng);
     } else {
       // Premium that lapsed an hour ago up to premium for another hour.
       auto until =
@@ -909,6 +951,171 @@ void workload::admin(uint32_t actor, uint64_t seed) {
       finish(rec_, r, client_.set_premium(chat, until));
     }
   }
+}
+
+// -- grants -------------------------------------------------------------------
+
+op_record workload::grant_top_up(uint32_t actor, chat_id chat, int64_t credits,
+                                 uint64_t pay, const grant_terms& terms,
+                                 bool remember, std::mt19937_64& rng) {
+  auto payment =
+    "pay-" + std::to_string(opts_.seed) + "-" + std::to_string(pay);
+  op_record r;
+  for (int i = 0; i < retries_max; ++i) {
+    r = begin(op::top_up, actor, chat);
+    r.key = pay;
+    r.credits = static_cast<int32_t>(credits);
+    finish(rec_, r, client_.top_up(chat, credits, payment, terms));
+    if (r.ok() && remember) {
+      std::lock_guard<std::mutex> guard{granted_mtx_};
+      granted_.push_back({chat, r.grant, pay});
+      if (granted_.size() > granted_max)
+        granted_.pop_front();
+    }
+    // A webhook is retried after an unknown outcome, and sometimes anyway.
+    if (!unknown(r) && chance(rng) > 0.2)
+      break;
+    if (!stop_.nap(100))
+      break;
+  }
+  return r;
+}
+
+void workload::some_grant(uint32_t actor, std::mt19937_64& rng) {
+  auto share = std::max<int64_t>(1, opts_.chats / grant_chat_every);
+  auto chat =
+    opts_.first_chat
+    + std::min(opts_.chats, grant_chat_every * uniform(rng, 1, share));
+  grant_terms terms;
+  auto in_ms = uniform(rng, grant_expiry_ms_min, grant_expiry_ms_max);
+  // Some give the instant, as a webhook that computed it would.
+  if (chance(rng) < 0.2)
+    terms.expires_at = caf::make_timestamp() + std::chrono::milliseconds(in_ms);
+  else
+    terms.expires_in_ms = in_ms;
+  terms.priority = grant_priorities[uniform(rng, 0, 3)];
+  terms.source = grant_sources[uniform(rng, 0, 2)];
+  grant_top_up(actor, chat, uniform(rng, 1, 6), next_key(), terms, true, rng);
+}
+
+op_record workload::void_grant(uint32_t actor, const granted& g,
+                               bool by_payment, std::mt19937_64& rng) {
+  auto payment =
+    "pay-" + std::to_string(opts_.seed) + "-" + std::to_string(g.pay);
+  op_record r;
+  for (int i = 0; i < retries_max; ++i) {
+    r = begin(op::void_grant, actor, g.chat);
+    r.key = g.pay;
+    r.grant = by_payment ? 0 : g.grant;
+    finish(rec_, r,
+           client_.void_grant(g.chat, by_payment ? 0 : g.grant,
+                              by_payment ? payment : std::string{}));
+    if (!unknown(r) && chance(rng) > 0.2)
+      break;
+    if (!stop_.nap(100))
+      break;
+  }
+  return r;
+}
+
+void workload::void_some_grant(uint32_t actor, std::mt19937_64& rng) {
+  granted g;
+  {
+    std::lock_guard<std::mutex> guard{granted_mtx_};
+    if (granted_.empty())
+      return;
+    auto last = static_cast<int64_t>(granted_.size()) - 1;
+    g = granted_[static_cast<size_t>(uniform(rng, 0, last))];
+  }
+  void_grant(actor, g, chance(rng) < 0.5, rng);
+}
+
+const kind_spec* workload::balance_kind() const {
+  for (const auto& k : opts_.products.kinds)
+    for (const auto& source : k.pay_from)
+      if (source.pocket == pocket::balance)
+        return &k;
+  return nullptr;
+}
+
+void workload::plant_grants() {
+  const auto* k = balance_kind();
+  if (k == nullptr)
+    return; // a catalog whose kinds never pay from the balance
+  auto chat = grant_chat_;
+  // Units enough to take every daily unit a refill may have given first,
+  // then 6 credits of the balance: the promo's 3, the early grant's 2, and
+  // one of create-chat's grant.
+  int32_t units = 0;
+  int32_t balance_price = 1;
+  for (const auto& source : k->pay_from) {
+    if (source.pocket == pocket::balance) {
+      balance_price = source.price;
+      break;
+    }
+    if (const auto* p = opts_.products.find_pocket(source.pocket))
+      units += p->free_daily / source.price;
+  }
+  units += (6 + balance_price - 1) / balance_price;
+  std::mt19937_64 rng{opts_.seed * 7919 + 3};
+  auto terms = [](int32_t priority, const char* source) {
+    grant_terms t;
+    t.priority = priority;
+    t.source = source;
+    return t;
+  };
+  auto promo_terms = terms(10, "promo");
+  promo_terms.expires_in_ms = planted_expiry.count();
+  // Not remembered for the admin's voids: the hold must find them as
+  // planted. Each repeat keeps its payment id.
+  auto top_up = [&](int32_t credits, const grant_terms& t) {
+    auto pay = next_key();
+    return definite(
+      [&] { return grant_top_up(0, chat, credits, pay, t, false, rng); });
+  };
+  auto promo = top_up(3, promo_terms);
+  auto promo_acked_ms = now_us() / 1000;
+  auto early = top_up(2, terms(20, "promo"));
+  auto gone = top_up(2, terms(5, "purchase"));
+  if (!promo.ok() || !early.ok() || !gone.ok()) {
+    spdlog::warn("chaos: plant_grants: a top-up was refused: {} {} {}",
+                 outcome_name(promo.result), outcome_name(early.result),
+                 outcome_name(gone.result));
+    return;
+  }
+  // The earliest grant of all, voided before the hold: it gives nothing.
+  granted voided{chat, gone.grant, gone.key};
+  if (!definite([&] { return void_grant(0, voided, true, rng); }).ok()
+      || !definite([&] { return void_grant(0, voided, false, rng); }).ok())
+    return;
+  auto key = next_key();
+  auto held = definite(
+    [&] { return reserve(0, chat, kind{k->name}, key, units, false); });
+  if (!held.ok())
+    return;
+  auto ask = [&](op what, auto&& send) {
+    return definite([&] { return once(what, chat, held.id, send); }).ok();
+  };
+  if (!ask(op::start, [&] { return client_.start(chat, held.id); }))
+    return;
+  // The promo expires while the job holds it; the job beats meanwhile.
+  auto expired =
+    std::chrono::system_clock::time_point{
+      std::chrono::milliseconds(promo_acked_ms)}
+    + planted_expiry + std::chrono::milliseconds(300);
+  while (std::chrono::system_clock::now() < expired) {
+    std::this_thread::sleep_for(planted_heartbeat);
+    if (!ask(op::heartbeat, [&] { return client_.heartbeat(chat, held.id); }))
+      return;
+  }
+  // One unit: what it costs comes of the promo's held credits, the rest of
+  // them expires as the hold ends, the other grants' return.
+  definite([&] {
+    auto r = begin(op::commit, 0, chat, held.id);
+    r.units = 1;
+    finish(rec_, r, client_.commit(chat, held.id, 1));
+    return r;
+  });
 }
 
 } // namespace chargeonce::chaos

@@ -4,8 +4,10 @@
 // heartbeat or not, commit, fail, time out, die silently, come back late
 // after a sweep, call uncertain when their provider timed out), a
 // reconciler (resolves uncertain jobs either way, twice, both ways at once,
-// late or never) and an admin (top-ups retried by payment id, premium
-// changes). Every request and answer goes to the recorder.
+// late or never) and an admin (top-ups retried by payment id, some of them
+// grants that expire within the run at other priorities and sources, voids
+// of those by grant or payment id, premium changes). Every request and
+// answer goes to the recorder.
 #pragma once
 
 #include "client/client.hpp"
@@ -65,6 +67,13 @@ struct workload_options {
   int64_t refill_interval_ms = 3000;
 };
 
+/// A grant a top-up made, for a later void.
+struct granted {
+  chat_id chat = 0;
+  int64_t grant = 0;
+  uint64_t pay = 0; ///< its payment id's number
+};
+
 /// A reserved job handed from gateways to workers.
 struct job {
   chat_id chat = 0;
@@ -99,6 +108,8 @@ public:
   void stop();
   /// The chat that took the planted jobs (see `plant`); 0 when none did.
   chat_id planted_chat() const { return planted_chat_; }
+  /// The chat of plant_grants(), created without daily pockets; 0: none.
+  chat_id grant_chat() const { return grant_chat_; }
 
   /// One status request, recorded: what a fault sends while Postgres is
   /// down, so that the run has an answer from that time.
@@ -162,6 +173,29 @@ private:
                   int32_t units = 0);
   void top_up(uint32_t actor, chat_id chat, int64_t credits, uint64_t pay,
               std::mt19937_64& rng);
+  /// A top-up whose grant has `terms`, retried after an unknown outcome
+  /// (and sometimes anyway) with the same payment id and terms; the last
+  /// attempt's record. `remember`: acknowledged, it may be voided later.
+  op_record grant_top_up(uint32_t actor, chat_id chat, int64_t credits,
+                         uint64_t pay, const grant_terms& terms, bool remember,
+                         std::mt19937_64& rng);
+  /// A grant top-up of a chat of the grants' share: an expiry a few
+  /// seconds to tens of seconds away, a priority and a source at random.
+  void some_grant(uint32_t actor, std::mt19937_64& rng);
+  /// Voids a grant a top-up made, by its id or its payment id, retried
+  /// after an unknown outcome and sometimes anyway (a repeat changes
+  /// nothing); the last attempt's record.
+  op_record void_grant(uint32_t actor, const granted& g, bool by_payment,
+                       std::mt19937_64& rng);
+  void void_some_grant(uint32_t actor, std::mt19937_64& rng);
+  /// One hold of each sort the grant invariants judge, on grant_chat():
+  /// a promo grant that expires while a job holds it (the job then charges
+  /// part of it), a grant the hold also spans, one voided before, by
+  /// payment id and again by grant id. Runs beside the workload (its own
+  /// chat, its own thread); a step refused or lost to a fault ends it.
+  void plant_grants();
+  /// The first kind that pays from the balance (nullptr: none).
+  const kind_spec* balance_kind() const;
   chat_id pick_chat(std::mt19937_64& rng) const;
   uint64_t next_key() { return ++keys_; }
   std::string request_id(uint64_t key) const;
@@ -207,6 +241,10 @@ private:
   std::vector<std::thread> threads_;
   chat_id planted_chat_ = 0;
   chat_id coverage_chat_ = 0; ///< where plant() made the answers certain
+  chat_id grant_chat_ = 0;    ///< plant_grants()'s
+  /// Grants top-ups made, the latest granted_max, for voids.
+  std::mutex granted_mtx_;
+  std::deque<granted> granted_;
   std::chrono::steady_clock::time_point planted_at_;
 };
 

@@ -25,6 +25,27 @@ std::string micros_of(const std::string& column) {
   return out.replace(out.find("{}"), 2, column);
 }
 
+/// A Postgres array of integers as text ({1,2,3}), its elements.
+template <class T>
+std::vector<T> read_ints(const char* text) {
+  std::vector<T> out;
+  std::string number;
+  for (const char* p = text; *p != '\0'; ++p) {
+    if (*p == '-' || (*p >= '0' && *p <= '9')) {
+      number += *p;
+    } else if (!number.empty()) {
+      out.push_back(static_cast<T>(std::stoll(number)));
+      number.clear();
+    }
+  }
+  return out;
+}
+
+/// A timestamp column as microseconds, 0 for NULL.
+int64_t micros_or_zero(const pqxx::field& f) {
+  return f.is_null() ? 0 : f.as<int64_t>();
+}
+
 void read_chats(pqxx::transaction_base& tx, chat_id first, int64_t count,
                 audit_snapshot& out, pocket_ordinals& ordinals) {
   // Written out here, not through the server's functions: the auditor
@@ -64,7 +85,8 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
                    "charged::text, credited_balance, coalesce(payment_id, ''), "
                      + micros_of("committed_at")
                      + ", changed::text, coalesce(detail, ''), pockets::text, "
-                       "window_number FROM ledger "
+                       "window_number, grant_ids::text, grant_credits::text "
+                       "FROM ledger "
                        "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
                    first, first + count);
   for (const auto& r : rs) {
@@ -86,6 +108,8 @@ void read_ledger(pqxx::transaction_base& tx, chat_id first, int64_t count,
     x.has_window = !r[11].is_null();
     if (x.has_window)
       x.window = r[11].as<int64_t>();
+    x.grant_ids = read_ints<int64_t>(r[12].c_str());
+    x.grant_credits = read_ints<int32_t>(r[13].c_str());
     out.ledger.push_back(std::move(x));
   }
 }
@@ -95,13 +119,17 @@ void read_reservations(pqxx::transaction_base& tx, chat_id first, int64_t count,
   auto rs = tx.exec_params(
     "SELECT id, chat_id, status = 'in_progress', held::text, "
       + micros_of("created_at")
-      + ", window_number FROM reservations WHERE chat_id > $1 AND "
-        "chat_id <= $2 ORDER BY id",
+      + ", window_number, held_grants::text, held_grant_credits::text "
+        "FROM reservations WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
     first, first + count);
-  for (const auto& r : rs)
+  for (const auto& r : rs) {
     out.reservations.push_back(audit_reservation{
       r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<bool>(),
       ordinals.read(r[3].c_str()), r[4].as<int64_t>(), r[5].as<int64_t>()});
+    out.holds.push_back(audit_hold{
+      r[0].as<int64_t>(), r[1].as<int64_t>(), r[4].as<int64_t>(), true,
+      read_ints<int64_t>(r[6].c_str()), read_ints<int32_t>(r[7].c_str())});
+  }
 }
 
 void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -118,16 +146,27 @@ void read_releases(pqxx::transaction_base& tx, chat_id first, int64_t count,
 }
 
 void read_uncertain(pqxx::transaction_base& tx, chat_id first, int64_t count,
-                    audit_snapshot& out) {
+                    audit_snapshot& out, pocket_ordinals& ordinals) {
   auto rs = tx.exec_params(
     "SELECT id, chat_id, coalesce(outcome, ''), " + micros_of("uncertain_at")
-      + ", window_number FROM uncertain_reservations WHERE chat_id > $1 AND "
-        "chat_id <= $2 ORDER BY id",
+      + ", window_number, " + micros_of("created_at") + ", "
+      + micros_of("resolved_at")
+      + ", held::text, held_grants::text, held_grant_credits::text "
+        "FROM uncertain_reservations WHERE chat_id > $1 AND chat_id <= $2 "
+        "ORDER BY id",
     first, first + count);
-  for (const auto& r : rs)
-    out.uncertain.push_back(audit_uncertain{
-      r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<std::string>(),
-      r[3].as<int64_t>(), r[4].as<int64_t>()});
+  for (const auto& r : rs) {
+    audit_uncertain x{r[0].as<int64_t>(), r[1].as<int64_t>(),
+                      r[2].as<std::string>(), r[3].as<int64_t>(),
+                      r[4].as<int64_t>()};
+    x.created_us = r[5].as<int64_t>();
+    x.resolved_us = micros_or_zero(r[6]);
+    x.held = ordinals.read(r[7].c_str());
+    out.holds.push_back(audit_hold{
+      x.id, x.chat, x.created_us, x.outcome.empty(),
+      read_ints<int64_t>(r[8].c_str()), read_ints<int32_t>(r[9].c_str())});
+    out.uncertain.push_back(std::move(x));
+  }
 }
 
 void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
@@ -143,12 +182,49 @@ void read_events(pqxx::transaction_base& tx, chat_id first, int64_t count,
 }
 
 void read_ended(pqxx::transaction_base& tx, chat_id first, int64_t count,
-                audit_snapshot& out) {
-  auto rs = tx.exec_params("SELECT id, window_number FROM ended_reservations "
-                           "WHERE chat_id > $1 AND chat_id <= $2 ORDER BY id",
-                           first, first + count);
+                audit_snapshot& out, pocket_ordinals& ordinals) {
+  auto rs =
+    tx.exec_params("SELECT id, window_number, chat_id, "
+                     + micros_of("created_at") + ", " + micros_of("ended_at")
+                     + ", held::text FROM ended_reservations "
+                       "WHERE chat_id > $1 AND chat_id <= $2 "
+                       "ORDER BY id",
+                   first, first + count);
   for (const auto& r : rs)
-    out.ended.push_back(audit_ended{r[0].as<int64_t>(), r[1].as<int64_t>()});
+    out.ended.push_back(audit_ended{
+      r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
+      r[3].as<int64_t>(), r[4].as<int64_t>(), ordinals.read(r[5].c_str())});
+}
+
+void read_grants(pqxx::transaction_base& tx, chat_id first, int64_t count,
+                 audit_snapshot& out) {
+  auto rs = tx.exec_params(
+    "SELECT grant_id, chat_id, source, credits, charged, expired, voided, "
+    "priority, expires_at IS NOT NULL, "
+      + micros_of("expires_at") + ", " + micros_of("created_at")
+      + ", coalesce(payment_id, ''), " + micros_of("expired_at") + ", "
+      + micros_of("voided_at") + ", " + micros_of("expiring_noticed_at")
+      + " FROM grants WHERE chat_id > $1 AND chat_id <= $2 ORDER BY grant_id",
+    first, first + count);
+  for (const auto& r : rs) {
+    audit_grant g;
+    g.id = r[0].as<int64_t>();
+    g.chat = r[1].as<int64_t>();
+    g.source = r[2].as<std::string>();
+    g.credits = r[3].as<int32_t>();
+    g.charged = r[4].as<int32_t>();
+    g.expired = r[5].as<int32_t>();
+    g.voided = r[6].as<int32_t>();
+    g.priority = r[7].as<int32_t>();
+    g.expires = r[8].as<bool>();
+    g.expires_us = micros_or_zero(r[9]);
+    g.created_us = r[10].as<int64_t>();
+    g.payment_id = r[11].as<std::string>();
+    g.expired_us = micros_or_zero(r[12]);
+    g.voided_us = micros_or_zero(r[13]);
+    g.noticed_us = micros_or_zero(r[14]);
+    out.grants.push_back(std::move(g));
+  }
 }
 
 } // namespace
@@ -177,9 +253,11 @@ read_audit_snapshot(const std::string& dsn, chat_id first, int64_t count) {
     read_ledger(tx, first, count, out, ordinals);
     read_reservations(tx, first, count, out, ordinals);
     read_releases(tx, first, count, out);
-    read_uncertain(tx, first, count, out);
+    read_uncertain(tx, first, count, out, ordinals);
     read_events(tx, first, count, out);
-    read_ended(tx, first, count, out);
+    read_ended(tx, first, count, out, ordinals);
+    read_grants(tx, first, count, out);
+    out.read_us = tx.exec("SELECT " + micros_of("now()"))[0][0].as<int64_t>();
     tx.commit();
     return out;
   } catch (...) {
@@ -247,7 +325,8 @@ caf::error forge_lost_event(const std::string& dsn, chat_id first,
     pqxx::work tx{conn};
     auto gone =
       tx.exec_params("DELETE FROM events WHERE seq = (SELECT seq FROM events"
-                     " WHERE event <> 'limits_refilled' AND chat_id > $1"
+                     " WHERE event NOT IN ('limits_refilled', "
+                     "'credits_expired', 'credits_expiring') AND chat_id > $1"
                      "   AND chat_id <= $2 ORDER BY seq LIMIT 1)",
                      first, first + count);
     if (gone.affected_rows() == 0) // a short run without one: an orphan
@@ -474,6 +553,115 @@ caf::error forge_ledger_after(const std::string& dsn, chat_id first,
     return caf::none;
   } catch (...) {
     return failed("forging a ledger row's pockets");
+  }
+}
+
+caf::error forge_grant_conserved(const std::string& dsn, chat_id first,
+                                 int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto forged = tx.exec_params(
+      "UPDATE grants SET credits = credits + 1, charged = charged + 1 "
+      "WHERE grant_id = (SELECT grant_id FROM grants WHERE chat_id > $1 "
+      "AND chat_id <= $2 AND payment_id IS NOT NULL ORDER BY grant_id "
+      "LIMIT 1) RETURNING grant_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no top-up's grant in the range");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a grant's credits");
+  }
+}
+
+caf::error forge_hold_expired(const std::string& dsn, chat_id first,
+                              int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // An expired grant: moving the expiry of one that never expired would
+    // also make it overdue.
+    auto forged = tx.exec_params(
+      "UPDATE grants g SET expires_at = x.created_at - interval '1 ms'"
+      "  FROM (SELECT h.grant_id, e.created_at FROM ledger l"
+      "          JOIN ended_reservations e ON e.id = l.reservation_id"
+      "          CROSS JOIN LATERAL unnest(l.grant_ids) AS h(grant_id)"
+      "          JOIN grants gr ON gr.grant_id = h.grant_id"
+      "         WHERE l.chat_id > $1 AND l.chat_id <= $2"
+      "           AND l.entry = 'charge' AND gr.expired_at IS NOT NULL"
+      "         ORDER BY l.id LIMIT 1) x"
+      " WHERE g.grant_id = x.grant_id RETURNING g.grant_id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found,
+                             "no charge of the range held an expired grant");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a hold on an expired grant");
+  }
+}
+
+caf::error forge_grant_order(const std::string& dsn, chat_id first,
+                             int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    auto x = tx.exec_params(
+      "SELECT id, grant_ids[2], grant_credits[2],"
+      "       grant_ids[cardinality(grant_ids)] FROM ledger"
+      " WHERE chat_id > $1 AND chat_id <= $2 AND entry = 'charge'"
+      "   AND cardinality(grant_ids) >= 3 ORDER BY id LIMIT 1",
+      first, first + count);
+    if (x.empty())
+      return caf::make_error(ec::not_found,
+                             "no charge of the range held three grants");
+    auto row = x[0][0].as<int64_t>();
+    auto passed = x[0][1].as<int64_t>();
+    auto credits = x[0][2].as<int32_t>();
+    auto last = x[0][3].as<int64_t>();
+    tx.exec_params("UPDATE grants SET charged = charged + CASE grant_id"
+                   " WHEN $1 THEN -$3::integer ELSE $3::integer END"
+                   " WHERE grant_id IN ($1, $2)",
+                   passed, last, credits);
+    tx.exec_params(
+      "UPDATE ledger SET grant_ids = grant_ids[1:1] || grant_ids[3:],"
+      "  grant_credits = grant_credits[1:1] || grant_credits[3:"
+      "    cardinality(grant_credits) - 1]"
+      "    || (grant_credits[cardinality(grant_credits)] + $2::integer)"
+      " WHERE id = $1",
+      row, credits);
+    tx.commit();
+    return caf::none;
+  } catch (...) {
+    return failed("forging a hold that passed over a grant");
+  }
+}
+
+caf::error forge_void_twice(const std::string& dsn, chat_id first,
+                            int64_t count) {
+  try {
+    pqxx::connection conn{dsn};
+    pqxx::work tx{conn};
+    // The chat's pockets as they are: the ledger's chain stays whole.
+    auto forged = tx.exec_params(
+      "INSERT INTO ledger (entry, chat_id, detail, pockets, changed,"
+      "                    grant_ids, grant_credits)"
+      " SELECT 'void', g.chat_id, 'grant ' || g.grant_id || ' voided',"
+      "        c.pockets, '{}', ARRAY[g.grant_id], ARRAY[0]"
+      "   FROM grants g JOIN chats c ON c.chat_id = g.chat_id"
+      "  WHERE g.chat_id > $1 AND g.chat_id <= $2"
+      "    AND g.voided_at IS NOT NULL"
+      "  ORDER BY g.grant_id LIMIT 1 RETURNING id",
+      first, first + count);
+    tx.commit();
+    if (forged.empty())
+      return caf::make_error(ec::not_found, "no grant of the range was voided");
+    return caf::none;
+  } catch (...) {
+    return failed("forging a second void");
   }
 }
 

@@ -53,6 +53,11 @@ struct audit_ledger_row {
   /// opened. No window (NULL) for the others.
   bool has_window = false;
   int64_t window = 0;
+  /// The grants the row names: a charge's hold's grants (in the hold's
+  /// order) with what it took of each; a top-up's, expire's or void's one
+  /// grant with the credits it gave or took out of the balance.
+  std::vector<int64_t> grant_ids;
+  std::vector<int32_t> grant_credits;
 
   /// The row's change of the pockets: a charge's `changed` (-charged for a
   /// charge written before charges named their window), +credited in
@@ -84,13 +89,54 @@ struct audit_uncertain {
   chat_id chat = 0;
   std::string outcome; ///< "" while open; succeeded, failed, released
   int64_t uncertain_us = 0;
-  int64_t window = 0; ///< the window its hold was taken in
+  int64_t window = 0;      ///< the window its hold was taken in
+  int64_t created_us = 0;  ///< its reservation's created_at
+  int64_t resolved_us = 0; ///< when it was settled; 0 while open
+  pockets held{};
 };
 
 /// A job with a request id that ended (ended_reservations).
 struct audit_ended {
   reservation_id id = 0;
   int64_t window = 0; ///< the window its hold was taken in
+  chat_id chat = 0;
+  int64_t created_us = 0; ///< the reservation's created_at
+  int64_t ended_us = 0;   ///< the ending transaction's start
+  pockets held{};
+};
+
+/// One credit grant as Postgres has it now. Times are microseconds since
+/// the epoch in Postgres' clock; 0 where the column is NULL.
+struct audit_grant {
+  int64_t id = 0;
+  chat_id chat = 0;
+  std::string source = "purchase";
+  int32_t credits = 0;
+  int32_t charged = 0;
+  int32_t expired = 0;
+  int32_t voided = 0;
+  int32_t priority = 100;
+  bool expires = false; ///< expires_at is set
+  int64_t expires_us = 0;
+  int64_t created_us = 0;
+  std::string payment_id; ///< empty: not a top-up's (create-chat's)
+  int64_t expired_us = 0; ///< expired_at: its unheld credits expired
+  int64_t voided_us = 0;
+  int64_t noticed_us = 0; ///< expiring_noticed_at
+
+  /// credits - charged - expired - voided: what holds hold of it included.
+  int64_t left() const { return int64_t{credits} - charged - expired - voided; }
+};
+
+/// A hold on grants that Postgres still keeps whole: an active
+/// reservation's, or a job of unknown outcome's (open or settled).
+struct audit_hold {
+  reservation_id id = 0;
+  chat_id chat = 0;
+  int64_t created_us = 0;
+  bool open = true;            ///< active, or uncertain and unresolved
+  std::vector<int64_t> grants; ///< in the hold's (spending) order
+  std::vector<int32_t> credits;
 };
 
 /// One row of the events table (numbered or not yet).
@@ -112,11 +158,14 @@ struct audit_snapshot {
   std::vector<audit_event> events;
   /// Jobs with a request id that ended, by id.
   std::vector<audit_ended> ended;
+  std::vector<audit_grant> grants;
+  std::vector<audit_hold> holds;
+  int64_t read_us = 0; ///< the snapshot's now(), in Postgres' clock
 };
 
-/// Reads chats, ledger, reservations, releases, jobs of unknown outcome and
-/// events of the chat range in one repeatable-read transaction, so they
-/// agree with each other.
+/// Reads chats, ledger, reservations, releases, jobs of unknown outcome,
+/// events, grants and holds of the chat range in one repeatable-read
+/// transaction, so they agree with each other.
 caf::expected<audit_snapshot> read_audit_snapshot(const std::string& dsn,
                                                   chat_id first, int64_t count);
 
@@ -171,6 +220,34 @@ caf::error forge_sole_grant(const std::string& dsn, chat_id first,
 
 caf::error forge_ledger_after(const std::string& dsn, chat_id first,
                               int64_t count);
+
+/// Self-test of the auditor only: the first top-up's grant of the range
+/// gets one credit more and one charged more, with no ledger row: what it
+/// has left and every pocket stay as they were; only the check of each
+/// grant against the ledger's rows naming it sees it.
+caf::error forge_grant_conserved(const std::string& dsn, chat_id first,
+                                 int64_t count);
+
+/// Self-test of the auditor only: the first grant of the range that a
+/// charge's hold names and that has expired is made to have expired a
+/// millisecond before that reservation was created (its expires_at moved,
+/// nothing else), as if the hold had been taken from an expired grant.
+caf::error forge_hold_expired(const std::string& dsn, chat_id first,
+                              int64_t count);
+
+/// Self-test of the auditor only: the first charge of the range whose hold
+/// spans three grants or more is made to have passed over its second one:
+/// that grant leaves the charge's row, and what the charge took of it is
+/// taken of the hold's last grant instead (the row and both grants alike,
+/// every total kept). ec::not_found when no hold spans three grants.
+caf::error forge_grant_order(const std::string& dsn, chat_id first,
+                             int64_t count);
+
+/// Self-test of the auditor only: a second void row (of no credits, the
+/// pockets unchanged) for the first voided grant of the range, as a void
+/// that a retry repeated would write.
+caf::error forge_void_twice(const std::string& dsn, chat_id first,
+                            int64_t count);
 
 /// Self-test of the auditor only: the first settled job of unknown outcome
 /// of the range is made open again, as if the sweep had never released it

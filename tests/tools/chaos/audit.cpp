@@ -22,6 +22,7 @@ constexpr chat_id chat_d = 1004; ///< no operation (a lock left behind)
 constexpr chat_id chat_e = 1005; ///< limit 2: two image jobs side by side
 constexpr chat_id chat_f = 1006; ///< a job whose provider timed out
 constexpr chat_id chat_g = 1007; ///< limit 2: a job that straddles a refill
+constexpr chat_id chat_h = 1008; ///< limit 2: grants, a promo spent first
 
 constexpr reservation_id committed = 11;   ///< chat_a, started and committed
 constexpr reservation_id cancelled = 12;   ///< chat_a, cancelled while queued
@@ -33,6 +34,12 @@ constexpr reservation_id unknown_job = 31; ///< chat_f, uncertain, resolved
 constexpr reservation_id first_in_window = 41; ///< chat_g, window 0 only
 constexpr reservation_id straddler = 42;       ///< chat_g, window 0 to 1
 constexpr reservation_id new_window_job = 43;  ///< chat_g, window 1 only
+constexpr reservation_id promo_job = 61;       ///< chat_h, holds the promo
+constexpr reservation_id beside_promo = 62;    ///< chat_h, beside it
+
+/// chat_h's grants: create-chat's and a promo top-up's.
+constexpr int64_t opening_h = 201;
+constexpr int64_t promo_grant = 202;
 
 /// The Postgres pause: [outage_from_ms, outage_to_ms] after t0.
 constexpr int64_t outage_from_ms = 5000;
@@ -88,7 +95,7 @@ struct history {
                      pockets held, int64_t window = 0) {
     created_ms[id] = sent_ms + 2;
     windows[id] = window;
-    snap.ended.push_back({id, window});
+    snap.ended.push_back({id, window, chat, at(sent_ms + 2), 0, held});
     auto r = answered(op::reserve, chat, id, sent_ms, held);
     r.created_us = at(sent_ms + 2);
     r.key = id;
@@ -165,6 +172,121 @@ struct history {
     // Each written with its change (migration 010's triggers).
     snap.events = {{"reconcile_needed", chat_f, unknown_job, "prov-31"},
                    {"reservation_released", chat_b, swept, "lease_expired"}};
+    // The balances are grants: create-chat's (100 + the chat's last digit)
+    // and the top-up's; the job of unknown outcome held and was charged
+    // chat_f's.
+    snap.grants = {
+      opening(chat_a, 101, 5), opening(chat_b, 102, 2),
+      opening(chat_d, 104, 1), opening(chat_e, 105, 1),
+      opening(chat_f, 106, 2), grant(chat_a, 107, 3, "pay-1-7", 100, 203)};
+    snap.grants[4].charged = 1;
+    snap.ledger[1].grant_ids = {107};
+    snap.ledger[1].grant_credits = {3};
+    snap.ledger[3].grant_ids = {106};
+    snap.ledger[3].grant_credits = {1};
+    snap.uncertain[0].created_us = at(4002);
+    snap.holds = {{unknown_job, chat_f, at(4002), false, {106}, {1}}};
+  }
+
+  /// create-chat's grant of a chat's opening balance.
+  static persistence::audit_grant opening(chat_id chat, int64_t id,
+                                          int32_t credits) {
+    auto g = grant(chat, id, credits, "", 100, -100);
+    g.source = "admin";
+    return g;
+  }
+
+  /// A grant made at `at_ms`, that never expires unless a test says so.
+  static persistence::audit_grant grant(chat_id chat, int64_t id,
+                                        int32_t credits, std::string payment,
+                                        int32_t priority, int64_t at_ms) {
+    persistence::audit_grant g;
+    g.id = id;
+    g.chat = chat;
+    g.credits = credits;
+    g.payment_id = std::move(payment);
+    g.priority = priority;
+    g.created_us = at(at_ms);
+    return g;
+  }
+
+  /// The grant `id`.
+  persistence::audit_grant& grant_of(int64_t id) {
+    for (auto& g : snap.grants)
+      if (g.id == id)
+        return g;
+    FAIL("no grant ", id, " in the snapshot");
+    return snap.grants.front();
+  }
+
+  /// chat_h (limit 2, 4 credits of balance: create-chat's grant
+  /// `opening_h`): a promo top-up of 3 (`promo_grant`, priority 10, due at
+  /// 20 s, its expiry noticed at once), then `promo_job` reserves 2 of the
+  /// balance and commits them. Taken from the promo, as the spending order
+  /// has it, unless `from_opening`; the promo expires with what is left of
+  /// it (one ledger row, one event) unless `expire` is false. With
+  /// `beside`, `beside_promo` held the promo's 3 (in a run where the hold
+  /// of `promo_job` took create-chat's grant) and failed after it.
+  void promo(bool from_opening = false, bool expire = true,
+             bool beside = false) {
+    initial[chat_h] = {0, 0, 4};
+    limits.max_active_jobs[chat_h] = 2;
+    rec.add(answered(op::create, chat_h, 0, -200));
+    auto paid = answered(op::top_up, chat_h, 0, 8000);
+    paid.key = 8;
+    paid.credits = 3;
+    paid.grant = promo_grant;
+    rec.add(paid);
+    auto top_up = top_up_row(71, chat_h, 3, "pay-1-8", 8003);
+    top_up.grant_ids = {promo_grant};
+    top_up.grant_credits = {3};
+    snap.ledger.push_back(top_up);
+    auto p = grant(chat_h, promo_grant, 3, "pay-1-8", 10, 8003);
+    p.source = "promo";
+    p.expires = true;
+    p.expires_us = at(20'000);
+    p.noticed_us = at(8004);
+    snap.events.push_back(
+      {"credits_expiring", chat_h, 0, "grant 202: 3 credits expire at …"});
+    auto o = opening(chat_h, opening_h, 4);
+    if (beside) {
+      rec.add(reserved(chat_h, beside_promo, 8050, {0, 0, 3}));
+      rec.add(answered(op::start, chat_h, beside_promo, 8060, {0, 0, 3}));
+    }
+    rec.add(reserved(chat_h, promo_job, 8100, {0, 0, 2}));
+    rec.add(answered(op::start, chat_h, promo_job, 8110, {0, 0, 2}));
+    if (beside)
+      rec.add(answered(op::fail, chat_h, beside_promo, 8200, {0, 0, 3}));
+    rec.add(answered(op::commit, chat_h, promo_job, 8300, {0, 0, 2}));
+    auto charged = charge(72, promo_job, chat_h, {0, 0, 2}, 8302);
+    charged.grant_ids = {from_opening ? opening_h : promo_grant};
+    charged.grant_credits = {2};
+    snap.ledger.push_back(charged);
+    (from_opening ? o : p).charged = 2;
+    int32_t balance = 4 + 3 - 2;
+    if (expire) {
+      auto left = p.credits - p.charged;
+      persistence::audit_ledger_row l;
+      l.id = 73;
+      l.entry = "expire";
+      l.charge = false;
+      l.chat = chat_h;
+      l.detail = "grant 202 expired";
+      l.changed = {0, 0, -left};
+      l.at_us = at(20'001);
+      l.grant_ids = {promo_grant};
+      l.grant_credits = {left};
+      snap.ledger.push_back(l);
+      p.expired = left;
+      p.expired_us = at(20'001);
+      snap.events.push_back(
+        {"credits_expired", chat_h, 0,
+         "grant 202: " + std::to_string(left) + " credits expired"});
+      balance -= left;
+    }
+    snap.grants.push_back(o);
+    snap.grants.push_back(p);
+    snap.chats.push_back({chat_h, {0, 0, balance}, 0});
   }
 
   /// A charge that window `window` paid, written in that window: it took
@@ -380,6 +502,10 @@ const std::string one_worker_per_job = invariant_names[15];
 const std::string paid_by_its_window = invariant_names[16];
 const std::string balance_is_its_grants = invariant_names[17];
 const std::string sole_grant_alone = invariant_names[18];
+const std::string grant_conserved = invariant_names[19];
+const std::string nothing_held_expired = invariant_names[20];
+const std::string spending_order = invariant_names[21];
+const std::string expiry_and_void_once = invariant_names[22];
 
 /// Whether a violation of `invariant` says `text`.
 bool says(const audit_result& result, const std::string& invariant,
@@ -425,6 +551,184 @@ TEST_SUITE("chaos.audit") {
     h.sole_grant_rivals[chat_b] = 1;
     CHECK(h.failed() == sole_grant_alone);
     CHECK(says(h.run(), sole_grant_alone, "1 grant(s) contradict"));
+  }
+
+  TEST_CASE("20-23: a promo held first and expired with what was left "
+            "passes, its events included") {
+    history h;
+    h.promo();
+    CHECK(h.failed() == "");
+    auto result = h.run();
+    CHECK(result.grants["expired"] == 1);
+    CHECK(result.grants["promo"] == 1);
+  }
+
+  TEST_CASE("20: a grant whose parts are not what the ledger's rows say is "
+            "caught") {
+    history charged;
+    charged.grant_of(106).charged = 0; // the charge row took 1 of it
+    CHECK(charged.failed() == grant_conserved);
+    CHECK(says(charged.run(), grant_conserved,
+               "grant 106: charged 0, the ledger's rows say 1"));
+    history given;
+    given.grant_of(107).credits = 4; // its top-up gave 3
+    given.grant_of(107).charged = 1; // left unchanged: 18 cannot see it
+    CHECK(given.failed() == grant_conserved);
+    CHECK(says(given.run(), grant_conserved, "its top-up gave 3"));
+    history opened;
+    opened.grant_of(101).credits = 6; // create-chat gave 5
+    opened.grant_of(101).voided = 1;
+    opened.grant_of(101).voided_us = at(50);
+    CHECK(opened.failed() == grant_conserved + "," + expiry_and_void_once);
+    history foreign;
+    foreign.snap.ledger[3].grant_ids = {101}; // chat_a's, charged for chat_f
+    CHECK(says(foreign.run(), grant_conserved, "which is not its chat's"));
+  }
+
+  TEST_CASE("21: a hold on a grant that had expired when the reservation "
+            "was created is caught; one expiring a moment later passes") {
+    history later;
+    later.promo();
+    later.grant_of(promo_grant).expires_us = at(8102) + 1;
+    CHECK(later.failed() == "");
+    history expired;
+    expired.promo();
+    expired.grant_of(promo_grant).expires_us = at(8102);
+    CHECK(expired.failed() == nothing_held_expired);
+    CHECK(says(expired.run(), nothing_held_expired,
+               "holds grant 202, which expired 0 ms before"));
+  }
+
+  TEST_CASE("22: a hold that passes over an earlier grant with credits "
+            "nobody held is caught") {
+    history h;
+    h.promo(true);
+    CHECK(h.failed() == spending_order);
+    CHECK(says(h.run(), spending_order,
+               "takes grant 201 while grant 202, earlier in spending order, "
+               "had at least 3 credits"));
+  }
+
+  TEST_CASE("22: passing over a grant that another job may have held whole, "
+            "or one voided before, passes") {
+    history beside;
+    beside.promo(true, true, true);
+    CHECK(beside.failed() == "");
+    history voided;
+    voided.promo(true);
+    auto& p = voided.grant_of(promo_grant);
+    p.voided_us = at(8000);
+    CHECK(voided.failed() == expiry_and_void_once); // a void needs its row
+    // Voided after the answer: it could still give when the hold was taken.
+    p.voided_us = at(8200);
+    CHECK(
+      says(voided.run(), spending_order, "takes grant 201 while grant 202"));
+  }
+
+  TEST_CASE("22: a hold that lists its grants out of spending order is "
+            "caught") {
+    history h;
+    h.promo();
+    auto& row = h.charge_of(promo_job);
+    row.grant_ids = {opening_h, promo_grant};
+    row.grant_credits = {0, 2};
+    CHECK(h.failed() == spending_order);
+    CHECK(says(h.run(), spending_order,
+               "takes grant 202 after grant 201, which comes later"));
+  }
+
+  TEST_CASE("23: a grant expired twice, early, with two events or both "
+            "expired and voided is caught") {
+    history twice;
+    twice.promo();
+    auto again = twice.charge_of(promo_job);
+    for (const auto& l : twice.snap.ledger)
+      if (l.entry == "expire")
+        again = l;
+    again.id = 74;
+    again.grant_credits = {0};
+    again.changed = {};
+    twice.snap.ledger.push_back(again);
+    CHECK(twice.failed() == expiry_and_void_once);
+    CHECK(says(twice.run(), expiry_and_void_once, "expired 2 times"));
+    history events;
+    events.promo();
+    events.snap.events.push_back(
+      {"credits_expired", chat_h, 0, "grant 202: 1 credits expired"});
+    CHECK(events.failed() == expiry_and_void_once);
+    CHECK(says(events.run(), expiry_and_void_once,
+               "2 credits_expired events for its 1 expiry rows"));
+    history early;
+    early.promo();
+    early.grant_of(promo_grant).expired_us = at(19'999);
+    CHECK(early.failed() == expiry_and_void_once);
+    CHECK(says(early.run(), expiry_and_void_once,
+               "expired 1 ms before its expires_at"));
+    // chat_a's top-up due at 100 ms: 1 credit expired at 600 ms, another
+    // voided at 700 ms; a grant's credits expire or are voided, not both.
+    history both;
+    auto& g = both.grant_of(107);
+    g.expires = true;
+    g.expires_us = at(100);
+    g.expired = 1;
+    g.expired_us = at(600);
+    g.voided = 1;
+    g.voided_us = at(700);
+    const std::pair<std::string, int64_t> rows[] = {{"expire", 600},
+                                                    {"void", 700}};
+    for (const auto& [entry, at_ms] : rows) {
+      persistence::audit_ledger_row l;
+      l.id = at_ms;
+      l.entry = entry;
+      l.charge = false;
+      l.chat = chat_a;
+      l.detail = "grant 107 " + entry + "d";
+      l.changed = {0, 0, -1};
+      l.at_us = at(at_ms);
+      l.grant_ids = {107};
+      l.grant_credits = {1};
+      both.snap.ledger.push_back(l);
+    }
+    both.snap.events.push_back(
+      {"credits_expired", chat_a, 0, "grant 107: 1 credits expired"});
+    both.chat(chat_a).available = {0, 0, 6};
+    CHECK(both.failed() == expiry_and_void_once);
+    CHECK(says(both.run(), expiry_and_void_once,
+               "has both expired (1) and voided (1) credits"));
+  }
+
+  TEST_CASE("23: a grant voided twice, or due and never expired, is caught") {
+    history voided;
+    voided.promo(false, false);
+    auto& p = voided.grant_of(promo_grant);
+    p.voided = 1;
+    p.voided_us = at(9000);
+    persistence::audit_ledger_row l;
+    l.id = 75;
+    l.entry = "void";
+    l.charge = false;
+    l.chat = chat_h;
+    l.detail = "grant 202 voided";
+    l.changed = {0, 0, -1};
+    l.at_us = at(9000);
+    l.grant_ids = {promo_grant};
+    l.grant_credits = {1};
+    voided.snap.ledger.push_back(l);
+    voided.chat(chat_h).available = {0, 0, 4};
+    CHECK(voided.failed() == "");
+    l.id = 76;
+    l.changed = {};
+    l.grant_credits = {0};
+    voided.snap.ledger.push_back(l);
+    CHECK(voided.failed() == expiry_and_void_once);
+    CHECK(says(voided.run(), expiry_and_void_once, "voided 2 times"));
+    history due;
+    due.promo(false, false);
+    due.snap.read_us = at(20'000 + 4'000 - 1); // a sweep and the slack
+    CHECK(due.failed() == "");
+    due.snap.read_us = at(20'000 + 4'000 + 1);
+    CHECK(due.failed() == expiry_and_void_once);
+    CHECK(says(due.run(), expiry_and_void_once, "has not expired"));
   }
 
   TEST_CASE("16: a job whose start was acknowledged to two workers is "
@@ -775,6 +1079,7 @@ TEST_SUITE("chaos.audit") {
                    [](const auto& l) { return l.reservation == unknown_job; }),
                  ledger.end());
     h.snap.chats.back().available = {0, 0, 2};
+    h.grant_of(106).charged = 0; // nothing charged it, as the chat says
     CHECK(h.failed() == uncertain_charged_by_resolve);
   }
 

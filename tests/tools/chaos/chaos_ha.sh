@@ -125,7 +125,8 @@ fi
 echo "== usage errors exit 2"
 for args in "--faults=failover" "--faults=failover-node" \
   "--postgres-ha --postgres=dbname=x" "--postgres-ha --faults=restart-postgres" \
-  "--self-test-lost-commit" "--postgres-ha --self-test-pocket-move"; do
+  "--self-test-lost-commit" "--postgres-ha --self-test-pocket-move" \
+  "--postgres-ha --self-test-grant-order"; do
   status=0
   # shellcheck disable=SC2086 # the words are separate options
   "$chaos" $args >/dev/null 2>&1 || status=$?
