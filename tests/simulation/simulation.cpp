@@ -215,6 +215,8 @@ TEST_SUITE("simulation") {
                        "before it in the spending order"},
            // 20: a grant that expired once expired again.
            expectation{sim_mutant::expiry_repeated, " expired 2 times"},
+           // 20 at the end: a quiet chat's due grant never expired.
+           expectation{sim_mutant::expiry_scan_blind, ", never expired"},
          }) {
       std::string name = test::to_string(m);
       CAPTURE(name);

@@ -83,6 +83,8 @@ const char* to_string(sim_mutant x) {
     return "hold_in_creation_order";
   case sim_mutant::expiry_repeated:
     return "expiry_repeated";
+  case sim_mutant::expiry_scan_blind:
+    return "expiry_scan_blind";
   }
   return "?";
 }

@@ -94,6 +94,10 @@ enum class sim_mutant : uint8_t {
   /// already: one that expired while a job held it expires again at the
   /// chat's next writer (20).
   expiry_repeated,
+  /// The supervisor's expiry scan finds nothing: a quiet chat's grant,
+  /// which no writer comes to expire, keeps its credits past its expiry
+  /// (20).
+  expiry_scan_blind,
 };
 
 const char* to_string(sim_mutant x);
