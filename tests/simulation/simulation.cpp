@@ -98,7 +98,7 @@ void run_seeds(uint64_t default_count, bool generated) {
       if (!violation.empty()) {
         FAIL("seed " << seed << ": " << violation
                      << "\n  replay: test_actors_simulation --seed=" << seed
-                     << (generated ? " -tc='*generated*'" : "")
+                     << std::string{generated ? " -tc='*generated*'" : ""}
                      << "\n  trail: " << sim.trail.str());
       }
     }
