@@ -7,7 +7,9 @@
 // left past reconcile-timeout, a ledger whose rows chain to the pockets,
 // an event with each change and every event delivered, no job started by
 // two workers, a job's daily part paid by the window its hold was taken
-// in) against the simulated database and what the callers were told.
+// in; per credit grant: conservation, nothing new held from an expired or
+// voided grant, the spending order, each expiry and void once) against the
+// simulated database and what the callers were told.
 #pragma once
 
 #include "tests/simulation/world.hpp"
@@ -58,6 +60,31 @@ struct sim_auditor {
   /// opened a newer window than the hold's, that invariant 16 checked.
   uint64_t straddling_checks = 0;
 
+  /// What the ledger rows read so far say of one grant (invariants 17 and
+  /// 20): credits charged, expired and voided; how often it expired or was
+  /// voided itself; and how often each hold's end let its credits go.
+  struct grant_tally {
+    int64_t charged = 0;
+    int64_t expired = 0;
+    int64_t voided = 0;
+    int own_expiries = 0;
+    int own_voids = 0;
+    int expired_events = 0;
+    std::map<reservation_id, int> released_by;
+  };
+  /// Invariants 17 and 20, incrementally: the ledger rows and events read
+  /// so far, and the tally of each grant.
+  size_t grant_rows_checked = 0;
+  size_t grant_events_checked = 0;
+  std::map<int64_t, grant_tally> grant_tallies;
+  /// Invariants 18 and 19, incrementally: the last reservation whose split
+  /// over grants was judged.
+  reservation_id splits_checked = 0;
+  /// Splits judged where the order mattered (two or more grants had
+  /// unheld credits) and where an ended grant was there to be skipped.
+  uint64_t order_checks = 0;
+  uint64_t ended_grant_checks = 0;
+
   void flag(const std::string& what) {
     if (violation.empty())
       violation = what;
@@ -84,9 +111,38 @@ struct sim_auditor {
   /// Invariant 5 for one answer given while storage was unreachable.
   void on_outage_answer(const std::string& what, const caf::error& err);
 
-  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11, 12, 13
-  /// and 16, after every step.
+  /// Invariants 1, 2, 3 and 7, 4 (the deadline), 6, 8, 9, 10, 11, 12, 13,
+  /// 16 and 17 to 20, after every step.
   void audit(const sim_world& w, const sim_acks& acks, caf::timestamp now);
+
+  /// Invariant 17, conservation per grant: each grant's credits = charged
+  /// + expired + voided + left, none negative, each term what the ledger's
+  /// rows gave it; a grant holds at least what open holds hold of it and,
+  /// once expired or voided, nothing more (nothing returns to the balance
+  /// from it); and each chat's balance is the sum of its grants' left.
+  void grants_conserved(const sim_world& w);
+
+  /// Invariants 18 and 19 for the holds made since the last call, by what
+  /// their reserve saw. 18, nothing new held from an expired or voided
+  /// grant: a hold's balance part is split over grants in full, each part
+  /// from a grant neither expired nor voided nor past its expiry at
+  /// reserve time, and at most what it had unheld. 19, the spending order:
+  /// no credit of a grant is taken while a grant before it in the order
+  /// (priority, then the soonest expiry, none last, then promo, admin,
+  /// purchase, then creation) had any unheld credit left untaken.
+  void splits_in_order(const sim_world& w);
+
+  /// Invariant 20, each expiry and void once: a grant expires at most once
+  /// and not before its expiry, is voided at most once, never both with
+  /// credits; each credits_expired event goes with one expiry; and each
+  /// hold's end lets a grant's credits go at most once, and only a grant
+  /// that hold held.
+  void ends_once(const sim_world& w);
+
+  /// Invariant 20 at the end: every grant past its expiry (by more than
+  /// the scan's interval) and not voided before it has expired: at least
+  /// once, with the above exactly once.
+  void audit_grants_drained(const sim_world& w, caf::timestamp now);
 
   /// Invariant 13 for the rows written since the last call.
   void ledger_chain(const sim_world& w);

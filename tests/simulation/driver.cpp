@@ -327,6 +327,7 @@ void simulation::setup() {
       atom::create_v,
       chat_spec{straddle_chat, p, caf::none, caf::optional<int32_t>{}});
   }
+  create_grant_chat();
   settle();
   if (!straddle_kind_.empty()) {
     ask<chat_status>("touch(" + str(straddle_chat) + ")", straddle_chat,
@@ -345,6 +346,8 @@ std::string simulation::run() {
                now().time_since_epoch())
                .count()
           << "ms]";
+    if (i == grant_step)
+      plant_grants();
     step();
     auditor.audit(*world, acks_, now());
   }
@@ -359,6 +362,19 @@ std::string simulation::run() {
     if (x.outcome == "released")
       ++stats["unresolved_releases"];
   stats["requests"] += calls_.size();
+  stats["grants"] += world->grants.size();
+  stats["grants_expired_while_held"] += world->expired_while_held;
+  stats["grants_voided_while_held"] += world->voided_while_held;
+  for (const auto& [id, g] : world->grants) {
+    stats["grants_expired"] += g.expired_at ? 1 : 0;
+    stats["grants_voided"] += g.voided_at ? 1 : 0;
+  }
+  for (const auto& l : world->history)
+    if ((l.entry == "expire" || l.entry == "void") && l.reservation != 0)
+      ++stats[l.entry == "expire" ? "held_credits_expired_at_hold_end"
+                                  : "held_credits_voided_at_hold_end"];
+  for (const auto& [id, m] : world->made_with)
+    stats["holds_on_several_grants"] += m.grants.size() > 1 ? 1 : 0;
   stats["events_written"] += world->events.size();
   stats["events_heard"] += heard_->size();
   return auditor.violation;
@@ -375,6 +391,7 @@ void simulation::drain() {
             + 2 * options_.sweep_interval + 2 * world->stall_max
             + options_.restart_backoff_max);
   auditor.audit_drained(*world);
+  auditor.audit_grants_drained(*world, now());
   auditor.audit_events(*world, *heard_, *cut_off_);
   for (const auto& c : calls_)
     if (!c->done)

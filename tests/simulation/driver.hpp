@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ public:
   /// The chat of the planted straddling job (straddle()): no random step
   /// picks it, so its job stays open until its window turns.
   static constexpr chat_id straddle_chat = chats_per_run + 1;
+  /// The chat of the planted grants (plant_grants()), no random step's
+  /// either.
+  static constexpr chat_id grant_chat = chats_per_run + 2;
+  /// The step at which the grants are planted: a third into the run, with
+  /// the other chats' jobs and faults around it.
+  static constexpr int grant_step = steps_per_run / 3;
 
   /// `chat_kill_reason`: how kill_chat() ends a chat actor; a crash by
   /// default. `products`: what the chats buy.
@@ -149,6 +156,21 @@ private:
   /// short for it.
   void straddle(bool forced);
   void admin_acts();
+  /// A top-up: new, with terms (none, an expiry inside the run, a
+  /// priority, a source), or a retry of an earlier payment with its terms.
+  void admin_tops_up(chat_id c);
+  /// An admin voids a grant of the chat (often one a job holds), by id or
+  /// by its payment id.
+  void admin_voids(chat_id c);
+  /// Creates the planted grants' chat: no pockets, two jobs at once, and
+  /// picks the kind it buys (one paid from balance).
+  void create_grant_chat();
+  /// Grants in every run whose cases are not left to the odds: a hold
+  /// split over several grants whose creation order is not the spending
+  /// order, a grant voided and one expiring while a job holds them, a
+  /// reserve after the expiry, and the holding job's end letting its
+  /// credits of both go.
+  void plant_grants();
   void outage();
   void kill_persistence();
   void kill_chat(bool mid_operation);
@@ -181,12 +203,23 @@ private:
     std::make_shared<std::vector<event_record>>();
   std::shared_ptr<std::string> cut_off_ = std::make_shared<std::string>();
   uint64_t payments_ = 0;
+  /// Each payment's grant terms, which a retry of it gives again.
+  std::map<std::string, grant_terms> terms_of_;
   caf::exit_reason kill_reason_;
   /// The kind of the planted straddling job, paid first from a daily
   /// pocket (empty: the catalog has none), and whether it was planted.
   std::string straddle_kind_;
   bool straddled_ = false;
+  /// The kind the planted grants pay for (empty: no kind is paid from
+  /// balance) and the balance it costs per unit.
+  std::string grant_kind_;
+  int32_t grant_price_ = 0;
 };
+
+/// Tries of each request of a planted job, half a second apart: long
+/// enough for a stall, a reconnect or a restart left by an earlier fault
+/// to end.
+inline constexpr int known_tries_max = 40;
 
 /// Sends one request from a fresh client actor; `then` runs in settle()
 /// with the answer (a dropped connection's caller sees request_timeout).
@@ -231,6 +264,35 @@ simulation::call(std::string what, chat_id chat,
             [=](caf::error& e) { finish(std::move(e)); });
   }));
   return rec;
+}
+
+template <class T, class... Ts>
+caf::expected<T>
+simulation::until_known(std::string what, chat_id chat,
+                        std::function<void(caf::expected<T>&)> then, Ts... xs) {
+  auto answer = std::make_shared<std::optional<caf::expected<T>>>();
+  auto known = [answer] {
+    return answer->has_value()
+           && (**answer || !sim_unknown_outcome((*answer)->error()));
+  };
+  for (int i = 0; i < known_tries_max; ++i) {
+    call<T>(
+      what, chat,
+      [answer, known, then](caf::expected<T>& x) {
+        if (then)
+          then(x);
+        if (!known())
+          answer->emplace(x);
+      },
+      xs...);
+    settle();
+    if (!known())
+      pass_time(
+        std::chrono::milliseconds(500)); // a late answer may come meanwhile
+    if (known())
+      return **answer;
+  }
+  return caf::make_error(caf::sec::request_timeout);
 }
 
 } // namespace chargeonce::test

@@ -263,13 +263,15 @@ caf::result<outcome> sim_apply(self_ptr self, std::shared_ptr<sim_world> w,
   case operation_type::commit:
     return sim_commit(self, w, op);
   case operation_type::fail:
-    return submit<outcome>(self, c,
-                           as_apply([=] { return w->fail(c, id, op.worker); }));
+    return submit<outcome>(
+      self, c, as_apply([=] { return w->fail(c, id, op.worker, now()); }));
   case operation_type::cancel:
     if (id == 0 && op.request_id.empty())
-      return submit<outcome>(self, c, as_apply([=] { return w->cancel(c); }));
-    return submit<outcome>(
-      self, c, as_apply([=] { return w->cancel(c, id, op.request_id); }));
+      return submit<outcome>(self, c,
+                             as_apply([=] { return w->cancel(c, now()); }));
+    return submit<outcome>(self, c, as_apply([=] {
+                             return w->cancel(c, id, op.request_id, now());
+                           }));
   case operation_type::status:
     return submit<outcome>(self, c,
                            as_apply([=] { return w->status(c, now()); }));
@@ -313,17 +315,14 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
                                        return w->unresolved(after, limit);
                                      });
     },
-    [=](atom::void_grant, chat_id c, int64_t, const std::string&) {
-      // The model keeps the balance as one pocket, without grants, and its
-      // workload sends no void.
-      return submit<grant_info>(self, c, [=]() -> caf::expected<grant_info> {
-        return caf::make_error(ec::internal, "the simulation has no grants");
-      });
+    [=](atom::void_grant, chat_id c, int64_t grant, const std::string& pid) {
+      return submit<grant_info>(
+        self, c, [=] { return w->void_grant(c, grant, pid, now()); });
     },
     [=](atom::top_up, chat_id c, int64_t credits, const std::string& pid,
-        const grant_terms&) {
+        const grant_terms& terms) {
       return submit<top_up_receipt>(
-        self, c, [=] { return w->top_up(c, credits, pid, now()); });
+        self, c, [=] { return w->top_up(c, credits, pid, terms, now()); });
     },
     [=](atom::premium, chat_id c, caf::timestamp until) {
       return submit<chat_status>(
@@ -347,8 +346,11 @@ caf::behavior sim_persistence(self_ptr self, std::shared_ptr<sim_world> w) {
       return submit<active_count>(self, 0,
                                   [=] { return w->count_active(now()); });
     },
-    // The model's balance is one pocket, without grants: none expire.
-    [=](atom::expiry) { return uint64_t{0}; },
+    [=](atom::expiry) {
+      return submit<uint64_t>(self, 0, [=]() -> caf::expected<uint64_t> {
+        return w->expire_due(now());
+      });
+    },
     [=](atom::prune) {
       return submit<uint64_t>(
         self, 0, []() -> caf::expected<uint64_t> { return uint64_t{0}; });

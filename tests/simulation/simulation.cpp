@@ -78,6 +78,8 @@ void run_seeds(uint64_t default_count, bool generated) {
     uint64_t commits = 0;
     uint64_t deadline_checks = 0;
     uint64_t straddling_checks = 0;
+    uint64_t order_checks = 0;
+    uint64_t ended_grant_checks = 0;
     auto t0 = std::chrono::steady_clock::now();
     for (auto seed = first; seed < first + count; ++seed) {
       simulation sim{seed, sim_mutant::none,
@@ -91,10 +93,12 @@ void run_seeds(uint64_t default_count, bool generated) {
       commits += sim.world->ledger.size();
       deadline_checks += sim.auditor.deadline_checks;
       straddling_checks += sim.auditor.straddling_checks;
+      order_checks += sim.auditor.order_checks;
+      ended_grant_checks += sim.auditor.ended_grant_checks;
       if (!violation.empty()) {
         FAIL("seed " << seed << ": " << violation
                      << "\n  replay: test_actors_simulation --seed=" << seed
-                     << (generated ? " -tc='*generated*'" : "")
+                     << std::string{generated ? " -tc='*generated*'" : ""}
                      << "\n  trail: " << sim.trail.str());
       }
     }
@@ -106,7 +110,14 @@ void run_seeds(uint64_t default_count, bool generated) {
                   << " (step, reservation) pairs past their deadline; "
                      "invariant 16 checked "
                   << straddling_checks
-                  << " charges of a daily hold after a refill\nfaults:"
+                  << " charges of a daily hold after a refill; invariant 19 "
+                     "judged "
+                  << order_checks
+                  << " holds split where two or more grants had credits, "
+                     "invariant 18 "
+                  << ended_grant_checks
+                  << " beside a grant expired or voided with credits in it"
+                     "\nfaults:"
                   << render(faults) << "\nbehaviours:" << render(stats));
     // Every run plants one (straddle()) when its catalog has a kind paid
     // from a daily pocket: none checked means the planting broke and
@@ -114,6 +125,18 @@ void run_seeds(uint64_t default_count, bool generated) {
     if (stats["straddles_planted"] + stats["straddles_missed"] > 0)
       CHECK_MESSAGE(straddling_checks > 0,
                     "no job straddled a refill: invariant 16 went unchecked");
+    // Likewise the planted grants (plant_grants()): none of these means
+    // the planting broke and invariants 17 to 20 saw only the easy cases.
+    if (stats["grant_plants"] > 0) {
+      CHECK_MESSAGE(stats["grants_expired_while_held"] > 0,
+                    "no grant expired while a job held it");
+      CHECK_MESSAGE(stats["grants_voided_while_held"] > 0,
+                    "no grant was voided while a job held it");
+      CHECK_MESSAGE(order_checks > 0,
+                    "no hold was split where the spending order mattered");
+      CHECK_MESSAGE(ended_grant_checks > 0,
+                    "no reserve met an expired or voided grant");
+    }
   }
 }
 
@@ -165,6 +188,46 @@ TEST_SUITE("simulation") {
         violation = sim.run();
       }
       CHECK_FALSE(violation.empty());
+      MESSAGE("mutant " << name << " caught by seed " << seed - 1 << ": "
+                        << violation);
+    }
+    spdlog::set_level(spdlog::level::err);
+  }
+
+  TEST_CASE("the auditor catches each broken grant rule within a few seeds, "
+            "by the invariant the rule is for") {
+    spdlog::set_level(spdlog::level::off);
+    // Every run plants the grants' cases (plant_grants()): the first seed
+    // should do; a few leave room for a planting that faults delayed.
+    constexpr uint64_t seeds_max = 5;
+    struct expectation {
+      sim_mutant mutant;
+      const char* says; ///< a phrase only that invariant's message has
+    };
+    for (auto [m, says] : {
+           // 17: a voided grant's released credits stayed in it.
+           expectation{sim_mutant::void_releases_to_balance,
+                       ": the rest went back to the balance"},
+           // 18: a grant past its expiry paid a new hold.
+           expectation{sim_mutant::hold_skips_expiry, ", which expired at "},
+           // 19: a later grant paid while an earlier one had credits.
+           expectation{sim_mutant::hold_in_creation_order,
+                       "before it in the spending order"},
+           // 20: a grant that expired once expired again.
+           expectation{sim_mutant::expiry_repeated, " expired 2 times"},
+           // 20 at the end: a quiet chat's due grant never expired.
+           expectation{sim_mutant::expiry_scan_blind, ", never expired"},
+         }) {
+      std::string name = test::to_string(m);
+      CAPTURE(name);
+      std::string violation;
+      uint64_t seed = 1;
+      for (; seed <= seeds_max && violation.empty(); ++seed) {
+        simulation sim{seed, m};
+        violation = sim.run();
+      }
+      CHECK_FALSE(violation.empty());
+      CHECK_MESSAGE(violation.find(says) != std::string::npos, violation);
       MESSAGE("mutant " << name << " caught by seed " << seed - 1 << ": "
                         << violation);
     }

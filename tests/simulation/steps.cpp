@@ -3,8 +3,6 @@
 // injected between and during their requests.
 #include "tests/simulation/driver.hpp"
 
-#include <optional>
-
 namespace chargeonce::test {
 
 using namespace std::chrono_literals;
@@ -23,11 +21,6 @@ bool terminated(const caf::actor& x) {
 /// How long before its window turns the planted straddling job is
 /// reserved: well within sweep-timeout, so it is still open at the turn.
 constexpr auto straddle_lead = std::chrono::seconds(5);
-
-/// Tries of each request of the planted job, half a second apart: long
-/// enough for a stall, a reconnect or a restart left by an earlier fault
-/// to end.
-constexpr int straddle_tries_max = 40;
 
 } // namespace
 
@@ -344,34 +337,6 @@ void simulation::late_workers_return() {
 
 // -- the planted straddling job -----------------------------------------------
 
-template <class T, class... Ts>
-caf::expected<T>
-simulation::until_known(std::string what, chat_id chat,
-                        std::function<void(caf::expected<T>&)> then, Ts... xs) {
-  auto answer = std::make_shared<std::optional<caf::expected<T>>>();
-  auto known = [answer] {
-    return answer->has_value()
-           && (**answer || !sim_unknown_outcome((*answer)->error()));
-  };
-  for (int i = 0; i < straddle_tries_max; ++i) {
-    call<T>(
-      what, chat,
-      [answer, known, then](caf::expected<T>& x) {
-        if (then)
-          then(x);
-        if (!known())
-          answer->emplace(x);
-      },
-      xs...);
-    settle();
-    if (!known())
-      pass_time(500ms); // a late answer may come meanwhile
-    if (known())
-      return **answer;
-  }
-  return caf::make_error(caf::sec::request_timeout);
-}
-
 /// A job whose hold was taken in one window and which is committed in the
 /// next is what the window rule is about (invariant 16); a run may see no
 /// refill while a job is open, so one is planted in every run, on a chat
@@ -433,21 +398,19 @@ void simulation::straddle(bool forced) {
 
 // -- admins and user updates --------------------------------------------------
 
-/// Top-ups (retries reuse payment ids), premium changes, user updates that
-/// refill the daily window, flags: all racing the jobs.
+/// Top-ups (retries reuse payment ids) and voids of grants, premium
+/// changes, user updates that refill the daily window, flags: all racing
+/// the jobs.
 void simulation::admin_acts() {
   auto c = some_chat();
   switch (pick(5)) {
   case 0:
-  case 1: {
-    auto pid =
-      "pay-"
-      + str(pick(2) == 0 && payments_ > 0 ? static_cast<int64_t>(payments_)
-                                          : static_cast<int64_t>(++payments_));
-    ask<top_up_receipt>("top_up(" + str(c) + ")", c, atom::top_up_v, c,
-                        int64_t{1 + pick(2)}, pid);
+  case 1:
+    admin_tops_up(c);
+    // A refund or a chargeback: now and then a grant is voided.
+    if (pick(3) == 0)
+      admin_voids(some_chat());
     break;
-  }
   case 2: {
     auto until = now() + std::chrono::seconds(pick(60)) - 20s;
     call<chat_status>("premium(" + str(c) + ")", c, checked_status(),

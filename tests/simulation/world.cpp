@@ -75,6 +75,16 @@ const char* to_string(sim_mutant x) {
     return "second_worker_starts";
   case sim_mutant::paid_by_new_window:
     return "paid_by_new_window";
+  case sim_mutant::void_releases_to_balance:
+    return "void_releases_to_balance";
+  case sim_mutant::hold_skips_expiry:
+    return "hold_skips_expiry";
+  case sim_mutant::hold_in_creation_order:
+    return "hold_in_creation_order";
+  case sim_mutant::expiry_repeated:
+    return "expiry_repeated";
+  case sim_mutant::expiry_scan_blind:
+    return "expiry_scan_blind";
   }
   return "?";
 }
@@ -198,21 +208,25 @@ caf::expected<chat_status> sim_world::create(const chat_spec& spec,
   chats[spec.chat] = c;
   opened_with[{spec.chat, 0}] = daily_part(spec.initial);
   record(spec.chat, "admin", spec.initial);
+  // The opening balance is an admin grant that never expires
+  // (chargeonce_grant_balance).
+  grant_balance(spec.chat, spec.initial.get(pocket::balance), now);
   return status(spec.chat, now);
 }
 
 void sim_world::record(chat_id chat, const char* entry, pockets change,
-                       reservation_id id) {
+                       reservation_id id, std::vector<sim_grant_part> parts) {
   const auto& c = chats[chat];
-  history.push_back(
-    {chat, entry, std::move(change), c.available, id, c.window});
+  history.push_back({chat, entry, std::move(change), c.available, id,
+                     std::move(parts), c.window});
 }
 
 void sim_world::record_charge(chat_id chat, reservation_id id,
-                              const pockets& taken) {
+                              const pockets& taken,
+                              std::vector<sim_grant_part> parts) {
   pockets change;
   change -= taken;
-  record(chat, "charge", change, id);
+  record(chat, "charge", change, id, std::move(parts));
 }
 
 pockets sim_world::pay(chat_id chat, int64_t taken_in, const pockets& nominal,
@@ -249,6 +263,10 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
+  // An expired grant pays nothing new: its credits leave the balance
+  // before the decision reads it.
+  if (mutant != sim_mutant::hold_skips_expiry)
+    expire_if_due(chat, now);
   if (auto replay = find_request(chat, request_id)) {
     if (replay->kind != k)
       return err(ec::invalid_argument, "request_id of another kind");
@@ -310,12 +328,20 @@ caf::expected<reservation> sim_world::reserve(chat_id chat, kind k,
   r.created_at = now;
   r.slot = std::max(slot, 0);
   r.window = window;
+  // Balance is the one pocket that spans grants: the hold records which.
+  std::vector<sim_grant_seen> seen;
+  std::vector<sim_grant_part> parts;
+  if (auto n = r.held.get(pocket::balance); n > 0)
+    parts = hold_grants(chat, n, now, seen);
+  if (!parts.empty())
+    holds_on_grants[r.id] = {chat, parts};
   reservations[r.id] = r;
   held_of[r.id] = r.held;
   units_of[r.id] = {r.units, r.held_units};
   holding.push_back(r);
-  made_with[r.id] = {chat, c->second.available, held_by(holding, window), limit,
-                     window};
+  made_with[r.id] = {
+    chat, c->second.available, held_by(holding, window), limit, window,
+    now,  std::move(seen),     std::move(parts)};
   if (!request_id.empty())
     named[{chat, request_id}].insert(r.id);
   return r;
@@ -373,6 +399,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     return err(ec::not_found, "unknown chat");
   if (auto refused = claim("commit", chat, id, who))
     return refused;
+  expire_if_due(chat, now);
   auto& p = c->second.available;
   if (auto l = ledger.find(id); l != ledger.end() && l->second.chat == chat) {
     if (mutant == sim_mutant::commit_not_idempotent)
@@ -408,11 +435,13 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       && mutant == sim_mutant::commit_of_uncertain) {
     // the bug: the stale commit is not fenced off by `uncertain`
     const auto& r = u->second;
-    receipt x{id, chat, r.kind, pay(chat, r.window, r.held, taken), now};
+    std::vector<sim_grant_part> parts;
+    auto charge = charge_grants(chat, id, r.held, now, parts);
+    receipt x{id, chat, r.kind, pay(chat, r.window, charge, taken), now};
     x.units = r.units;
     x.window = r.window;
     ledger[id] = x;
-    record_charge(chat, id, taken);
+    record_charge(chat, id, taken, std::move(parts));
     charged_by[id] = "commit";
     remember_end(u->second, reservation_status::committed);
     uncertain.erase(u);
@@ -447,7 +476,9 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
       if (name != pocket::balance)
         take(name, n);
   }
-  receipt x{id, chat, r.kind, pay(chat, r.window, nominal, taken), now};
+  std::vector<sim_grant_part> parts;
+  auto charge = charge_grants(chat, id, nominal, now, parts);
+  receipt x{id, chat, r.kind, pay(chat, r.window, charge, taken), now};
   x.units = units == 0 ? r.units : units;
   x.window = r.window;
   auto released = r.held;
@@ -461,7 +492,7 @@ caf::expected<receipt> sim_world::commit(chat_id chat, reservation_id id,
     take_clamped(p, from_balance);
   }
   ledger[id] = x;
-  record_charge(chat, id, taken);
+  record_charge(chat, id, taken, std::move(parts));
   charged_by[id] = "commit";
   remember_end(i->second, reservation_status::committed);
   reservations.erase(i);
@@ -505,6 +536,8 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
   auto c = chats.find(chat);
   if (c == chats.end())
     return err(ec::not_found, "unknown chat");
+  // Expired first, while the hold still counts as held (as commit).
+  expire_if_due(chat, now);
   if (auto d = resolved.find(id); d != resolved.end()) {
     if (d->second.chat != chat)
       return err(ec::invalid_argument, "another chat's");
@@ -529,7 +562,9 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
       return err(ec::invalid_argument, "more units than held");
     auto nominal = captured(r.held, r.held_units, r.units, units);
     pockets taken;
-    x.charged = pay(chat, r.window, nominal, taken);
+    std::vector<sim_grant_part> parts;
+    auto charge = charge_grants(chat, id, nominal, now, parts);
+    x.charged = pay(chat, r.window, charge, taken);
     auto rest = r.held;
     rest -= nominal;
     x.released = without_zeros(rest);
@@ -539,8 +574,10 @@ caf::expected<resolution> sim_world::resolve(chat_id chat, reservation_id id,
     l.released = x.released;
     l.window = r.window;
     ledger[id] = l;
-    record_charge(chat, id, taken);
+    record_charge(chat, id, taken, std::move(parts));
     charged_by[id] = "resolve";
+  } else {
+    settle_hold(chat, id, 0, now);
   }
   remember_end(r, outcome == "succeeded" ? reservation_status::committed
                                          : reservation_status::failed);
@@ -576,25 +613,30 @@ void sim_world::charge_again(chat_id chat, reservation_id id) {
 }
 
 caf::expected<reservation> sim_world::fail(chat_id chat, reservation_id id,
-                                           const std::string& who) {
+                                           const std::string& who,
+                                           caf::timestamp now) {
   if (auto refused = claim("fail", chat, id, who))
     return refused;
   auto i = reservations.find(id);
   if (i == reservations.end() || i->second.chat != chat)
     return explain_missing(chat, id);
+  if (holds_grants(id))
+    expire_if_due(chat, now);
   auto r = i->second;
   reservations.erase(i);
+  settle_hold(chat, id, 0, now);
   failed_applied.insert(id);
   remember_end(r, reservation_status::failed);
   return r;
 }
 
-caf::expected<reservation> sim_world::cancel(chat_id chat) {
-  return cancel(chat, 0, {});
+caf::expected<reservation> sim_world::cancel(chat_id chat, caf::timestamp now) {
+  return cancel(chat, 0, {}, now);
 }
 
 caf::expected<reservation> sim_world::cancel(chat_id chat, reservation_id id,
-                                             const std::string& request_id) {
+                                             const std::string& request_id,
+                                             caf::timestamp now) {
   if (id == 0 && !request_id.empty()) {
     auto job = find_request(chat, request_id);
     if (!job)
@@ -631,8 +673,11 @@ caf::expected<reservation> sim_world::cancel(chat_id chat, reservation_id id,
     }
     return answer;
   }
+  if (i->second.status == reservation_status::queued && holds_grants(id))
+    expire_if_due(chat, now);
   auto r = i->second;
   reservations.erase(i);
+  settle_hold(chat, r.id, 0, now);
   cancelled_applied.insert(r.id);
   remember_end(r, reservation_status::cancelled);
   return r;
@@ -716,6 +761,10 @@ caf::expected<chat_status> sim_world::touch(chat_id chat, caf::timestamp now) {
 caf::expected<reservation_released>
 sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
   if (auto u = uncertain.find(id); u != uncertain.end()) {
+    // Its hold may leave the balance: what was due expires first, while
+    // the hold still counts.
+    if (u->second.chat == chat && holds_grants(id))
+      expire_if_due(chat, now);
     if (u->second.chat != chat
         || !(*u->second.uncertain_at < now - reconcile_timeout))
       return err(ec::not_found, "not past its deadline");
@@ -726,16 +775,20 @@ sim_world::release(chat_id chat, reservation_id id, caf::timestamp now) {
     resolved[id] = x;
     remember_end(u->second, reservation_status::released);
     uncertain.erase(u);
+    settle_hold(chat, id, 0, now);
     announce("reservation_released", chat, id, "unresolved");
     return reservation_released{chat, id, "unresolved"};
   }
   auto i = reservations.find(id);
+  if (i != reservations.end() && i->second.chat == chat && holds_grants(id))
+    expire_if_due(chat, now);
   if (i == reservations.end() || i->second.chat != chat || !due(i->second, now))
     return err(ec::not_found, "not past its deadline");
   auto lease_lapsed =
     i->second.lease_expires_at && *i->second.lease_expires_at < now;
   remember_end(i->second, reservation_status::released);
   reservations.erase(i);
+  settle_hold(chat, id, 0, now);
   released[id] = chat;
   std::string reason = lease_lapsed ? "lease_expired" : "sweep_timeout";
   if (!(lease_lapsed && mutant == sim_mutant::event_lost))
@@ -782,26 +835,6 @@ std::vector<sweep_candidate> sim_world::sweep(const sweep_cursor& after,
   if (out.size() > limit)
     out.resize(limit);
   return out;
-}
-
-caf::expected<top_up_receipt> sim_world::top_up(chat_id chat, int64_t credits,
-                                                const std::string& payment_id,
-                                                caf::timestamp now) {
-  auto c = chats.find(chat);
-  if (c == chats.end())
-    return err(ec::not_found, "unknown chat");
-  if (auto p = purchases.find(payment_id); p != purchases.end()) {
-    if (p->second.chat != chat || p->second.credits != credits)
-      return err(ec::invalid_argument, "payment_id reused");
-    return p->second;
-  }
-  c->second.available.add(pocket::balance, static_cast<int32_t>(credits));
-  pockets change;
-  change.set(pocket::balance, static_cast<int32_t>(credits));
-  record(chat, "top_up", change);
-  top_up_receipt x{chat, payment_id, static_cast<int32_t>(credits), now};
-  purchases[payment_id] = x;
-  return x;
 }
 
 caf::expected<chat_status>

@@ -80,6 +80,24 @@ enum class sim_mutant : uint8_t {
   /// that held it: a job reserved before a refill is paid by both windows
   /// (16).
   paid_by_new_window,
+  /// A grant whose unheld credits a void took out of the balance gets the
+  /// credits its holds release back, as if it were live: they return to
+  /// the balance instead of being voided (17).
+  void_releases_to_balance,
+  /// Reserve neither expires the chat's due grants first nor skips them
+  /// when it splits a hold: a grant past its expiry pays a new hold (18).
+  hold_skips_expiry,
+  /// A hold is split over the grants in creation order, not spending
+  /// order (19).
+  hold_in_creation_order,
+  /// The expiry of a chat's grants does not skip grants that expired
+  /// already: one that expired while a job held it expires again at the
+  /// chat's next writer (20).
+  expiry_repeated,
+  /// The supervisor's expiry scan finds nothing: a quiet chat's grant,
+  /// which no writer comes to expire, keeps its credits past its expiry
+  /// (20).
+  expiry_scan_blind,
 };
 
 const char* to_string(sim_mutant x);
@@ -99,16 +117,63 @@ struct sim_chat {
   caf::optional<caf::timestamp> reactivated_at;
 };
 
+/// One credit grant (a row of 004_grants.sql's grants): `left` = credits
+/// - charged - expired - voided, its held credits still in it.
+struct sim_grant {
+  int64_t id = 0;
+  chat_id chat = 0;
+  std::string source = "purchase"; ///< purchase, promo or admin
+  int32_t credits = 0;
+  int32_t charged = 0;
+  int32_t expired = 0;
+  int32_t voided = 0;
+  int32_t priority = grant_priority_default; ///< lower spends first
+  caf::optional<caf::timestamp> expires_at;  ///< none: never
+  int64_t expires_in_ms = 0; ///< as the top-up gave it; 0: not relative
+  std::string payment_id;    ///< empty: an opening balance
+  caf::timestamp created_at;
+  /// Set once, when its unheld credits expired (held ones expire as their
+  /// holds end).
+  caf::optional<caf::timestamp> expired_at;
+  caf::optional<caf::timestamp> voided_at;
+
+  int32_t left() const { return credits - charged - expired - voided; }
+};
+
+/// A hold's part of one grant (held_grants, held_grant_credits), or a
+/// ledger row's (grant_ids, grant_credits).
+struct sim_grant_part {
+  int64_t grant = 0;
+  int32_t credits = 0;
+};
+
+/// A grant as a reserve saw it when it split its hold: the auditor judges
+/// the split by these (invariants 18 and 19).
+struct sim_grant_seen {
+  sim_grant grant;
+  int32_t held = 0; ///< by the chat's other open holds
+};
+
 /// What a reserve saw when it held: the pockets, the holds on them of every
 /// active job of the chat including the new one (held_by: past windows'
 /// holds by their balance part), the chat's limit, and the window the hold
-/// was taken in.
+/// was taken in; and for its balance part, when it held, the chat's grants
+/// and the split over them.
 struct sim_hold_record {
   chat_id chat = 0;
   pockets amounts;
   pockets held;
   int32_t limit = 1;
   int64_t window = 0;
+  caf::timestamp at;
+  std::vector<sim_grant_seen> grants_seen;
+  std::vector<sim_grant_part> grants;
+};
+
+/// An open hold's split over grants: an active or uncertain job's.
+struct sim_open_hold {
+  chat_id chat = 0;
+  std::vector<sim_grant_part> parts;
 };
 
 /// One row of the ledger of every pocket change, as 008_ledger_of_every_
@@ -116,10 +181,16 @@ struct sim_hold_record {
 /// took) and the chat's pockets after it.
 struct sim_ledger_row {
   chat_id chat = 0;
-  std::string entry; ///< charge, top_up, refill or admin
+  std::string entry; ///< charge, top_up, refill, admin, expire or void
   pockets change;
   pockets after;
-  reservation_id reservation = 0; ///< a charge's job
+  /// A charge's job; for an expire or void row, the hold whose end
+  /// released them (the table says so in its detail), 0 for the grant's
+  /// own expiry or void.
+  reservation_id reservation = 0;
+  /// The grants it took from (a charge) or gave to (a top-up), or the one
+  /// that expired or was voided.
+  std::vector<sim_grant_part> grants;
   /// The chat's window when the row was written (a refill's: the window it
   /// opened).
   int64_t window = 0;
@@ -158,6 +229,10 @@ struct sim_world {
   /// The events table (010_events.sql): each event written with the change
   /// it announces, ids in commit order from 1.
   std::vector<event_record> events;
+  /// The grants table, ids in creation order from 1.
+  std::map<int64_t, sim_grant> grants;
+  /// The splits of the open holds (active and uncertain jobs) over grants.
+  std::map<reservation_id, sim_open_hold> holds_on_grants;
 
   // -- what the auditor needs beyond the tables --
   std::map<reservation_id, pockets> held_of; ///< every hold ever made
@@ -182,6 +257,10 @@ struct sim_world {
   /// The daily pockets each window of each chat opened with (at creation,
   /// at each refill): the most that window can pay.
   std::map<std::pair<chat_id, int64_t>, pockets> opened_with;
+  /// Grants that expired, or were voided, while a job held part of them:
+  /// the figures that show the cases the grant invariants are about ran.
+  uint64_t expired_while_held = 0;
+  uint64_t voided_while_held = 0;
 
   // -- faults, chosen by the seeded generator --
   std::mt19937_64 rng;
@@ -222,10 +301,11 @@ struct sim_world {
                                 caf::timestamp now, int32_t units,
                                 const std::string& who);
   caf::expected<reservation> fail(chat_id chat, reservation_id id,
-                                  const std::string& who);
-  caf::expected<reservation> cancel(chat_id chat);
+                                  const std::string& who, caf::timestamp now);
+  caf::expected<reservation> cancel(chat_id chat, caf::timestamp now);
   caf::expected<reservation> cancel(chat_id chat, reservation_id id,
-                                    const std::string& request_id);
+                                    const std::string& request_id,
+                                    caf::timestamp now);
   caf::expected<reservation> uncertain_of(chat_id chat, reservation_id id,
                                           const std::string& provider_ref,
                                           caf::timestamp now,
@@ -247,9 +327,18 @@ struct sim_world {
                                               caf::timestamp now);
   std::vector<sweep_candidate> sweep(const sweep_cursor& after, uint32_t limit,
                                      caf::timestamp now);
+  /// A top-up: a grant with `terms` (chargeonce_top_up).
   caf::expected<top_up_receipt> top_up(chat_id chat, int64_t credits,
                                        const std::string& payment_id,
+                                       const grant_terms& terms,
                                        caf::timestamp now);
+  /// Voids a grant named by id or payment id (chargeonce_void_grant).
+  caf::expected<grant_info> void_grant(chat_id chat, int64_t grant,
+                                       const std::string& payment_id,
+                                       caf::timestamp now);
+  /// The supervisor's expiry scan: every chat with a grant due, in chat
+  /// order, its due grants expired (chargeonce_expire_due). Grants expired.
+  uint64_t expire_due(caf::timestamp now);
   caf::expected<chat_status> set_premium(chat_id chat, caf::timestamp until,
                                          caf::timestamp now);
   caf::expected<chat_status> set_flags(chat_id chat, const flags_update& x,
@@ -291,9 +380,11 @@ private:
   /// Appends the ledger row of a change of `chat`'s pockets, with the
   /// pockets they have now.
   void record(chat_id chat, const char* entry, pockets change,
-              reservation_id id = 0);
-  /// The row of job `id`'s charge: what it took from the pockets.
-  void record_charge(chat_id chat, reservation_id id, const pockets& taken);
+              reservation_id id = 0, std::vector<sim_grant_part> parts = {});
+  /// The row of job `id`'s charge: what it took from the pockets, and from
+  /// which grants.
+  void record_charge(chat_id chat, reservation_id id, const pockets& taken,
+                     std::vector<sim_grant_part> parts = {});
   /// A charge of `nominal` for a hold taken in window `taken_in`: takes
   /// from the chat's pockets what falls on its current window (`taken`,
   /// each pocket stopping at zero) and returns the receipt's `charged`. In
@@ -309,6 +400,46 @@ private:
   /// Writes the event that 010_events.sql's triggers write with a change.
   void announce(const char* event, chat_id chat, reservation_id id,
                 std::string detail);
+
+  // -- grants (grants.cpp, after functions/12_grants.sql) --
+
+  /// The grant of an opening balance: admin, never expires.
+  void grant_balance(chat_id chat, int32_t credits, caf::timestamp now);
+  /// Credits held per grant of the chat by its open holds.
+  std::map<int64_t, int32_t> grants_held(chat_id chat) const;
+  /// The soonest expiry of the chat's grants that may still expire.
+  caf::optional<caf::timestamp> next_expiry(chat_id chat) const;
+  /// Expires the chat's due grants: their unheld credits leave the
+  /// balance, held ones stay with their holds. Grants expired.
+  uint64_t expire_grants(chat_id chat, caf::timestamp now);
+  /// The lazy expiry every writer of the balance makes first.
+  void expire_if_due(chat_id chat, caf::timestamp now);
+  /// Whether job `id`'s hold has a part on grants: then its end may write
+  /// the balance, and expires what is due first (chargeonce_lock_for_settle,
+  /// as its callers call it).
+  bool holds_grants(reservation_id id) const;
+  /// Splits `credits` of balance over the chat's live grants in spending
+  /// order, each at most what it has unheld; records what it saw in `seen`.
+  std::vector<sim_grant_part> hold_grants(chat_id chat, int32_t credits,
+                                          caf::timestamp now,
+                                          std::vector<sim_grant_seen>& seen);
+  /// Ends job `id`'s hold on grants: `charge` credits charged from its
+  /// grants in its order (each at most its part and what it has left),
+  /// the rest returned to the balance while its grant is live, else
+  /// expired or voided. The credits charged of each.
+  std::vector<sim_grant_part> settle_hold(chat_id chat, reservation_id id,
+                                          int32_t charge, caf::timestamp now);
+  /// `nominal` with its balance part charged through job `id`'s grants:
+  /// clamped at the balance, settled, and the sum of what they gave. The
+  /// parts charged, for the charge's ledger row, in `parts`.
+  pockets charge_grants(chat_id chat, reservation_id id, pockets nominal,
+                        caf::timestamp now, std::vector<sim_grant_part>& parts);
+  /// `credits` of grant `g` leave the balance: one ledger row `entry`.
+  void grant_leaves(sim_grant& g, int32_t credits, const char* entry,
+                    reservation_id released_by);
+  /// What a top-up and a void answer of a grant.
+  top_up_receipt receipt_of(const sim_grant& g) const;
+  grant_info info_of(const sim_grant& g) const;
 };
 
 } // namespace chargeonce::test
