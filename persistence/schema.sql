@@ -1682,9 +1682,10 @@ $$;
 CREATE FUNCTION public.chargeonce_next_expiry(p_chat bigint) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
     AS $$
-  SELECT min(expires_at) FROM grants
-   WHERE chat_id = p_chat AND expires_at IS NOT NULL AND expired_at IS NULL
-     AND voided_at IS NULL
+  SELECT min(x.expires_at)
+    FROM (SELECT expires_at FROM grants
+           WHERE chat_id = p_chat AND expires_at IS NOT NULL
+             AND expired_at IS NULL AND voided_at IS NULL OFFSET 0) x
 $$;
 
 
