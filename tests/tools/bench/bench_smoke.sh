@@ -131,13 +131,17 @@ jq -e '[.ratios[] | [.mode, .clients]]
 
 # Two client processes: their figures come back merged; the server's
 # memory is reported after the run. The reference's two pgbench scripts run
-# beside them, on a database of their own.
+# beside them, on a database of their own. Each chat's balance is three
+# grants, so that every hold walks them in spending order (the audit below
+# still finds every charge once).
 run_bench "$tmp/processes.json" --servers="$servers" --baseline --clients=3 \
-  --processes=2 --chats=1000 --duration=2 --warmup=0 \
+  --processes=2 --chats=1000 --duration=2 --warmup=0 --grants-per-chat=3 \
   --mix=cancel:10,fail:10,double:10 --min-cycles=$min_cycles \
   --server-pid="$server_pid" --reference --pgbench="$pgbench"
 check_runs "$tmp/processes.json" "remote,baseline"
 check_quota "$tmp/processes.json"
+jq -e '.config.grants_per_chat == 3' "$tmp/processes.json" >/dev/null ||
+  die "--grants-per-chat=3 not in the report: $(jq -c .config "$tmp/processes.json")"
 jq -e '.config.processes == 2 and all(.runs[]; .processes == 2)
       and (.runs[] | select(.mode == "remote") | .rss_process == "server"
            and .peak_rss_kib > 0 and .rss_kib > 0)
@@ -251,7 +255,7 @@ for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
   "--client-api=http ${http_flags[*]} --processes=2" \
   "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none" \
   "--sweep --sweep-reservations=0" "--in-process --sweep-reservations=10" \
-  "--in-process --min-cycles=-1"; do
+  "--in-process --min-cycles=-1" --grants-per-chat=0 --grants-per-chat=17; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
