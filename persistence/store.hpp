@@ -211,7 +211,7 @@ public:
   caf::expected<chat_status> set_limits(chat_id chat, const limits_update& x);
   /// Sets the job limit alone, the threshold left as it is.
   caf::expected<chat_status>
-  set_limits(chat_id chat, caf::optional<int32_t> max_active_jobs) {
+  set_limits(chat_id chat, const caf::optional<int32_t>& max_active_jobs) {
     return set_limits(chat,
                       limits_update{max_active_jobs, true, caf::none, false});
   }

@@ -11,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -277,6 +279,67 @@ std::string server_config::finalize_catalog() {
   if (auto problem = parse_catalog(text.str(), products_); !problem.empty())
     return "catalog " + catalog_path + ": " + problem;
   return {};
+}
+
+namespace {
+
+/// "30d" as "720h"; any other value as it is (CAF parses it, or refuses it).
+std::string days_as_hours(const std::string& value) {
+  static const std::regex days{"(0|[1-9][0-9]{0,6})d"};
+  std::smatch m;
+  if (!std::regex_match(value, m, days))
+    return value;
+  return std::to_string(std::stoll(m[1].str()) * 24) + "h";
+}
+
+/// The names of the options that are durations.
+std::set<std::string> duration_options(const caf::config_option_set& opts) {
+  std::set<std::string> out;
+  for (const auto& x : opts)
+    if (x.type_name() == "timespan")
+      out.emplace(x.long_name().begin(), x.long_name().end());
+  return out;
+}
+
+/// The config file's text, each `name = <N>d` of a duration as hours;
+/// empty when there is no file (as CAF, which then reads nothing).
+std::string config_text_with_days(const std::string& path,
+                                  const std::set<std::string>& durations) {
+  std::ifstream in{path};
+  static const std::regex line{
+    R"(^(\s*)([A-Za-z0-9_.-]+)(\s*=\s*)([^\s;]+)(.*)$)"};
+  std::string out;
+  std::string text;
+  while (std::getline(in, text)) {
+    std::smatch m;
+    if (std::regex_match(text, m, line) && durations.count(m[2].str()) > 0)
+      text = m[1].str() + m[2].str() + m[3].str() + days_as_hours(m[4].str())
+             + m[5].str();
+    out += text + "\n";
+  }
+  return out;
+}
+
+} // namespace
+
+caf::error server_config::parse_with_days(int argc, char** argv) {
+  auto durations = duration_options(custom_options_);
+  caf::actor_system_config::string_list args;
+  std::string path = config_file_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      auto name = arg.substr(2, eq - 2);
+      if (name == "config-file")
+        path = arg.substr(eq + 1);
+      else if (durations.count(name) > 0)
+        arg = arg.substr(0, eq + 1) + days_as_hours(arg.substr(eq + 1));
+    }
+    args.push_back(std::move(arg));
+  }
+  std::istringstream ini{config_text_with_days(path, durations)};
+  return parse(std::move(args), ini);
 }
 
 std::string server_config::finalize() {

@@ -119,6 +119,12 @@ struct server_config : caf::actor_system_config {
   /// built-in catalog.
   const catalog& products() const { return products_; }
 
+  /// Parses the command line and the config file (--config-file=PATH,
+  /// else caf-application.ini) as CAF does, with one addition to CAF's
+  /// syntax for durations: days, e.g. expiry-notice=30d (given to CAF as
+  /// 720h), the same syntax the CLI takes.
+  caf::error parse_with_days(int argc, char** argv);
+
   /// Fills derived defaults and checks the options against each other;
   /// returns a message for the operator, empty when the config is usable.
   std::string finalize();

@@ -361,7 +361,8 @@ int run_server(int argc, char** argv, const server_hooks& hooks) {
   if (print_catalog)
     args.erase(print);
   server_config cfg;
-  if (auto err = cfg.parse(static_cast<int>(args.size()), args.data())) {
+  if (auto err =
+        cfg.parse_with_days(static_cast<int>(args.size()), args.data())) {
     std::cerr << "chargeonce-server: " << caf::actor_system_config::render(err)
               << "\n";
     return 2;

@@ -287,7 +287,8 @@ private:
       const auto& a = i == accounts_.end() ? none : i->second;
       auto name = "grant " + std::to_string(g.id);
       auto say = [&](const std::string& what) {
-        sink_.fail(grant_conserved, g.chat, 0, name + ": " + what);
+        sink_.fail(grant_conserved, g.chat, 0,
+                   std::string{name}.append(": ").append(what));
       };
       if (g.payment_id.empty()) {
         if (++openings[g.chat] == 2)
