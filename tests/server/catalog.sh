@@ -7,14 +7,14 @@
 # them when it gets another. Then a server whose catalog drops a kind the
 # ledger still names refuses to start. On a database of its own in the
 # test cluster: the kinds it records must not reach the shared one.
-# Usage: catalog.sh SERVER CLI README   (needs CHARGEONCE_TEST_DSN, psql, curl, jq)
+# Usage: catalog.sh SERVER CLI CONFIGURATION_MD   (needs CHARGEONCE_TEST_DSN, psql, curl, jq)
 set -euo pipefail
 # shellcheck source=tests/support/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 
 server_bin=$1
 cli=$2
-readme=$3
+products_doc=$3
 
 [[ -n ${CHARGEONCE_TEST_DSN:-} ]] || die "CHARGEONCE_TEST_DSN is not set (run scripts/test)"
 
@@ -142,11 +142,12 @@ grep -q "kind video" "$tmp/builtin.log" \
   && die "video (never charged) is named in the refusal: $(tail -n 3 "$tmp/builtin.log")"
 ok "a server whose catalog drops voice (charged once) refuses to start, naming it"
 
-# The README's example catalog is one a server takes (finalize reads the
-# file before printing the default; a refused catalog exits 2).
-sed -n '/^## Your own products/,/^## /p' "$readme" \
-  | sed -n '/^```json$/,/^```$/p' | sed '1d;$d' >"$tmp/readme-catalog.json"
-[[ -s $tmp/readme-catalog.json ]] || die "no json block under the README's 'Your own products'"
-"$server_bin" --catalog="$tmp/readme-catalog.json" --print-default-catalog >/dev/null 2>"$tmp/readme.err" \
-  || die "the README's catalog is refused: $(cat "$tmp/readme.err")"
-ok "the README's example catalog is valid"
+# The example catalog of docs/configuration.md ("Your own products", which
+# the README points to) is one a server takes (finalize reads the file
+# before printing the default; a refused catalog exits 2).
+sed -n '/^## Your own products/,/^## /p' "$products_doc" \
+  | sed -n '/^```json$/,/^```$/p' | sed '1d;$d' >"$tmp/example-catalog.json"
+[[ -s $tmp/example-catalog.json ]] || die "no json block under configuration.md's 'Your own products'"
+"$server_bin" --catalog="$tmp/example-catalog.json" --print-default-catalog >/dev/null 2>"$tmp/example.err" \
+  || die "configuration.md's example catalog is refused: $(cat "$tmp/example.err")"
+ok "configuration.md's example catalog is valid"
