@@ -12,6 +12,21 @@ connection_job::connection_job(persistence::store_options opts)
   // nop
 }
 
+namespace {
+
+/// Whether the batch's rows should come before its commit: worth a second
+/// wake-up of this thread only when another batch may be ready to go out
+/// behind it, as under load. One operation alone with nothing staged (one
+/// client) is answered in one read, after its commit.
+bool early_rows(connection_job& job, const std::vector<operation>& ops) {
+  if (ops.size() > 1)
+    return true;
+  std::lock_guard<std::mutex> guard{job.mtx};
+  return !job.staged.empty();
+}
+
+} // namespace
+
 connection_actor::behavior_type
 make_connection(connection_actor::stateful_pointer<connection_state> self,
                 std::shared_ptr<connection_job> job, connection_owner owner) {
@@ -30,7 +45,7 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
           out.alone = true;
         } else {
           if (!sent)
-            db.send(job->ops);
+            db.send(job->ops, early_rows(*job, job->ops));
           // Once this batch's rows are in, Postgres commits it: what was
           // staged meanwhile goes out now and waits there, so Postgres
           // starts on it right after the commit.
@@ -40,7 +55,7 @@ make_connection(connection_actor::stateful_pointer<connection_state> self,
             next.swap(job->staged);
           }
           if (!next.empty())
-            db.send(next);
+            db.send(next, early_rows(*job, next));
           out.results = db.receive();
         }
         out.connections_made = db.connections_made();

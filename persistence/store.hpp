@@ -164,8 +164,11 @@ public:
   /// batch sent after await_rows waits at Postgres while the one before
   /// commits, and starts right after it, without a round trip between them.
   /// Batches are received in the order they were sent; none may be in
-  /// flight when another operation of the store runs.
-  void send(const std::vector<operation>& ops);
+  /// flight when another operation of the store runs. With `early_rows`
+  /// false, Postgres sends the rows with the commit, in one read: await_rows
+  /// then returns only once the batch committed (for a caller with nothing
+  /// to send behind it, one wake-up instead of two).
+  void send(const std::vector<operation>& ops, bool early_rows = true);
   void await_rows();
   std::vector<batch_result> receive();
   /// Batches sent and not yet received.

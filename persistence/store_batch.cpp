@@ -131,7 +131,9 @@ bool isolatable(const failure& f) {
 // moment the rows are in, so that it waits at Postgres while this one's
 // commit is flushed to disk, instead of leaving Postgres idle for the round
 // trip and the parsing of the rows. A batch's answers count only after its
-// sync point: until then its commit may still fail.
+// sync point: until then its commit may still fail. Without the flush
+// request (a caller with nothing to send behind it) the rows come with the
+// commit's sync point, in one read.
 
 namespace {
 
@@ -272,7 +274,8 @@ void store::impl::send_now(sent_batch& b) {
                             static_cast<int>(std::size(params)), values,
                             nullptr, nullptr, 0)
           != 1
-        || PQsendFlushRequest(pg) != 1 || PQpipelineSync(pg) != 1)
+        || (b.early_rows && PQsendFlushRequest(pg) != 1)
+        || PQpipelineSync(pg) != 1)
       throw_error(pg, nullptr);
     b.link = link();
   } catch (...) {
@@ -451,9 +454,10 @@ store::impl::alone(const std::vector<operation>& ops) {
   return out;
 }
 
-void store::send(const std::vector<operation>& ops) {
+void store::send(const std::vector<operation>& ops, bool early_rows) {
   auto& wire = impl_->wire;
   auto b = impl_->prepare(ops);
+  b->early_rows = early_rows;
   // After one that could not go out yet, in order.
   bool waiting = std::any_of(wire.begin(), wire.end(), [](const auto& x) {
     return x->link == 0 && !x->ended;

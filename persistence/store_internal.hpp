@@ -369,6 +369,8 @@ struct sent_batch {
   std::vector<batch_result> out;
   /// The link (store::impl::link) it went out on; 0: not sent yet.
   uint64_t link = 0;
+  /// Whether a flush request asks Postgres for the rows before the commit.
+  bool early_rows = true;
   /// What the pipeline gave back so far: the statement's rows, what failed
   /// (the statement, its commit, or the connection), and whether its
   /// commit's sync point came (or it failed for good).

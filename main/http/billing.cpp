@@ -12,6 +12,7 @@
 
 #include <httplib.h>
 #include <limits>
+#include <memory>
 
 namespace chargeonce::http {
 
@@ -22,18 +23,30 @@ constexpr int64_t int64_min = std::numeric_limits<int64_t>::min();
 constexpr int64_t int64_max = std::numeric_limits<int64_t>::max();
 
 /// Asks `facade` once, from this httplib worker thread, and answers with
-/// `ok_status` and the result's JSON or with the mapped error. The request
-/// has a finite timeout: a thread is never stuck on a lost reply.
+/// `ok_status` and the result's JSON or with the mapped error. The wait is
+/// finite, so a thread is never stuck on a lost reply; it is this thread's
+/// own timed wait rather than a request timeout, which would wake CAF's
+/// clock thread twice per request (armed, then cancelled).
 template <class T, class Handle, class... Ts>
 void ask(exchange& x, const Handle& facade, int ok_status, Ts... xs) {
-  caf::scoped_actor self{*x.be.sys};
+  auto self = x.be.asking.take(*x.be.sys);
   reply out;
-  self->request(facade, x.be.request_timeout, xs...)
-    .receive(
-      [&](T& result) {
-        out = {ok_status, to_json(result)};
-      },
-      [&](caf::error& err) { out = error_reply(err); });
+  bool timed_out = false;
+  auto answer = (*self)->request(facade, caf::infinite, xs...);
+  caf::blocking_actor::accept_one_cond one;
+  (*self)->varargs_receive(
+    one, answer.id(),
+    [&](T& result) {
+      out = {ok_status, to_json(result)};
+    },
+    [&](caf::error& err) { out = error_reply(err); },
+    caf::after(x.be.request_timeout) >>
+      [&] {
+        timed_out = true;
+        out = error_reply(caf::make_error(caf::sec::request_timeout));
+      });
+  if (!timed_out)
+    x.be.asking.give_back(std::move(self));
   if (out.status >= 500)
     spdlog::warn("http failed method={} path={} status={} error={}",
                  x.req.method, x.req.path, out.status, out.body.dump());
@@ -49,6 +62,23 @@ reservation_id path_reservation(const exchange& x) {
 }
 
 } // namespace
+
+std::unique_ptr<caf::scoped_actor> requesters::take(caf::actor_system& sys) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!idle_.empty()) {
+      auto x = std::move(idle_.back());
+      idle_.pop_back();
+      return x;
+    }
+  }
+  return std::make_unique<caf::scoped_actor>(sys);
+}
+
+void requesters::give_back(std::unique_ptr<caf::scoped_actor> x) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  idle_.push_back(std::move(x));
+}
 
 // -- gateway ------------------------------------------------------------------
 

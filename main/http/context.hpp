@@ -6,13 +6,17 @@
 #include "actors/liveness.hpp"
 #include "protocol/interfaces.hpp"
 
+#include <caf/scoped_actor.hpp>
+
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace httplib {
 struct Request;
@@ -40,6 +44,23 @@ struct readiness_cache {
   std::string actors_reason; ///< the last actor failure, logged once
 };
 
+/// The scoped actors the billing routes ask their facades from, each used
+/// by one request at a time and kept for the next: a scoped actor made per
+/// request cost a spawn and its teardown on every request. They die with
+/// the backend, after the HTTP pool's threads and before the actor system.
+class requesters {
+public:
+  /// An idle requester, or a new one.
+  std::unique_ptr<caf::scoped_actor> take(caf::actor_system& sys);
+  /// Keeps `x` for the next request. One whose request timed out is not
+  /// given back: its late answer would stay in its mailbox.
+  void give_back(std::unique_ptr<caf::scoped_actor> x);
+
+private:
+  std::mutex mtx_;
+  std::vector<std::unique_ptr<caf::scoped_actor>> idle_;
+};
+
 /// The server side of every route: handles, limits and shared state. Lives
 /// as long as the httplib server that calls the routes.
 struct backend {
@@ -60,6 +81,7 @@ struct backend {
   size_t stream_buffer_max = 256; ///< events queued per stream before a drop
   std::atomic<size_t> streams{0}; ///< open /v1/events streams
   readiness_cache readiness;
+  requesters asking; ///< declared last: destroyed before the handles above
 };
 
 /// One request in flight.

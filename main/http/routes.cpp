@@ -60,23 +60,42 @@ std::vector<std::string> segments(const std::string& path) {
   return out;
 }
 
-/// True if `path` fits the template; fills `params` with `{name}` segments.
-bool match(const char* pattern, const std::vector<std::string>& path,
-           std::map<std::string, std::string>& params) {
-  auto want = segments(pattern);
+/// The table's path templates, split once: splitting them on every request
+/// cost a few dozen allocations per request.
+const std::vector<std::vector<std::string>>& templates() {
+  static const auto all = [] {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& x : table)
+      out.push_back(segments(x.path));
+    return out;
+  }();
+  return all;
+}
+
+bool is_parameter(const std::string& segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+/// True if `path` fits the template `want`.
+bool match(const std::vector<std::string>& want,
+           const std::vector<std::string>& path) {
   if (want.size() != path.size())
     return false;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const auto& w = want[i];
-    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
-      if (path[i].empty())
-        return false;
-      params[w.substr(1, w.size() - 2)] = path[i];
-    } else if (w != path[i]) {
+  for (size_t i = 0; i < want.size(); ++i)
+    if (is_parameter(want[i]) ? path[i].empty() : want[i] != path[i])
       return false;
-    }
-  }
   return true;
+}
+
+/// The `{name}` segments of a path that fits `want`, by name.
+std::map<std::string, std::string>
+parameters(const std::vector<std::string>& want,
+           const std::vector<std::string>& path) {
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (is_parameter(want[i]))
+      out.emplace(want[i].substr(1, want[i].size() - 2), path[i]);
+  return out;
 }
 
 /// Compares without an early exit, so the time taken does not tell an
@@ -163,9 +182,10 @@ void dispatch(backend& be, const httplib::Request& req, const std::string& body,
               httplib::Response& res) {
   auto path = segments(req.path);
   std::string allow;
-  for (const auto& x : table) {
-    std::map<std::string, std::string> params;
-    if (!match(x.path, path, params))
+  const auto& want = templates();
+  for (size_t i = 0; i < std::size(table); ++i) {
+    const auto& x = table[i];
+    if (!match(want[i], path))
       continue;
     if (!same_method(req, x)) {
       allow += (allow.empty() ? "" : ", ") + std::string{x.method};
@@ -173,7 +193,7 @@ void dispatch(backend& be, const httplib::Request& req, const std::string& body,
     }
     if (!authorized(be, x, req, res))
       return;
-    exchange ex{be, req, body, res, std::move(params)};
+    exchange ex{be, req, body, res, parameters(want[i], path)};
     try {
       x.handle(ex);
     } catch (const input_error& e) {

@@ -11,7 +11,9 @@
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 using namespace chargeonce;
@@ -73,6 +75,36 @@ struct commit_refused {
   ~commit_refused() {
     test::sql("DROP TRIGGER test_refuse_commit ON reservations");
     test::sql("DROP FUNCTION test_refuse_commit()");
+  }
+};
+
+/// A deferred constraint trigger that makes the commit of any transaction
+/// that inserted a reservation of `chat` wait for advisory lock `key`,
+/// which the test holds on a connection of its own until release().
+struct commit_held {
+  static constexpr int key = 424242;
+  pqxx::connection holder{test::dsn()};
+
+  explicit commit_held(chat_id chat) {
+    test::sql("CREATE FUNCTION test_hold_commit() RETURNS trigger "
+              "LANGUAGE plpgsql AS $$ BEGIN IF NEW.chat_id = "
+              + std::to_string(chat) + " THEN PERFORM pg_advisory_xact_lock("
+              + std::to_string(key)
+              + "); END IF; RETURN NULL; "
+                "END $$");
+    test::sql("CREATE CONSTRAINT TRIGGER test_hold_commit AFTER INSERT ON "
+              "reservations DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+              "EXECUTE FUNCTION test_hold_commit()");
+    pqxx::nontransaction{holder}.exec("SELECT pg_advisory_lock("
+                                      + std::to_string(key) + ")");
+  }
+  void release() {
+    pqxx::nontransaction{holder}.exec("SELECT pg_advisory_unlock_all()");
+  }
+  ~commit_held() {
+    release();
+    test::sql("DROP TRIGGER test_hold_commit ON reservations");
+    test::sql("DROP FUNCTION test_hold_commit()");
   }
 };
 
@@ -241,6 +273,41 @@ TEST_SUITE("pipeline") {
     }
     // Out of pipeline mode again: a transaction of libpqxx runs.
     CHECK(db.status(make_chat(db)));
+  }
+
+  TEST_CASE("rows come before the commit only when asked for: without early "
+            "rows, await_rows returns once the batch committed") {
+    store db{test::store_options()};
+    for (bool early : {true, false}) {
+      CAPTURE(early);
+      auto chat = make_chat(db);
+      commit_held held{chat};
+      db.send({reserve_op(chat)}, early);
+      std::atomic<bool> rows_in{false};
+      std::thread waiter{[&] {
+        db.await_rows();
+        rows_in = true;
+      }};
+      if (early) {
+        // The statement ran: its rows come while the commit waits.
+        auto in = test::wait_until([&] { return rows_in.load(); },
+                                   std::chrono::seconds{30});
+        MESSAGE("early rows were in after " << in.ms() << " ms");
+        CHECK(in);
+      } else {
+        // Generous: were the rows sent before the commit, they would be
+        // in within milliseconds.
+        std::this_thread::sleep_for(std::chrono::milliseconds{500});
+        CHECK_FALSE(rows_in.load());
+      }
+      CHECK(reservations_of(chat) == 0); // the commit still waits
+      held.release();
+      waiter.join();
+      auto answers = db.receive();
+      REQUIRE(answers.size() == 1);
+      CHECK(std::get<reservation>(answers[0]).chat == chat);
+      CHECK(reservations_of(chat) == 1);
+    }
   }
 
   TEST_CASE("a batch's rows do not count when its commit fails: the batch "
