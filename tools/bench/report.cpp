@@ -79,6 +79,8 @@ nlohmann::json run_json(const run_result& r) {
     out["server_cpu_us_per_cycle"] = *r.server_cpu_us_per_cycle;
   if (r.bench_cpu_us_per_cycle)
     out["bench_cpu_us_per_cycle"] = *r.bench_cpu_us_per_cycle;
+  if (r.postgres_cpu_us_per_cycle)
+    out["postgres_cpu_us_per_cycle"] = *r.postgres_cpu_us_per_cycle;
   if (r.audit)
     out["audit"] = {{"acknowledged_commits", r.audit->acknowledged},
                     {"ledger_charges", r.audit->ledger_charges},
@@ -173,30 +175,33 @@ void print_memory(const std::vector<run_result>& runs) {
   }
 }
 
+std::string cpu_text(const std::optional<double>& x, const char* format) {
+  if (!x)
+    return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, *x);
+  return buf;
+}
+
 /// CPU per cycle over the measured window, for the runs that know it: the
-/// server's and the bench's own (its clients run in it).
+/// server's, the bench's own (when its clients run in it) and the Postgres
+/// cluster's (when it runs on this machine).
 void print_cpu(const std::vector<run_result>& runs) {
   bool header = false;
   for (const auto& r : runs) {
-    if (!r.server_cpu_us_per_cycle && !r.bench_cpu_us_per_cycle)
+    if (!r.server_cpu_us_per_cycle && !r.bench_cpu_us_per_cycle
+        && !r.postgres_cpu_us_per_cycle)
       continue;
     if (!header) {
       std::printf("\nCPU per cycle in µs (user + system, measured window)\n");
-      std::printf("%-13s %7s %10s %10s\n", "mode", "clients", "server",
-                  "bench");
+      std::printf("%-13s %7s %10s %10s %10s\n", "mode", "clients", "server",
+                  "bench", "postgres");
       header = true;
     }
-    auto cell = [](const std::optional<double>& x) {
-      char buf[32];
-      if (x)
-        std::snprintf(buf, sizeof buf, "%.0f", *x);
-      else
-        std::snprintf(buf, sizeof buf, "-");
-      return std::string{buf};
-    };
-    std::printf("%-13s %7zu %10s %10s\n", r.mode.c_str(), r.clients,
-                cell(r.server_cpu_us_per_cycle).c_str(),
-                cell(r.bench_cpu_us_per_cycle).c_str());
+    std::printf("%-13s %7zu %10s %10s %10s\n", r.mode.c_str(), r.clients,
+                cpu_text(r.server_cpu_us_per_cycle, "%.0f").c_str(),
+                cpu_text(r.bench_cpu_us_per_cycle, "%.0f").c_str(),
+                cpu_text(r.postgres_cpu_us_per_cycle, "%.0f").c_str());
   }
 }
 
@@ -249,14 +254,6 @@ nlohmann::json persistence_json(const std::vector<persistence_run>& alone) {
        {"unexpected", r.unexpected}});
   }
   return out;
-}
-
-std::string cpu_text(const std::optional<double>& x, const char* format) {
-  if (!x)
-    return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, *x);
-  return buf;
 }
 
 void print_persistence(const std::vector<persistence_run>& alone) {

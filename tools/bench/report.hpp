@@ -21,9 +21,9 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                 const std::vector<reference_run>& reference,
                 const std::optional<sweep_run>& sweep);
 
-/// The summary, ratios, per-operation percentiles, outcomes, audits and
-/// memory; the reference and the comparison with it, if run; then the
-/// persistence layer alone, if measured; then the sweep, if measured.
+/// The summary, ratios, per-operation percentiles, outcomes, audits,
+/// memory and CPU; the reference and the comparison with it, if run; then
+/// the persistence layer alone, if measured; then the sweep, if measured.
 void print_table(const bench_options& o, const std::vector<run_result>& runs,
                  const std::vector<persistence_run>& alone,
                  const std::vector<reference_run>& reference,

@@ -112,14 +112,17 @@ run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
   --server-pid="$server_pid" "${http_flags[@]}"
 check_runs "$tmp/remote.json" "remote,remote_async,http,baseline"
 check_quota "$tmp/remote.json"
-# Each run against the server knows the CPU it cost per cycle, the
-# server's and the clients'; the baseline has no server.
-jq -e 'all(.runs[] | select(.mode != "baseline");
-          .server_cpu_us_per_cycle > 0 and .bench_cpu_us_per_cycle > 0)
+# Each run knows the CPU it cost per cycle: the clients' (this process)
+# and the Postgres cluster's (local: its socket), and each run against the
+# server the server's; the baseline has no server.
+jq -e 'all(.runs[]; .bench_cpu_us_per_cycle > 0
+          and .postgres_cpu_us_per_cycle > 0)
+       and all(.runs[] | select(.mode != "baseline");
+          .server_cpu_us_per_cycle > 0)
        and all(.runs[] | select(.mode == "baseline");
           has("server_cpu_us_per_cycle") | not)' \
   "$tmp/remote.json" >/dev/null ||
-  die "no CPU per cycle: $(jq -c '[.runs[] | {mode, server_cpu_us_per_cycle, bench_cpu_us_per_cycle}]' "$tmp/remote.json")"
+  die "no CPU per cycle: $(jq -c '[.runs[] | {mode, server_cpu_us_per_cycle, bench_cpu_us_per_cycle, postgres_cpu_us_per_cycle}]' "$tmp/remote.json")"
 # The mix happened in both: cancels, fails and double taps answered busy.
 jq -e 'all(.runs[] | select(.mode != "baseline") | .outcomes_by_op;
           (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
