@@ -12,8 +12,8 @@
 // the ways to the service (baseline: the per-operation design), loop
 // measures, audit checks what Postgres holds afterwards, processes runs
 // clients as several processes, reference runs the reference kit's pgbench
-// scripts, sweep times the sweep, run_meter reads what a run cost (CPU),
-// report and compare print.
+// scripts, sweep times the sweep, run_meter reads what a run cost (CPU,
+// Postgres's statements), report and compare print.
 #include "tools/bench/bench.hpp"
 
 #include "actors/supervisor_actor.hpp"
@@ -378,14 +378,16 @@ int bench_main(const bench_options& o, const reference_options& r) {
     spdlog::critical("cannot migrate error={}", error_message(done.error()));
     return exit_failed;
   }
+  // Before any run: --statements fails here when it cannot be had.
   auto pg = postgres_watch::of(o);
   auto all = run_all(o, r, pg);
   auto alone = run_persistence_all(o);
   auto sweep = run_sweep_if_asked(o);
+  auto track = pg.statements ? pg.statements->track() : std::string{};
   if (o.json)
-    print_json(o, all.runs, alone, all.reference, sweep);
+    print_json(o, track, all.runs, alone, all.reference, sweep);
   else
-    print_table(o, all.runs, alone, all.reference, sweep);
+    print_table(o, track, all.runs, alone, all.reference, sweep);
   return failures_of(all, alone, sweep) > 0 ? exit_failed : exit_ok;
 }
 

@@ -7,6 +7,7 @@
 #include "tools/bench/drivers.hpp"
 #include "tools/bench/histogram.hpp"
 #include "tools/bench/options.hpp"
+#include "tools/bench/statements.hpp"
 
 #include <caf/error.hpp>
 
@@ -18,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace chargeonce::bench {
 
@@ -242,6 +244,8 @@ struct run_result {
   std::optional<double> server_cpu_us_per_cycle;
   std::optional<double> bench_cpu_us_per_cycle;
   std::optional<double> postgres_cpu_us_per_cycle;
+  /// --statements: what Postgres ran in the window, costliest first.
+  std::vector<statement_figures> statements;
 
   double cycles_per_s() const {
     return duration_s > 0 ? static_cast<double>(stats.cycles) / duration_s

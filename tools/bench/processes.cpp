@@ -154,7 +154,7 @@ run_result run_processes(const std::string& mode, size_t clients,
   }
   // Each child holds its own window open for its clients' --min-cycles:
   // the run spans the longest.
-  run_result out{mode, clients, n, 0.0, {}, {}, {}, {}, {}, {}};
+  run_result out{mode, clients, n, 0.0, {}, {}, {}, {}, {}, {}, {}};
   bool failed = false;
   for (auto& c : children) {
     auto report = deserialize_report(read_all(c.from));

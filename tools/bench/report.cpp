@@ -46,7 +46,18 @@ nlohmann::json latency_json(const histogram& h) {
           {"max", h.max()},          {"mean", h.mean()}};
 }
 
-nlohmann::json run_json(const run_result& r) {
+nlohmann::json statements_json(const std::vector<statement_figures>& all) {
+  auto out = nlohmann::json::array();
+  for (const auto& x : all)
+    out.push_back({{"query", x.query},
+                   {"top_level", x.top_level},
+                   {"calls_per_cycle", x.calls_per_cycle},
+                   {"exec_us_per_cycle", x.exec_us_per_cycle},
+                   {"rows_per_cycle", x.rows_per_cycle}});
+  return out;
+}
+
+nlohmann::json run_json(const bench_options& o, const run_result& r) {
   nlohmann::json latency = nlohmann::json::object();
   nlohmann::json by_op = nlohmann::json::object();
   std::map<std::string, uint64_t> outcomes{{"ok", 0}, {"busy", 0}};
@@ -81,6 +92,8 @@ nlohmann::json run_json(const run_result& r) {
     out["bench_cpu_us_per_cycle"] = *r.bench_cpu_us_per_cycle;
   if (r.postgres_cpu_us_per_cycle)
     out["postgres_cpu_us_per_cycle"] = *r.postgres_cpu_us_per_cycle;
+  if (o.statements)
+    out["statements"] = statements_json(r.statements);
   if (r.audit)
     out["audit"] = {{"acknowledged_commits", r.audit->acknowledged},
                     {"ledger_charges", r.audit->ledger_charges},
@@ -202,6 +215,24 @@ void print_cpu(const std::vector<run_result>& runs) {
                 cpu_text(r.server_cpu_us_per_cycle, "%.0f").c_str(),
                 cpu_text(r.bench_cpu_us_per_cycle, "%.0f").c_str(),
                 cpu_text(r.postgres_cpu_us_per_cycle, "%.0f").c_str());
+  }
+}
+
+/// --statements: per run, what Postgres ran in the window, per cycle.
+void print_statements(const std::string& track,
+                      const std::vector<run_result>& runs) {
+  std::printf("\nPostgres statements per cycle (pg_stat_statements, track = "
+              "%s, measured window; the costliest %zu per run; a nested "
+              "statement ran inside a function, whose time includes it)\n",
+              track.c_str(), statements_reported_max);
+  for (const auto& r : runs) {
+    std::printf("\n%s, %zu clients\n", r.mode.c_str(), r.clients);
+    std::printf("%9s %9s %9s %-6s %s\n", "calls", "µs", "rows", "level",
+                "query");
+    for (const auto& x : r.statements)
+      std::printf("%9.3f %9.1f %9.3f %-6s %s\n", x.calls_per_cycle,
+                  x.exec_us_per_cycle, x.rows_per_cycle,
+                  x.top_level ? "top" : "nested", x.query.c_str());
   }
 }
 
@@ -329,7 +360,8 @@ void print_sweep(const sweep_run& r) {
 
 } // namespace
 
-void print_json(const bench_options& o, const std::vector<run_result>& runs,
+void print_json(const bench_options& o, const std::string& statements_track,
+                const std::vector<run_result>& runs,
                 const std::vector<persistence_run>& alone,
                 const std::vector<reference_run>& reference,
                 const std::optional<sweep_run>& sweep) {
@@ -347,9 +379,11 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                     {{"cancel", o.mix.cancel},
                      {"fail", o.mix.fail},
                      {"double", o.mix.double_tap}}}};
+  if (o.statements)
+    out["config"]["statements_track"] = statements_track;
   out["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
-    out["runs"].push_back(run_json(r));
+    out["runs"].push_back(run_json(o, r));
   out["ratios"] = nlohmann::json::array();
   for (const auto& x : ratios_of(runs))
     out["ratios"].push_back({{"clients", x.clients},
@@ -367,7 +401,8 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
   std::cout << out.dump() << std::endl;
 }
 
-void print_table(const bench_options& o, const std::vector<run_result>& runs,
+void print_table(const bench_options& o, const std::string& statements_track,
+                 const std::vector<run_result>& runs,
                  const std::vector<persistence_run>& alone,
                  const std::vector<reference_run>& reference,
                  const std::optional<sweep_run>& sweep) {
@@ -397,6 +432,8 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
     print_audits(runs);
     print_memory(runs);
     print_cpu(runs);
+    if (o.statements)
+      print_statements(statements_track, runs);
   }
   if (!reference.empty())
     print_comparisons(reference, compare(runs, reference));

@@ -9,6 +9,8 @@ namespace chargeonce::bench {
 postgres_watch postgres_watch::of(const bench_options& o) {
   postgres_watch out;
   out.postmaster = local_postmaster(o.postgres);
+  if (o.statements)
+    out.statements = std::make_unique<statements_reader>(o.postgres);
   return out;
 }
 
@@ -27,10 +29,23 @@ window_maker run_meter::window() {
     armed_ = true;
     waiter_ = std::thread{[this, from = w.from] {
       std::this_thread::sleep_until(from);
-      at_open_ = sample();
+      open_window();
     }};
     return w;
   };
+}
+
+void run_meter::open_window() {
+  // The reset first: it is a round trip, and the CPU it costs Postgres
+  // falls before the window's first reading rather than inside it.
+  if (pg_.statements) {
+    try {
+      pg_.statements->reset();
+    } catch (...) {
+      reset_failed_ = std::current_exception();
+    }
+  }
+  at_open_ = sample();
 }
 
 run_meter::reading run_meter::sample() const {
@@ -48,6 +63,8 @@ run_meter::reading run_meter::sample() const {
 void run_meter::finish(run_result& r) {
   if (waiter_.joinable())
     waiter_.join();
+  if (reset_failed_)
+    std::rethrow_exception(reset_failed_);
   auto at_close = sample();
   if (r.stats.cycles == 0 || !armed_)
     return;
@@ -62,6 +79,8 @@ void run_meter::finish(run_result& r) {
   r.bench_cpu_us_per_cycle = per_cycle(at_open_.bench_s, at_close.bench_s);
   r.postgres_cpu_us_per_cycle =
     per_cycle(at_open_.postgres_s, at_close.postgres_s);
+  if (pg_.statements)
+    r.statements = pg_.statements->read(r.stats.cycles);
 }
 
 } // namespace chargeonce::bench

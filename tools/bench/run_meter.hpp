@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a run costs besides its time, over its measured window: the CPU of
-// the server, of this process and of the Postgres cluster, per cycle.
+// the server, of this process and of the Postgres cluster, per cycle, and
+// with --statements the statements Postgres ran (pg_stat_statements).
 #pragma once
 
 #include "tools/bench/loop.hpp"
 #include "tools/bench/options.hpp"
+#include "tools/bench/statements.hpp"
 
+#include <exception>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -15,8 +19,11 @@ namespace chargeonce::bench {
 struct postgres_watch {
   /// The cluster's postmaster when it runs on this machine, else none.
   std::optional<int64_t> postmaster;
+  /// --statements: pg_stat_statements of --postgres's database.
+  std::unique_ptr<statements_reader> statements;
 
-  /// Finds the local postmaster of o.postgres.
+  /// Finds the local postmaster of o.postgres and, with --statements, checks
+  /// that pg_stat_statements can be read (throws std::runtime_error if not).
   static postgres_watch of(const bench_options& o);
 };
 
@@ -36,7 +43,8 @@ public:
   /// The run's window, arming the first reading at its start.
   window_maker window();
 
-  /// Sets the run's CPU per cycle, once it has ended.
+  /// Sets the run's CPU per cycle and statements, once it has ended;
+  /// throws when pg_stat_statements could not be reset at the start.
   void finish(run_result& r);
 
 private:
@@ -47,6 +55,7 @@ private:
   };
 
   reading sample() const;
+  void open_window();
 
   const bench_options& options_;
   postgres_watch& pg_;
@@ -54,6 +63,7 @@ private:
   std::thread waiter_;
   bool armed_ = false;
   reading at_open_;
+  std::exception_ptr reset_failed_;
 };
 
 } // namespace chargeonce::bench
