@@ -120,9 +120,59 @@ _pg_conninfo_value() {
   printf '%s' "$v"
 }
 
+# Loads pg_stat_statements into the running cluster of DIR (bin dir BIN,
+# psql arguments CLIENT...) with pg_stat_statements.track = TRACK, and
+# creates the extension in database chargeonce. Loading it takes a restart,
+# once: ALTER SYSTEM keeps it for the cluster's later starts. TRACK takes a
+# reload only: `all` (what chargeonce-bench --statements wants) counts the
+# statements that PL/pgSQL functions run as entries of their own beside the
+# call, `top` only the calls, and `none` turns the counting off, so that
+# runs that do not read it pay nothing for it.
+_pg_ensure_statements() {
+  local dir=$1 bin=$2 track=$3
+  shift 3
+  local psql=(_pg_as "$dir" "$bin/psql" -X -q -t -A -v ON_ERROR_STOP=1 "$@")
+  local libs
+  libs=$("${psql[@]}" -d postgres -c "SHOW shared_preload_libraries") ||
+    return 1
+  if [[ ,${libs// /}, != *,pg_stat_statements,* ]]; then
+    echo "postgres: loading pg_stat_statements (a restart)" >&2
+    libs=${libs:+$libs,}pg_stat_statements
+    "${psql[@]}" -d postgres -c \
+      "ALTER SYSTEM SET shared_preload_libraries = '$libs'" || return 1
+    _pg_check "$dir" "pg_ctl restart" "$bin/pg_ctl" restart -w -t 60 \
+      -D "$dir/data" -l "$dir/postgres.log" || return 1
+  fi
+  local shown i
+  shown=$("${psql[@]}" -d postgres -c "SHOW pg_stat_statements.track") ||
+    return 1
+  if [[ $shown != "$track" ]]; then
+    "${psql[@]}" -d postgres -c \
+      "ALTER SYSTEM SET pg_stat_statements.track = '$track'" \
+      -c "SELECT pg_reload_conf()" >/dev/null || return 1
+    # The postmaster rereads the files on its own time; a session started
+    # once it has sees the new value, as the server's will.
+    for ((i = 0; i < 100; i++)); do
+      shown=$("${psql[@]}" -d postgres -c "SHOW pg_stat_statements.track")
+      [[ $shown == "$track" ]] && break
+      sleep 0.1
+    done
+    [[ $shown == "$track" ]] || {
+      echo "pg_stat_statements.track is still $shown, not $track" >&2
+      return 1
+    }
+  fi
+  "${psql[@]}" -d "$_PG_DB" -c "SET client_min_messages = warning" \
+    -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+}
+
 # pg_cluster_start DIR: creates the cluster if DIR has none, starts it unless
 # it already runs (then reuses it), creates database chargeonce if missing,
-# and prints the libpq DSN on stdout (nothing else goes to stdout).
+# and prints the libpq DSN on stdout (nothing else goes to stdout). With
+# PG_STAT_STATEMENTS=TRACK (all, top or none) set, it also loads
+# pg_stat_statements with that pg_stat_statements.track, restarting the
+# cluster if need be (_pg_ensure_statements); unset, the cluster's settings
+# stay as they are, so that the tests' clusters pay nothing for it.
 pg_cluster_start() {
   if (($# != 1)); then
     echo "usage: pg_cluster_start DIR" >&2
@@ -165,6 +215,18 @@ pg_cluster_start() {
   if [[ $exists != 1 ]]; then
     _pg_check "$dir" createdb "$bin/createdb" "${client[@]}" "$_PG_DB" ||
       return 1
+  fi
+  if [[ -n ${PG_STAT_STATEMENTS:-} ]]; then
+    case $PG_STAT_STATEMENTS in
+      all | top | none) ;;
+      *)
+        echo "PG_STAT_STATEMENTS must be all, top or none," \
+          "not '$PG_STAT_STATEMENTS'" >&2
+        return 2
+        ;;
+    esac
+    _pg_ensure_statements "$dir" "$bin" "$PG_STAT_STATEMENTS" \
+      "${client[@]}" || return 1
   fi
   printf 'host=%s port=%s dbname=%s user=%s connect_timeout=5\n' \
     "$(_pg_conninfo_value "$socket")" "$_PG_PORT" "$_PG_DB" "$_PG_USER"

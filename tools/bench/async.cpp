@@ -222,6 +222,8 @@ run_result run_async_clients(client::client& api, size_t clients,
                  {},
                  {},
                  {},
+                 {},
+                 {},
                  {}};
   out.stats.touched = run->picker.touched();
   return out;

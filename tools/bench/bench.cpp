@@ -12,7 +12,8 @@
 // the ways to the service (baseline: the per-operation design), loop
 // measures, audit checks what Postgres holds afterwards, processes runs
 // clients as several processes, reference runs the reference kit's pgbench
-// scripts, sweep times the sweep, report and compare print.
+// scripts, sweep times the sweep, run_meter reads what a run cost (CPU,
+// Postgres's statements), report and compare print.
 #include "tools/bench/bench.hpp"
 
 #include "actors/supervisor_actor.hpp"
@@ -30,6 +31,7 @@
 #include "tools/bench/processes.hpp"
 #include "tools/bench/reference.hpp"
 #include "tools/bench/report.hpp"
+#include "tools/bench/run_meter.hpp"
 #include "tools/bench/sweep.hpp"
 #include "tools/common/seed.hpp"
 
@@ -95,7 +97,7 @@ struct in_process_config : caf::actor_system_config {
 /// for the pool, so no connection of this run outlives it. Reports this
 /// process's peak RSS over the run (and RSS at its end, before shutdown).
 run_result run_in_process(size_t clients, const bench_options& o,
-                          const chat_range& chats) {
+                          const chat_range& chats, postgres_watch& pg) {
   reset_peak_rss(); // else the peak of an earlier run (or the seeding)
   in_process_config cfg;
   caf::actor_system sys{cfg};
@@ -114,10 +116,11 @@ run_result run_in_process(size_t clients, const bench_options& o,
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
     throw std::runtime_error("the supervisor did not hand out its API");
   }
+  run_meter meter{o, pg, 0};
   auto result = run_clients(
     "in_process", clients, o, chats,
-    [&] { return make_in_process_driver(sys, api); },
-    [&] { return window_from_now(o); });
+    [&] { return make_in_process_driver(sys, api); }, meter.window());
+  meter.finish(result);
   result.memory = read_memory(0, "bench");
   caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
   return result;
@@ -159,134 +162,74 @@ auto seeded_run(const bench_options& o, F f) {
   }
 }
 
-/// Client threads in this process in `make_window`'s window (default: a
-/// warm-up from now), or --processes children.
+/// Client threads in this process, or --processes children, in
+/// `make_window`'s window.
 run_result run_mode(const std::string& mode, size_t clients,
                     const bench_options& o, const chat_range& chats,
                     const driver_factory& make_driver,
-                    window_maker make_window = {}) {
+                    const window_maker& make_window) {
   if (o.processes > 1)
-    return run_processes(mode, clients, o, chats);
-  if (!make_window)
-    make_window = [&o] {
-      return window_from_now(o);
-    };
+    return run_processes(mode, clients, o, chats, make_window);
   return run_clients(mode, clients, o, chats, make_driver, make_window);
 }
 
-/// The CPU of the server (--server-pid) and of this process over one run's
-/// measured window: read when the window opens (a thread waits for it, so
-/// that connecting and the warm-up are left out) and when the run ended
-/// (its clients' last cycles, at most one each past the window, are in).
-class cpu_meter {
-public:
-  explicit cpu_meter(const bench_options& o) : server_pid_(o.server_pid) {
-    make_ = [&o] {
-      return window_from_now(o);
-    };
-  }
-
-  cpu_meter(const cpu_meter&) = delete;
-  cpu_meter& operator=(const cpu_meter&) = delete;
-
-  ~cpu_meter() {
-    if (waiter_.joinable())
-      waiter_.join();
-  }
-
-  /// The run's window, arming the first reading at its start.
-  window_maker window() {
-    return [this] {
-      auto w = make_();
-      armed_ = true;
-      waiter_ = std::thread{[this, from = w.from] {
-        std::this_thread::sleep_until(from);
-        at_open_ = sample();
-      }};
-      return w;
-    };
-  }
-
-  /// Sets the run's CPU per cycle, once it has ended.
-  void finish(run_result& r) {
-    if (waiter_.joinable())
-      waiter_.join();
-    auto at_close = sample();
-    if (r.stats.cycles == 0 || !armed_)
-      return;
-    auto per_cycle =
-      [&](const std::optional<double>& from,
-          const std::optional<double>& until) -> std::optional<double> {
-      if (!from || !until)
-        return std::nullopt;
-      return (*until - *from) * 1e6 / static_cast<double>(r.stats.cycles);
-    };
-    r.server_cpu_us_per_cycle = per_cycle(at_open_.server, at_close.server);
-    r.bench_cpu_us_per_cycle = per_cycle(at_open_.bench, at_close.bench);
-  }
-
-private:
-  struct reading {
-    std::optional<double> server;
-    std::optional<double> bench;
-  };
-
-  reading sample() const {
-    return {server_pid_ > 0 ? read_cpu_s(server_pid_) : std::nullopt,
-            read_cpu_s(0)};
-  }
-
-  int64_t server_pid_;
-  window_maker make_;
-  std::thread waiter_;
-  bool armed_ = false;
-  reading at_open_;
-};
-
 /// After a run against a server: its memory and CPU, then a pause.
-void finish_remote_run(run_result& result, cpu_meter& cpu,
+void finish_remote_run(run_result& result, run_meter& meter,
                        const bench_options& o) {
-  cpu.finish(result);
+  meter.finish(result);
   if (o.server_pid > 0)
     result.memory = read_memory(o.server_pid, "server");
   std::this_thread::sleep_for(remote_settle);
 }
 
 run_result run_remote(remote_session& session, size_t clients,
-                      const bench_options& o, const chat_range& chats) {
+                      const bench_options& o, const chat_range& chats,
+                      postgres_watch& pg) {
   check_servers_see(session.api(), chats);
   progress("remote", clients);
-  // With --processes the children measure, and no window is armed here.
-  cpu_meter cpu{o};
+  run_meter meter{o, pg, o.server_pid};
   auto result = run_mode(
     "remote", clients, o, chats,
-    [&] { return make_remote_driver(session.api()); }, cpu.window());
-  finish_remote_run(result, cpu, o);
+    [&] { return make_remote_driver(session.api()); }, meter.window());
+  finish_remote_run(result, meter, o);
   return result;
 }
 
 /// --client-api=async: the same clients as continuations instead of threads.
 run_result run_remote_async(remote_session& session, size_t clients,
-                            const bench_options& o, const chat_range& chats) {
+                            const bench_options& o, const chat_range& chats,
+                            postgres_watch& pg) {
   check_servers_see(session.api(), chats);
   progress("remote_async", clients);
-  cpu_meter cpu{o};
+  run_meter meter{o, pg, o.server_pid};
   auto result =
-    run_async_clients(session.api(), clients, o, chats, cpu.window());
-  finish_remote_run(result, cpu, o);
+    run_async_clients(session.api(), clients, o, chats, meter.window());
+  finish_remote_run(result, meter, o);
   return result;
 }
 
 /// --client-api=http: threads on kept-alive HTTP connections.
 run_result run_http(size_t clients, const bench_options& o,
-                    const chat_range& chats) {
+                    const chat_range& chats, postgres_watch& pg) {
   check_http_sees(o.http, chats.first + 1);
   progress("http", clients);
-  cpu_meter cpu{o};
+  run_meter meter{o, pg, o.server_pid};
   auto result = run_clients(
     "http", clients, o, chats, [&] { return make_http_driver(o.http); },
-    cpu.window());
-  finish_remote_run(result, cpu, o);
+    meter.window());
+  finish_remote_run(result, meter, o);
+  return result;
+}
+
+/// --baseline: one Postgres transaction per operation, no server.
+run_result run_baseline(size_t clients, const bench_options& o,
+                        const chat_range& chats, postgres_watch& pg) {
+  progress("baseline", clients);
+  run_meter meter{o, pg, 0};
+  auto result = run_mode(
+    "baseline", clients, o, chats,
+    [&] { return make_baseline_driver(o.postgres); }, meter.window());
+  meter.finish(result);
   return result;
 }
 
@@ -347,7 +290,8 @@ void run_reference(reference_bench& ref, size_t clients, all_runs& out) {
 
 /// Per client count, every mode one after the other, so that the ratios
 /// compare runs minutes apart rather than invocations hours apart.
-all_runs run_all(const bench_options& o, const reference_options& r) {
+all_runs run_all(const bench_options& o, const reference_options& r,
+                 postgres_watch& pg) {
   all_runs out;
   std::unique_ptr<remote_session> session;
   if (!o.servers.empty())
@@ -358,26 +302,24 @@ all_runs run_all(const bench_options& o, const reference_options& r) {
   for (auto clients : o.clients) {
     if (session && o.blocking_api)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
-        return run_remote(*session, clients, o, chats);
+        return run_remote(*session, clients, o, chats, pg);
       }));
     if (session && o.async_api)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
-        return run_remote_async(*session, clients, o, chats);
+        return run_remote_async(*session, clients, o, chats, pg);
       }));
     if (o.http_api)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
-        return run_http(clients, o, chats);
+        return run_http(clients, o, chats, pg);
       }));
     if (o.in_process)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
         progress("in_process", clients);
-        return run_in_process(clients, o, chats);
+        return run_in_process(clients, o, chats, pg);
       }));
     if (o.baseline)
       out.runs.push_back(audited_run(o, [&](const chat_range& chats) {
-        progress("baseline", clients);
-        return run_mode("baseline", clients, o, chats,
-                        [&] { return make_baseline_driver(o.postgres); });
+        return run_baseline(clients, o, chats, pg);
       }));
     if (ref)
       run_reference(*ref, clients, out);
@@ -436,13 +378,16 @@ int bench_main(const bench_options& o, const reference_options& r) {
     spdlog::critical("cannot migrate error={}", error_message(done.error()));
     return exit_failed;
   }
-  auto all = run_all(o, r);
+  // Before any run: --statements fails here when it cannot be had.
+  auto pg = postgres_watch::of(o);
+  auto all = run_all(o, r, pg);
   auto alone = run_persistence_all(o);
   auto sweep = run_sweep_if_asked(o);
+  auto track = pg.statements ? pg.statements->track() : std::string{};
   if (o.json)
-    print_json(o, all.runs, alone, all.reference, sweep);
+    print_json(o, track, all.runs, alone, all.reference, sweep);
   else
-    print_table(o, all.runs, alone, all.reference, sweep);
+    print_table(o, track, all.runs, alone, all.reference, sweep);
   return failures_of(all, alone, sweep) > 0 ? exit_failed : exit_ok;
 }
 

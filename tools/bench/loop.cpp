@@ -314,7 +314,7 @@ run_result run_clients(const std::string& mode, size_t clients,
   auto window = gate.open_when_ready(make_window);
   for (auto& t : threads)
     t.join();
-  run_result out{mode, clients, 1, quota.seconds_of(window), {}, {},
+  run_result out{mode, clients, 1, quota.seconds_of(window), {}, {}, {}, {},
                  {},   {},      {}};
   for (const auto& x : per_thread)
     out.stats.merge(x);

@@ -7,6 +7,7 @@
 #include "tools/bench/drivers.hpp"
 #include "tools/bench/histogram.hpp"
 #include "tools/bench/options.hpp"
+#include "tools/bench/statements.hpp"
 
 #include <caf/error.hpp>
 
@@ -18,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace chargeonce::bench {
 
@@ -237,9 +239,13 @@ struct run_result {
   std::optional<memory_figures> memory;
   std::optional<run_audit> audit; ///< Postgres after the run
   /// CPU (user + system) over the measured window, per measured cycle: the
-  /// server's (--server-pid) and this process's, which runs the clients.
+  /// server's (--server-pid), this process's when it runs the clients, and
+  /// the Postgres cluster's when it runs on this machine.
   std::optional<double> server_cpu_us_per_cycle;
   std::optional<double> bench_cpu_us_per_cycle;
+  std::optional<double> postgres_cpu_us_per_cycle;
+  /// --statements: what Postgres ran in the window, costliest first.
+  std::vector<statement_figures> statements;
 
   double cycles_per_s() const {
     return duration_s > 0 ? static_cast<double>(stats.cycles) / duration_s

@@ -146,7 +146,7 @@ child_role parse_child(const std::string& text) {
 /// --name=value, or a bare --name for the switches.
 std::pair<std::string, std::string> split_flag(const std::string& arg) {
   if (arg == "--baseline" || arg == "--in-process" || arg == "--json"
-      || arg == "--sweep")
+      || arg == "--sweep" || arg == "--statements")
     return {arg.substr(2), "true"};
   auto eq = arg.find('=');
   if (arg.rfind("--", 0) != 0 || eq == std::string::npos || eq == 2)
@@ -204,6 +204,8 @@ void apply_flag(bench_options& o, const std::string& name,
     o.persistence_batches = parse_batches(value);
   else if (name == "sweep")
     o.sweep = true;
+  else if (name == "statements")
+    o.statements = true;
   else if (name == "sweep-reservations")
     o.sweep_reservations =
       parse_int<int64_t>(name, value, 1, sweep_reservations_max);
@@ -261,6 +263,11 @@ void check(const bench_options& o) {
                       "the server's own option)");
   if (o.child && o.role.mode == "remote" && o.servers.empty())
     throw usage_error("--child=remote:... needs --servers");
+  if (o.statements && o.servers.empty() && !o.in_process && !o.baseline
+      && !o.http_api)
+    throw usage_error("--statements reports the runs' statements: give "
+                      "--servers, --client-api=http, --in-process or "
+                      "--baseline (not --persistence or --sweep alone)");
 }
 
 } // namespace
@@ -278,7 +285,8 @@ const char* const usage_text =
                         [--connections=N] [--processes=N] [--server-pid=PID]
                         [--chat-order=random|sequential]
                         [--idle-timeout=DURATION] [--persistence=K[,K...]]
-                        [--sweep [--sweep-reservations=N]] [--json]
+                        [--sweep [--sweep-reservations=N]] [--statements]
+                        [--json]
 
   --postgres     where chats are seeded (and the baseline runs); remote
                  servers must use the same database
@@ -344,6 +352,13 @@ const char* const usage_text =
                  of as many made the same way; releases/s, rows/s, ratio
   --sweep-reservations
                  stuck reservations per measurement (default 10000)
+  --statements   also report, per run, the statements Postgres ran in the
+                 measured window (pg_stat_statements of --postgres's
+                 database, reset when the window opens): calls, execution
+                 time and rows per cycle, the costliest 12; needs
+                 pg_stat_statements loaded (track = all lists the
+                 statements inside functions too) and created in the
+                 database, and the right to reset it
   --json         one JSON object on stdout instead of the table
 
 DURATION: a number of seconds (90) or a number with a unit, as the server

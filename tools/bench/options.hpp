@@ -90,6 +90,9 @@ struct bench_options {
   /// DELETE ... RETURNING of as many (--sweep-reservations).
   bool sweep = false;
   int64_t sweep_reservations = 10000;
+  /// --statements: each run also reports the statements Postgres ran in
+  /// its window, per cycle (pg_stat_statements).
+  bool statements = false;
   bool json = false;
   bool child = false; ///< this process is a client process
   child_role role;    ///< when child

@@ -4,11 +4,10 @@
 #include "persistence/store.hpp"
 #include "protocol/errors.hpp"
 #include "tools/bench/baseline.hpp"
-#include "tools/bench/processes.hpp"
+#include "tools/bench/postgres_cpu.hpp"
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -17,20 +16,6 @@ namespace chargeonce::bench {
 namespace {
 
 using persistence::batch_result;
-
-/// User + system CPU seconds of a local Postgres process; none when `pid`
-/// is not a Postgres process of this machine (a remote database, or a pid
-/// that means something else here).
-std::optional<double> postgres_cpu_s(int pid) {
-  if (pid <= 0)
-    return std::nullopt;
-  auto dir = "/proc/" + std::to_string(pid);
-  std::string comm;
-  std::getline(std::ifstream{dir + "/comm"}, comm);
-  if (comm != "postgres")
-    return std::nullopt;
-  return read_cpu_s(pid);
-}
 
 /// Hands out the run's chats in order and wraps around: a chat comes back
 /// only after all others, long after its own cycle ended.
@@ -73,7 +58,7 @@ public:
     if (!open_ && clock_type::now() >= window_.from) {
       open_ = true;
       opened_at_ = clock_type::now();
-      auto cpu = postgres_cpu_s(pid_);
+      auto cpu = postgres_process_cpu_s(pid_);
       cpu_known_ = cpu.has_value();
       cpu_at_open_s_ = cpu.value_or(0.0);
     }
@@ -98,7 +83,7 @@ public:
 private:
   /// The backend's CPU since the window opened; none when not measured.
   std::optional<double> backend_cpu_s() const {
-    auto cpu = postgres_cpu_s(pid_);
+    auto cpu = postgres_process_cpu_s(pid_);
     if (!open_ || !cpu || !cpu_known_)
       return std::nullopt;
     return *cpu - cpu_at_open_s_;

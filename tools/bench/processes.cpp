@@ -128,7 +128,8 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 }
 
 run_result run_processes(const std::string& mode, size_t clients,
-                         const bench_options& o, const chat_range& chats) {
+                         const bench_options& o, const chat_range& chats,
+                         const window_maker& make_window) {
   auto n = std::min(o.processes, clients);
   // A child that died must fail the run, not kill us on our next write.
   std::signal(SIGPIPE, SIG_IGN);
@@ -144,7 +145,7 @@ run_result run_processes(const std::string& mode, size_t clients,
     kill_all(children);
     throw;
   }
-  auto window = window_from_now(o);
+  auto window = make_window();
   for (auto& c : children) {
     std::fprintf(c.to, "%lld %lld\n",
                  static_cast<long long>(ns_of(window.from)),
@@ -153,7 +154,7 @@ run_result run_processes(const std::string& mode, size_t clients,
   }
   // Each child holds its own window open for its clients' --min-cycles:
   // the run spans the longest.
-  run_result out{mode, clients, n, 0.0, {}, {}, {}, {}, {}};
+  run_result out{mode, clients, n, 0.0, {}, {}, {}, {}, {}, {}, {}};
   bool failed = false;
   for (auto& c : children) {
     auto report = deserialize_report(read_all(c.from));
@@ -264,26 +265,43 @@ std::optional<memory_figures> read_memory(int64_t pid, std::string process) {
   return out;
 }
 
-std::optional<double> read_cpu_s(int64_t pid) {
+std::optional<process_cpu_ticks> read_cpu_ticks(int64_t pid) {
   auto path = pid == 0 ? std::string{"/proc/self/stat"}
                        : "/proc/" + std::to_string(pid) + "/stat";
   std::string stat;
   std::getline(std::ifstream{path}, stat);
-  // Fields after the parenthesised name: state is field 3, utime 14,
-  // stime 15 (proc(5)); the name itself may hold spaces.
+  // Fields after the parenthesised name: state is field 3, ppid 4, utime
+  // 14, stime 15, cutime 16, cstime 17 (proc(5)); the name itself may hold
+  // spaces.
   auto close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size())
     return std::nullopt;
   std::istringstream rest{stat.substr(close + 2)};
   std::string field;
-  long long ticks = 0;
+  process_cpu_ticks out;
   int i = 3;
-  for (; i <= 15 && rest >> field; ++i)
-    if (i == 14 || i == 15)
-      ticks += std::stoll(field);
-  if (i <= 15)
+  for (; i <= 17 && rest >> field; ++i) {
+    if (i == 4)
+      out.parent = std::stoll(field);
+    else if (i == 14 || i == 15)
+      out.own += std::stoll(field);
+    else if (i == 16 || i == 17)
+      out.ended_children += std::stoll(field);
+  }
+  if (i <= 17)
     return std::nullopt;
+  return out;
+}
+
+double seconds_of_ticks(int64_t ticks) {
   return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::optional<double> read_cpu_s(int64_t pid) {
+  auto ticks = read_cpu_ticks(pid);
+  if (!ticks)
+    return std::nullopt;
+  return seconds_of_ticks(ticks->own);
 }
 
 bool reset_peak_rss() {

@@ -15,9 +15,11 @@
 namespace chargeonce::bench {
 
 /// Runs the clients of one remote or baseline run in o.processes child
-/// processes (clients split as evenly as possible) and merges their stats.
+/// processes (clients split as evenly as possible), in the window
+/// `make_window` returns once they are all ready, and merges their stats.
 run_result run_processes(const std::string& mode, size_t clients,
-                         const bench_options& o, const chat_range& chats);
+                         const bench_options& o, const chat_range& chats,
+                         const window_maker& make_window);
 
 /// The body of a child process: connects its clients, says "ready" on
 /// stdout, reads the window from stdin, runs and writes its stats to
@@ -41,6 +43,20 @@ std::vector<char*> argv_of(std::vector<std::string>& args);
 
 /// VmHWM and VmRSS of a process (0: this one); nullopt if unreadable.
 std::optional<memory_figures> read_memory(int64_t pid, std::string process);
+
+/// The CPU a process has used so far, in clock ticks (/proc/PID/stat).
+struct process_cpu_ticks {
+  int64_t parent = 0; ///< its parent's pid
+  int64_t own = 0;    ///< user + system
+  /// User + system of its children that ended and were waited for.
+  int64_t ended_children = 0;
+};
+
+/// process_cpu_ticks of a process (0: this one); nullopt if unreadable.
+std::optional<process_cpu_ticks> read_cpu_ticks(int64_t pid);
+
+/// Clock ticks (/proc's unit, usually 10 ms) in seconds.
+double seconds_of_ticks(int64_t ticks);
 
 /// User + system CPU seconds a process (0: this one) has used so far, from
 /// /proc/PID/stat; nullopt if unreadable.

@@ -46,7 +46,18 @@ nlohmann::json latency_json(const histogram& h) {
           {"max", h.max()},          {"mean", h.mean()}};
 }
 
-nlohmann::json run_json(const run_result& r) {
+nlohmann::json statements_json(const std::vector<statement_figures>& all) {
+  auto out = nlohmann::json::array();
+  for (const auto& x : all)
+    out.push_back({{"query", x.query},
+                   {"top_level", x.top_level},
+                   {"calls_per_cycle", x.calls_per_cycle},
+                   {"exec_us_per_cycle", x.exec_us_per_cycle},
+                   {"rows_per_cycle", x.rows_per_cycle}});
+  return out;
+}
+
+nlohmann::json run_json(const bench_options& o, const run_result& r) {
   nlohmann::json latency = nlohmann::json::object();
   nlohmann::json by_op = nlohmann::json::object();
   std::map<std::string, uint64_t> outcomes{{"ok", 0}, {"busy", 0}};
@@ -79,6 +90,10 @@ nlohmann::json run_json(const run_result& r) {
     out["server_cpu_us_per_cycle"] = *r.server_cpu_us_per_cycle;
   if (r.bench_cpu_us_per_cycle)
     out["bench_cpu_us_per_cycle"] = *r.bench_cpu_us_per_cycle;
+  if (r.postgres_cpu_us_per_cycle)
+    out["postgres_cpu_us_per_cycle"] = *r.postgres_cpu_us_per_cycle;
+  if (o.statements)
+    out["statements"] = statements_json(r.statements);
   if (r.audit)
     out["audit"] = {{"acknowledged_commits", r.audit->acknowledged},
                     {"ledger_charges", r.audit->ledger_charges},
@@ -173,30 +188,51 @@ void print_memory(const std::vector<run_result>& runs) {
   }
 }
 
+std::string cpu_text(const std::optional<double>& x, const char* format) {
+  if (!x)
+    return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, *x);
+  return buf;
+}
+
 /// CPU per cycle over the measured window, for the runs that know it: the
-/// server's and the bench's own (its clients run in it).
+/// server's, the bench's own (when its clients run in it) and the Postgres
+/// cluster's (when it runs on this machine).
 void print_cpu(const std::vector<run_result>& runs) {
   bool header = false;
   for (const auto& r : runs) {
-    if (!r.server_cpu_us_per_cycle && !r.bench_cpu_us_per_cycle)
+    if (!r.server_cpu_us_per_cycle && !r.bench_cpu_us_per_cycle
+        && !r.postgres_cpu_us_per_cycle)
       continue;
     if (!header) {
       std::printf("\nCPU per cycle in µs (user + system, measured window)\n");
-      std::printf("%-13s %7s %10s %10s\n", "mode", "clients", "server",
-                  "bench");
+      std::printf("%-13s %7s %10s %10s %10s\n", "mode", "clients", "server",
+                  "bench", "postgres");
       header = true;
     }
-    auto cell = [](const std::optional<double>& x) {
-      char buf[32];
-      if (x)
-        std::snprintf(buf, sizeof buf, "%.0f", *x);
-      else
-        std::snprintf(buf, sizeof buf, "-");
-      return std::string{buf};
-    };
-    std::printf("%-13s %7zu %10s %10s\n", r.mode.c_str(), r.clients,
-                cell(r.server_cpu_us_per_cycle).c_str(),
-                cell(r.bench_cpu_us_per_cycle).c_str());
+    std::printf("%-13s %7zu %10s %10s %10s\n", r.mode.c_str(), r.clients,
+                cpu_text(r.server_cpu_us_per_cycle, "%.0f").c_str(),
+                cpu_text(r.bench_cpu_us_per_cycle, "%.0f").c_str(),
+                cpu_text(r.postgres_cpu_us_per_cycle, "%.0f").c_str());
+  }
+}
+
+/// --statements: per run, what Postgres ran in the window, per cycle.
+void print_statements(const std::string& track,
+                      const std::vector<run_result>& runs) {
+  std::printf("\nPostgres statements per cycle (pg_stat_statements, track = "
+              "%s, measured window; the costliest %zu per run; a nested "
+              "statement ran inside a function, whose time includes it)\n",
+              track.c_str(), statements_reported_max);
+  for (const auto& r : runs) {
+    std::printf("\n%s, %zu clients\n", r.mode.c_str(), r.clients);
+    std::printf("%9s %9s %9s %-6s %s\n", "calls", "µs", "rows", "level",
+                "query");
+    for (const auto& x : r.statements)
+      std::printf("%9.3f %9.1f %9.3f %-6s %s\n", x.calls_per_cycle,
+                  x.exec_us_per_cycle, x.rows_per_cycle,
+                  x.top_level ? "top" : "nested", x.query.c_str());
   }
 }
 
@@ -249,14 +285,6 @@ nlohmann::json persistence_json(const std::vector<persistence_run>& alone) {
        {"unexpected", r.unexpected}});
   }
   return out;
-}
-
-std::string cpu_text(const std::optional<double>& x, const char* format) {
-  if (!x)
-    return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, *x);
-  return buf;
 }
 
 void print_persistence(const std::vector<persistence_run>& alone) {
@@ -332,7 +360,8 @@ void print_sweep(const sweep_run& r) {
 
 } // namespace
 
-void print_json(const bench_options& o, const std::vector<run_result>& runs,
+void print_json(const bench_options& o, const std::string& statements_track,
+                const std::vector<run_result>& runs,
                 const std::vector<persistence_run>& alone,
                 const std::vector<reference_run>& reference,
                 const std::optional<sweep_run>& sweep) {
@@ -350,9 +379,11 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
                     {{"cancel", o.mix.cancel},
                      {"fail", o.mix.fail},
                      {"double", o.mix.double_tap}}}};
+  if (o.statements)
+    out["config"]["statements_track"] = statements_track;
   out["runs"] = nlohmann::json::array();
   for (const auto& r : runs)
-    out["runs"].push_back(run_json(r));
+    out["runs"].push_back(run_json(o, r));
   out["ratios"] = nlohmann::json::array();
   for (const auto& x : ratios_of(runs))
     out["ratios"].push_back({{"clients", x.clients},
@@ -370,7 +401,8 @@ void print_json(const bench_options& o, const std::vector<run_result>& runs,
   std::cout << out.dump() << std::endl;
 }
 
-void print_table(const bench_options& o, const std::vector<run_result>& runs,
+void print_table(const bench_options& o, const std::string& statements_track,
+                 const std::vector<run_result>& runs,
                  const std::vector<persistence_run>& alone,
                  const std::vector<reference_run>& reference,
                  const std::optional<sweep_run>& sweep) {
@@ -400,6 +432,8 @@ void print_table(const bench_options& o, const std::vector<run_result>& runs,
     print_audits(runs);
     print_memory(runs);
     print_cpu(runs);
+    if (o.statements)
+      print_statements(statements_track, runs);
   }
   if (!reference.empty())
     print_comparisons(reference, compare(runs, reference));

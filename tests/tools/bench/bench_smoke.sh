@@ -112,14 +112,18 @@ run_bench "$tmp/remote.json" --servers="$servers" --baseline --clients=2 \
   --server-pid="$server_pid" "${http_flags[@]}"
 check_runs "$tmp/remote.json" "remote,remote_async,http,baseline"
 check_quota "$tmp/remote.json"
-# Each run against the server knows the CPU it cost per cycle, the
-# server's and the clients'; the baseline has no server.
-jq -e 'all(.runs[] | select(.mode != "baseline");
-          .server_cpu_us_per_cycle > 0 and .bench_cpu_us_per_cycle > 0)
+# Each run knows the CPU it cost per cycle: the clients' (this process)
+# and the Postgres cluster's (local: its socket), and each run against the
+# server the server's; the baseline has no server. Without --statements no
+# run lists statements.
+jq -e 'all(.runs[]; .bench_cpu_us_per_cycle > 0
+          and .postgres_cpu_us_per_cycle > 0 and (has("statements") | not))
+       and all(.runs[] | select(.mode != "baseline");
+          .server_cpu_us_per_cycle > 0)
        and all(.runs[] | select(.mode == "baseline");
           has("server_cpu_us_per_cycle") | not)' \
   "$tmp/remote.json" >/dev/null ||
-  die "no CPU per cycle: $(jq -c '[.runs[] | {mode, server_cpu_us_per_cycle, bench_cpu_us_per_cycle}]' "$tmp/remote.json")"
+  die "no CPU per cycle: $(jq -c '[.runs[] | {mode, server_cpu_us_per_cycle, bench_cpu_us_per_cycle, postgres_cpu_us_per_cycle}]' "$tmp/remote.json")"
 # The mix happened in both: cancels, fails and double taps answered busy.
 jq -e 'all(.runs[] | select(.mode != "baseline") | .outcomes_by_op;
           (.cancel.ok > 0) and (.fail.ok > 0) and (.double.busy > 0))' \
@@ -239,6 +243,63 @@ jq -e '(.runs | length == 0) and (.sweep
         and .rss_process == "bench" and .peak_rss_kib > 0)' \
   "$tmp/sweep.json" >/dev/null || die "--sweep: $(cat "$tmp/sweep.json")"
 
+# --statements, on a cluster of our own that loads pg_stat_statements
+# (track = all) as scripts/bench's does: the test cluster does not, and
+# loading it takes a restart. chargeonce's cycles (in this process: the
+# server's actors and SQL, without a server's 6 s pause after each run)
+# call the batch function; the baseline's run its three prepared
+# statements, one each per cycle, and never the batch function.
+pg_dir=$tmp/pg
+chmod 755 "$tmp" # postgres must reach the cluster's directory
+on_exit_stop_postgres "$pg_dir/data"
+on_exit_show_log "$pg_dir/postgres.log"
+# shellcheck source=scripts/lib/postgres.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/postgres.sh"
+statements_dsn=$(PG_STAT_STATEMENTS=all pg_cluster_start "$pg_dir" 2>/dev/null) ||
+  die "cannot start a cluster with pg_stat_statements (see its log)"
+"$bench" --postgres="$statements_dsn" --in-process --baseline --statements \
+  --clients=2 --chats=1000 --duration=1 --warmup=0 \
+  --min-cycles=$min_cycles --json >"$tmp/statements.json" \
+  2>"$tmp/statements.json.log" || {
+  cat "$tmp/statements.json.log" >&2
+  die "chargeonce-bench --statements exited with $?"
+}
+check_runs "$tmp/statements.json" "in_process,baseline"
+jq -e '.config.statements_track == "all"
+      and all(.runs[]; .postgres_cpu_us_per_cycle > 0
+          and (.statements | length > 0 and length <= 12)
+          and all(.statements[]; (.query | type == "string"
+                and length <= 80 and (test("\n") | not))
+              and .calls_per_cycle > 0 and .exec_us_per_cycle >= 0
+              and .rows_per_cycle >= 0))
+      and (.runs[0].statements | any(.top_level
+          and (.query | test("chargeonce_apply_batch"))
+          and .calls_per_cycle > 0))
+      and (.runs[1].statements
+          | ([.[] | select(.top_level and .calls_per_cycle > 0.5)] as $top
+             | ($top | length) == 3
+             and all($top[]; .calls_per_cycle > 0.8
+                 and .calls_per_cycle < 1.2)
+             and any($top[]; .query | test("^WITH c AS \\( SELECT chat_id, coalesce\\(pockets"))
+             and any($top[]; .query | test("^UPDATE reservations SET status"))
+             and any($top[]; .query | test("^WITH c AS \\( SELECT chat_id, pockets FROM chats")))
+          and all(.[]; .query | test("chargeonce_apply_batch") | not))' \
+  "$tmp/statements.json" >/dev/null ||
+  die "--statements: $(jq -c '{config, runs: [.runs[] | {mode, cycles, postgres_cpu_us_per_cycle, statements}]}' "$tmp/statements.json")"
+pg_cluster_stop "$pg_dir" >/dev/null 2>&1 || true
+
+# --statements fails before any run where pg_stat_statements is not loaded
+# (the test cluster, unless someone loaded it there).
+if ! psql "$dsn" -X -q -t -A -c "SHOW shared_preload_libraries" |
+  grep -q pg_stat_statements; then
+  status=0
+  "$bench" --postgres="$dsn" --baseline --statements --chats=10 --duration=1 \
+    >"$tmp/nostatements.out" 2>&1 || status=$?
+  [[ $status == 1 ]] || die "--statements without pg_stat_statements exited $status, expected 1"
+  grep -q "pg_stat_statements is not loaded" "$tmp/nostatements.out" ||
+    die "--statements without pg_stat_statements: $(cat "$tmp/nostatements.out")"
+fi
+
 # Usage errors exit 2.
 status=0
 "$bench" --postgres="$dsn" --in-process --clients=zero >/dev/null 2>&1 || status=$?
@@ -255,7 +316,8 @@ for bad in --persistence=0 --persistence=43 "--persistence=20 --chats=59" \
   "--client-api=http ${http_flags[*]} --processes=2" \
   "--client-api=http ${http_flags[*]} --http-worker-token-file=$tmp/none" \
   "--sweep --sweep-reservations=0" "--in-process --sweep-reservations=10" \
-  "--in-process --min-cycles=-1" --grants-per-chat=0 --grants-per-chat=17; do
+  "--in-process --min-cycles=-1" --grants-per-chat=0 --grants-per-chat=17 \
+  "--persistence=1 --statements" "--sweep --statements"; do
   status=0
   # shellcheck disable=SC2086 # $bad may hold two flags
   "$bench" --postgres="$dsn" $bad >/dev/null 2>&1 || status=$?
