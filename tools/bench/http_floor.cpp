@@ -13,6 +13,7 @@
 #include "tools/bench/drivers.hpp"
 #include "tools/bench/histogram.hpp"
 #include "tools/bench/http.hpp"
+#include "tools/bench/options.hpp"
 #include "tools/bench/processes.hpp"
 
 #include <nlohmann/json.hpp>
@@ -196,25 +197,6 @@ floor_run measure(const floor_options& o, size_t clients) {
   r.server_cpu_us_per_cycle = per_cycle(server0, server1);
   r.bench_cpu_us_per_cycle = per_cycle(bench0, bench1);
   return r;
-}
-
-std::vector<size_t> parse_clients(const std::string& text) {
-  std::vector<size_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    auto next = text.find(',', pos);
-    if (next == std::string::npos)
-      next = text.size();
-    auto item = text.substr(pos, next - pos);
-    size_t used = 0;
-    auto n = std::stoul(item, &used);
-    if (used != item.size() || n < 1 || n > 1024)
-      throw std::invalid_argument("--clients takes counts of 1..1024, got '"
-                                  + item + "'");
-    out.push_back(n);
-    pos = next + 1;
-  }
-  return out;
 }
 
 floor_options parse(int argc, char** argv) {

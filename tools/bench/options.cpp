@@ -36,13 +36,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
-std::vector<size_t> parse_clients(const std::string& text) {
-  std::vector<size_t> out;
-  for (const auto& item : split(text, ','))
-    out.push_back(parse_int<size_t>("clients", item, 1, clients_max));
-  return out;
-}
-
 std::vector<size_t> parse_batches(const std::string& text) {
   std::vector<size_t> out;
   for (const auto& item : split(text, ','))
@@ -271,6 +264,13 @@ void check(const bench_options& o) {
 }
 
 } // namespace
+
+std::vector<size_t> parse_clients(const std::string& text) {
+  std::vector<size_t> out;
+  for (const auto& item : split(text, ','))
+    out.push_back(parse_int<size_t>("clients", item, 1, clients_max));
+  return out;
+}
 
 const char* const usage_text =
   R"(usage: chargeonce-bench --postgres=DSN

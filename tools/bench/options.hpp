@@ -98,6 +98,10 @@ struct bench_options {
   child_role role;    ///< when child
 };
 
+/// A --clients list: counts of 1..1024, comma-separated; throws
+/// usage_error.
+std::vector<size_t> parse_clients(const std::string& text);
+
 /// Parses argv; throws usage_error.
 bench_options parse_args(int argc, char** argv);
 
